@@ -1,0 +1,125 @@
+import { z } from "zod";
+import { UserId } from "./common.js";
+
+const ContentPart = z
+  .object({ type: z.string() })
+  .passthrough()
+  .describe("A content part (`text`, `image_url`, ...).");
+const Content = z.union([z.string(), z.array(ContentPart)]);
+
+const ToolCallOut = z.object({
+  id: z.string(),
+  type: z.literal("function"),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+
+export const ChatMessage = z.discriminatedUnion("role", [
+  z.object({ role: z.literal("system"), content: Content, name: z.string().optional() }).passthrough(),
+  z.object({ role: z.literal("developer"), content: Content, name: z.string().optional() }).passthrough(),
+  z.object({ role: z.literal("user"), content: Content, name: z.string().optional() }).passthrough(),
+  z
+    .object({
+      role: z.literal("assistant"),
+      content: Content.nullable().optional(),
+      name: z.string().optional(),
+      tool_calls: z.array(ToolCallOut).optional(),
+    })
+    .passthrough(),
+  z.object({ role: z.literal("tool"), content: Content, tool_call_id: z.string() }).passthrough(),
+]);
+
+export const ChatTool = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z.string(),
+    description: z.string().optional(),
+    parameters: z.record(z.unknown()).optional(),
+    strict: z.boolean().nullable().optional(),
+  }),
+});
+
+/** The standard chat-completions request, plus `user` (required here). Unknown fields are accepted and ignored. */
+export const ChatCompletionRequest = z
+  .object({
+    model: z.string().min(1).describe("`auto`, `svc/echo`, or a `<runtime>/<model>` alias."),
+    messages: z.array(ChatMessage).min(1),
+    user: UserId.describe("REQUIRED here: the end user the completion is for."),
+    stream: z.boolean().nullable().optional(),
+    stream_options: z.object({ include_usage: z.boolean().optional() }).nullable().optional(),
+    tools: z.array(ChatTool).optional(),
+    tool_choice: z.unknown().optional(),
+    parallel_tool_calls: z.boolean().optional(),
+    temperature: z.number().nullable().optional(),
+    top_p: z.number().nullable().optional(),
+    max_tokens: z.number().int().nullable().optional(),
+    max_completion_tokens: z.number().int().nullable().optional(),
+    stop: z.union([z.string(), z.array(z.string())]).nullable().optional(),
+    n: z.number().int().nullable().optional(),
+    seed: z.number().int().nullable().optional(),
+    presence_penalty: z.number().nullable().optional(),
+    frequency_penalty: z.number().nullable().optional(),
+    response_format: z.unknown().optional(),
+  })
+  .passthrough();
+
+const Usage = z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int() });
+
+export const ChatCompletion = z.object({
+  id: z.string(),
+  object: z.literal("chat.completion"),
+  created: z.number().int(),
+  model: z.string(),
+  choices: z.array(
+    z.object({
+      index: z.number().int(),
+      message: z.object({
+        role: z.literal("assistant"),
+        content: z.string().nullable(),
+        tool_calls: z.array(ToolCallOut).optional(),
+      }),
+      finish_reason: z.enum(["stop", "length", "tool_calls", "content_filter"]).nullable(),
+    }),
+  ),
+  usage: Usage.optional(),
+});
+
+/** One `data:` frame of a streamed completion; the stream ends with `data: [DONE]`. */
+export const ChatCompletionChunk = z.object({
+  id: z.string(),
+  object: z.literal("chat.completion.chunk"),
+  created: z.number().int(),
+  model: z.string(),
+  choices: z.array(
+    z.object({
+      index: z.number().int(),
+      delta: z.object({
+        role: z.literal("assistant").optional(),
+        content: z.string().nullable().optional(),
+        tool_calls: z
+          .array(
+            z.object({
+              index: z.number().int(),
+              id: z.string().optional(),
+              type: z.literal("function").optional(),
+              function: z.object({ name: z.string().optional(), arguments: z.string().optional() }).optional(),
+            }),
+          )
+          .optional(),
+      }),
+      finish_reason: z.enum(["stop", "length", "tool_calls", "content_filter"]).nullable(),
+    }),
+  ),
+  usage: Usage.nullable().optional(),
+});
+
+export const ModelList = z.object({
+  object: z.literal("list"),
+  data: z.array(
+    z.object({
+      id: z.string(),
+      object: z.literal("model"),
+      created: z.number().int(),
+      owned_by: z.string().describe("`svc` for service models, else the runtime serving it on the user's machine."),
+    }),
+  ),
+});

@@ -1,0 +1,43 @@
+import { z } from "zod";
+
+export const Environment = z.enum(["test", "live"]).describe("Every app has a `test` and a `live` environment; nothing crosses them.");
+export const CostClass = z
+  .enum(["user_hardware", "user_subscription", "app_served", "free"])
+  .describe("Who paid for the compute: the user's hardware, the user's own subscription, the app (served in app), or nobody (service-answered).");
+export const RouteKind = z.enum(["user-hardware", "user-subscription", "app"]);
+export const RuntimeKind = z.enum(["model", "agent"]).describe("`model`: a model server the service drives turn by turn; `agent`: a coding-agent CLI that runs its own loop.");
+export const LiveState = z.enum(["online", "offline", "busy"]);
+
+/** Integer micros (millionths of the currency unit): never a float, never a string. */
+export const Micros = z.number().int().describe("Amount in integer micros (1 USD = 1,000,000).");
+export const IsoTime = z.string().datetime({ offset: true }).describe("ISO 8601 timestamp.");
+
+/** The app's own id for its end user, as sent in `user`. */
+export const UserId = z.string().min(1).max(256).describe("The app's id for its end user.");
+
+export const Runtime = z.object({
+  name: z.string().describe("e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible`, `claude-code`, `codex`."),
+  kind: RuntimeKind,
+  costClass: CostClass,
+  models: z.array(z.string()),
+  state: LiveState,
+});
+
+export const Machine = z.object({
+  id: z.string(),
+  hostname: z.string(),
+  platform: z.string(),
+  arch: z.string(),
+  client: z.string(),
+  state: LiveState,
+  pairedAt: IsoTime,
+  lastSeenAt: IsoTime.nullable(),
+  runtimes: z.array(Runtime),
+});
+
+export const Page = <T extends z.ZodTypeAny>(item: T) =>
+  z.object({
+    data: z.array(item),
+    hasMore: z.boolean(),
+    nextCursor: z.string().nullable().describe("Pass as `cursor` to read the next page."),
+  });

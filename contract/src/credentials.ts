@@ -1,0 +1,63 @@
+/**
+ * The four credentials of the service (spec section 5) and which one each route takes.
+ *
+ * - `appKey`: `Authorization: Bearer sk_svc_<id>.<secret>`, the app's server.
+ * - `connectKey`: `pk_svc_<key>` in the path `/c/<pk>/v1/...`, public by design; names the app.
+ * - `session`: `Authorization: Bearer est_<token>`, a browser acting for exactly one end user.
+ * - `pairingToken`: `Authorization: Bearer pt_svc_<token>`, a paired machine; it is taken
+ *   only by the worker connection, never by an HTTP endpoint of this contract.
+ */
+export const CREDENTIAL_KINDS = ["appKey", "connectKey", "session", "pairingToken"] as const;
+export type CredentialKind = (typeof CREDENTIAL_KINDS)[number];
+
+export const APP_KEY_PREFIX = "sk_svc_";
+export const CONNECT_KEY_PREFIX = "pk_svc_";
+export const SESSION_TOKEN_PREFIX = "est_";
+export const PAIRING_TOKEN_PREFIX = "pt_svc_";
+
+/** Which credential kind a bearer string claims to be, by its prefix; null when none matches. */
+export function credentialKindOf(token: string): Exclude<CredentialKind, "connectKey"> | "connectKeyInHeader" | null {
+  if (token.startsWith(APP_KEY_PREFIX)) return "appKey";
+  if (token.startsWith(SESSION_TOKEN_PREFIX)) return "session";
+  if (token.startsWith(PAIRING_TOKEN_PREFIX)) return "pairingToken";
+  if (token.startsWith(CONNECT_KEY_PREFIX)) return "connectKeyInHeader";
+  return null;
+}
+
+/** Typed metadata on every route: the credential it takes, and the issue that builds it while it answers 501. */
+export interface RouteMetadata {
+  auth: "appKey" | "connectKey" | "session" | "none";
+  /** Set while the route answers 501 `not_implemented`: what will build it. */
+  notBuiltYet?: string;
+}
+
+export const meta = (m: RouteMetadata) => m;
+
+/** OpenAPI security scheme name for each credential. */
+export const SECURITY_SCHEMES = {
+  appKey: {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "sk_svc_<id>.<secret>",
+    description: "App key of one app and environment (`test` or `live`). Create, rotate and revoke with the `svc` CLI.",
+  },
+  sessionToken: {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "est_<token>",
+    description: "End-user session minted by the app's server (POST /v1/end_users/session); acts for exactly one end user for ten minutes.",
+  },
+  pairingToken: {
+    type: "http",
+    scheme: "bearer",
+    bearerFormat: "pt_svc_<token>",
+    description: "Issued to a paired machine at the end of pairing. Taken only by the worker connection (WebSocket handshake), never by these HTTP endpoints.",
+  },
+  connectKey: {
+    type: "apiKey",
+    in: "header",
+    name: "X-Connect-Key-In-Path",
+    description:
+      "Public connect key `pk_svc_<key>`. It travels in the path of the pairing endpoints (`/c/{pk}/v1/device/...`), not in a header: OpenAPI has no path-located security scheme, so this entry only documents it.",
+  },
+} as const;

@@ -1,0 +1,80 @@
+import { z } from "zod";
+
+/**
+ * The one table of error codes: each code has exactly one HTTP status and one type.
+ * Every endpoint answers errors in the same envelope (`ErrorEnvelope`), and a code
+ * means the same thing wherever it appears.
+ */
+export const ERROR_CODES = {
+  // 400: the request itself is wrong
+  invalid_request: { status: 400, type: "invalid_request_error", message: "The request is not valid." },
+  invalid_json: { status: 400, type: "invalid_request_error", message: "The request body is not valid JSON." },
+  // RFC 8628 token-poll answers (section 3.5): 400 with these codes
+  authorization_pending: { status: 400, type: "device_flow_error", message: "The user has not answered yet; keep polling at the interval." },
+  slow_down: { status: 400, type: "device_flow_error", message: "Polling too fast: the interval has been widened by 5 seconds." },
+  access_denied: { status: 400, type: "device_flow_error", message: "The user denied the pairing." },
+  expired_token: { status: 400, type: "device_flow_error", message: "The device code has expired; start pairing again." },
+  // 401: who is calling is not established
+  missing_credential: { status: 401, type: "authentication_error", message: "This endpoint needs a credential." },
+  invalid_credential: { status: 401, type: "authentication_error", message: "The credential is malformed or unknown." },
+  revoked_credential: { status: 401, type: "authentication_error", message: "The credential has been revoked or has expired." },
+  wrong_credential_kind: { status: 401, type: "authentication_error", message: "This endpoint takes a different kind of credential." },
+  session_expired: { status: 401, type: "authentication_error", message: "The session has expired or has been ended." },
+  // 402: the plan says no
+  allowance_exhausted: { status: 402, type: "billing_error", message: "The user's plan allowance for this period is used up." },
+  spend_ceiling_reached: { status: 402, type: "billing_error", message: "The user's spend ceiling is reached." },
+  // 403: known caller, not allowed
+  forbidden: { status: 403, type: "permission_error", message: "This credential may not do that." },
+  // 404
+  not_found: { status: 404, type: "not_found_error", message: "No such resource." },
+  route_not_found: { status: 404, type: "not_found_error", message: "No such route." },
+  // 405
+  method_not_allowed: { status: 405, type: "invalid_request_error", message: "This method is not allowed on this path." },
+  // 409: the state of things does not allow it
+  serve_in_app: { status: 409, type: "routing_error", message: "The user has no reachable compute for this run: serve it in the app." },
+  no_compute: { status: 409, type: "routing_error", message: "The user has no reachable compute for this run and the route does not allow `app`." },
+  already_answered: { status: 409, type: "conflict_error", message: "This call has already been answered." },
+  run_finished: { status: 409, type: "conflict_error", message: "The run has already finished." },
+  usage_already_reported: { status: 409, type: "conflict_error", message: "Usage for this run has already been reported." },
+  // 410
+  expired: { status: 410, type: "invalid_request_error", message: "This has expired." },
+  // 413, 415
+  payload_too_large: { status: 413, type: "invalid_request_error", message: "The request body is too large." },
+  unsupported_media_type: { status: 415, type: "invalid_request_error", message: "The request body must be application/json." },
+  // 429
+  rate_limited: { status: 429, type: "rate_limit_error", message: "Too many requests; retry after the time in Retry-After." },
+  // 5xx
+  internal_error: { status: 500, type: "api_error", message: "Something went wrong on our side." },
+  not_implemented: { status: 501, type: "api_error", message: "This endpoint is not built yet." },
+  service_unavailable: { status: 503, type: "api_error", message: "The service is not available right now." },
+} as const satisfies Record<string, { status: number; type: string; message: string }>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+export const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]];
+
+/** The status an error code is always answered with. */
+export function statusOf(code: ErrorCode): number {
+  return ERROR_CODES[code].status;
+}
+
+/**
+ * The error envelope: `{"error":{"type","code","message","requestId"}}`.
+ * `param` names the offending field where there is one; `interval` rides on
+ * `slow_down` (the new poll interval, seconds).
+ */
+export const ErrorBody = z
+  .object({
+    type: z.string().describe("Broad class of the error, e.g. `authentication_error`."),
+    code: z.enum(errorCodes).describe("Stable machine-readable code; see the code table."),
+    message: z.string().describe("Human-readable explanation."),
+    requestId: z.string().describe("The id of this request, also in the `Request-Id` header; quote it to support."),
+    param: z.string().optional().describe("The request field at fault, when there is one."),
+    interval: z.number().int().optional().describe("On `slow_down`: the new poll interval in seconds."),
+  })
+  .describe("Error details.");
+
+export const ErrorEnvelope = z.object({ error: ErrorBody }).describe("The error envelope every endpoint answers errors in.");
+export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
+
+/** Errors every endpoint can answer, whatever its credential. */
+export const COMMON_ERROR_STATUSES = [400, 404, 405, 413, 415, 429, 500] as const;

@@ -1,0 +1,281 @@
+import { initContract } from "@ts-rest/core";
+import { z } from "zod";
+import { ErrorEnvelope } from "./errors.js";
+import { meta } from "./credentials.js";
+import { ChatCompletion, ChatCompletionRequest, ModelList } from "./chat.js";
+import {
+  ApprovalRequest,
+  ApprovalResponse,
+  CancelRequest,
+  CancelResponse,
+  CreateRunRequest,
+  RunUsage,
+  RunUsageResponse,
+  ToolResultRequest,
+  ToolResultResponse,
+} from "./runs.js";
+import {
+  ConnectInfo,
+  DeviceAnswerResponse,
+  DeviceCodeRequest,
+  DeviceCodeResponse,
+  DeviceLookupResponse,
+  DeviceTokenRequest,
+  DeviceTokenResponse,
+  MachineList,
+  UserCode,
+  UserCodeBody,
+} from "./pairing.js";
+import { CreateSessionRequest, EndSessionsQuery, EndSessionsResponse, SessionResponse } from "./sessions.js";
+import { Compute, PlanList, UsagePage, UsageQuery, User } from "./reads.js";
+
+const c = initContract();
+
+/** Error statuses as contract responses, all in the one envelope. */
+function errors<S extends number>(...statuses: S[]): { [K in S]: typeof ErrorEnvelope } {
+  return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope])) as { [K in S]: typeof ErrorEnvelope };
+}
+
+/** A `text/event-stream` body (ts-rest has no stream type; OpenAPI gets it from here). */
+const eventStream = c.otherResponse({ contentType: "text/event-stream", body: z.string() });
+
+const runId = z.object({ id: z.string().min(1).max(64) });
+const connectKeyParam = z.object({ pk: z.string().min(1).max(128).describe("The app's connect key, `pk_svc_...`.") });
+
+/** Every route can answer these: bad input, unknown ids, rate limits, crashes. */
+const common = errors(400, 404, 413, 415, 429, 500);
+const appKeyErrors = errors(401, 403);
+const sessionErrors = errors(401, 403);
+const notBuilt = errors(501);
+
+const RUNS = "Runs (issue 5)";
+const CHAT = "Chat completions (issue 6)";
+const PAIRING = "Pairing (issue 3)";
+const COMPUTE = "Worker connection and compute reads (issue 4)";
+const LEDGER = "Metering, plans and billing (issue 7)";
+
+export const contract = c.router(
+  {
+    // 1
+    createChatCompletion: {
+      method: "POST",
+      path: "/v1/chat/completions",
+      summary: "Chat completions, OpenAI-compatible",
+      description:
+        "The standard chat-completions request plus `user` (required). `svc/echo` is answered by the service itself; `auto` and aliases route to a model runtime on the user's own machine, never to a subscription runtime. With `stream: true` the answer is `text/event-stream` of `chat.completion.chunk` frames ending in `data: [DONE]`. The run id is in the `Service-Run-Id` header.",
+      body: ChatCompletionRequest,
+      responses: { 200: ChatCompletion, ...errors(402, 409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: CHAT }),
+    },
+    // 2
+    createRun: {
+      method: "POST",
+      path: "/v1/runs",
+      summary: "Start a run",
+      description:
+        "Starts one run for `user`; the service owns the agent loop. The answer is a `text/event-stream` of run events (see `RunEvent`), with `Service-Run-Id` in the headers before the first event. Not idempotent. 409 `serve_in_app` when nothing is reachable and the route allows `app` (the run is counted, its id in `Service-Run-Id`); 409 `no_compute` when the route does not allow `app`; 402 when the plan stops at its allowance.",
+      body: CreateRunRequest,
+      responses: { 200: eventStream, ...errors(402, 409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+    },
+    // extension: re-attach to a run's stored events
+    getRunEvents: {
+      method: "GET",
+      path: "/v1/runs/:id/events",
+      summary: "Re-attach to a run's event stream",
+      description:
+        "The run's stored events after `Last-Event-ID` (header), then live ones until the run ends: no gap, no duplicate. A dropped stream never cancels a run.",
+      pathParams: runId,
+      headers: z.object({ "last-event-id": z.string().optional() }),
+      responses: { 200: eventStream, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+    },
+    // 3
+    submitToolResult: {
+      method: "POST",
+      path: "/v1/runs/:id/tool_result",
+      summary: "Answer a tool call",
+      pathParams: runId,
+      body: ToolResultRequest,
+      responses: { 200: ToolResultResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+    },
+    // 4
+    submitApproval: {
+      method: "POST",
+      path: "/v1/runs/:id/approval",
+      summary: "Answer an approval request",
+      pathParams: runId,
+      body: ApprovalRequest,
+      responses: { 200: ApprovalResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+    },
+    // 5
+    cancelRun: {
+      method: "POST",
+      path: "/v1/runs/:id/cancel",
+      summary: "Cancel a run (best effort)",
+      pathParams: runId,
+      body: CancelRequest,
+      responses: { 200: CancelResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+    },
+    // 6
+    reportRunUsage: {
+      method: "POST",
+      path: "/v1/runs/:id/usage",
+      summary: "Report the usage of a run the app served itself",
+      description: "Accepted once per run, for runs handed back with `serve_in_app`.",
+      pathParams: runId,
+      body: RunUsage,
+      responses: { 200: RunUsageResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+    },
+    // extension: what can be asked for
+    listModels: {
+      method: "GET",
+      path: "/v1/models",
+      summary: "List models (OpenAI-compatible)",
+      query: z.object({ user: z.string().max(256).optional() }),
+      responses: { 200: ModelList, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: CHAT }),
+    },
+    // 7
+    requestDeviceCode: {
+      method: "POST",
+      path: "/c/:pk/v1/device/code",
+      summary: "Start pairing a machine (RFC 8628 device authorization)",
+      description: "No credential: the connect key in the path names the app and environment.",
+      pathParams: connectKeyParam,
+      body: DeviceCodeRequest,
+      responses: { 200: DeviceCodeResponse, ...errors(401), ...notBuilt },
+      metadata: meta({ auth: "connectKey", notBuiltYet: PAIRING }),
+    },
+    // 8
+    pollDeviceToken: {
+      method: "POST",
+      path: "/c/:pk/v1/device/token",
+      summary: "Poll for the pairing token (RFC 8628 token request)",
+      description:
+        "400 `authorization_pending` until the user answers; `slow_down` (with the widened `interval`) when polled too fast; `access_denied` after a denial; `expired_token` after expiry. The device code yields its pairing token exactly once.",
+      pathParams: connectKeyParam,
+      body: DeviceTokenRequest,
+      responses: { 200: DeviceTokenResponse, ...errors(401), ...notBuilt },
+      metadata: meta({ auth: "connectKey", notBuiltYet: PAIRING }),
+    },
+    // 8, as the spec's state table writes it: the device code alone names the app
+    pollDeviceTokenAlias: {
+      method: "POST",
+      path: "/v1/device/token",
+      summary: "Poll for the pairing token (same as `/c/{pk}/v1/device/token`)",
+      description: "The spec's state table names the token poll `/v1/device/token`; it is the same call, the device code naming the app.",
+      body: DeviceTokenRequest,
+      responses: { 200: DeviceTokenResponse, ...notBuilt },
+      metadata: meta({ auth: "none", notBuiltYet: PAIRING }),
+    },
+    // 9
+    createSession: {
+      method: "POST",
+      path: "/v1/end_users/session",
+      summary: "Mint an end-user browser session",
+      description: "A session acting for exactly `user`, for ten minutes. Send the user's browser to `url`.",
+      body: CreateSessionRequest,
+      responses: { 200: SessionResponse, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: PAIRING }),
+    },
+    // 10
+    endSessions: {
+      method: "DELETE",
+      path: "/v1/end_users/session",
+      summary: "End every live session of a user",
+      query: EndSessionsQuery,
+      responses: { 200: EndSessionsResponse, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: PAIRING }),
+    },
+    // 11
+    getConnectInfo: {
+      method: "GET",
+      path: "/v1/connect",
+      summary: "What the connect page shows: the app's name and the pairing command",
+      responses: { 200: ConnectInfo, ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+    },
+    // 12
+    lookupDevice: {
+      method: "GET",
+      path: "/v1/device/lookup",
+      summary: "What is asking to be paired",
+      query: z.object({ code: UserCode }),
+      responses: { 200: DeviceLookupResponse, ...errors(410), ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+    },
+    // 13
+    approveDevice: {
+      method: "POST",
+      path: "/v1/device/approve",
+      summary: "Approve a pairing: binds the pairing token to the session's user",
+      body: UserCodeBody,
+      responses: { 200: DeviceAnswerResponse, ...errors(409, 410), ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+    },
+    // 14
+    denyDevice: {
+      method: "POST",
+      path: "/v1/device/deny",
+      summary: "Deny a pairing: the worker is told `access_denied`",
+      body: UserCodeBody,
+      responses: { 200: DeviceAnswerResponse, ...errors(409, 410), ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+    },
+    // 15
+    listMachines: {
+      method: "GET",
+      path: "/v1/machines",
+      summary: "This user's machines and their live state",
+      responses: { 200: MachineList, ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: COMPUTE }),
+    },
+    // 16
+    getUser: {
+      method: "GET",
+      path: "/v1/users/:id",
+      summary: "A user's plan, allowance, usage this period and what is connected",
+      pathParams: z.object({ id: z.string().min(1).max(256) }),
+      responses: { 200: User, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    // 17
+    getUserCompute: {
+      method: "GET",
+      path: "/v1/users/:id/compute",
+      summary: "A user's machines, runtimes, cost classes and live state",
+      pathParams: z.object({ id: z.string().min(1).max(256) }),
+      responses: { 200: Compute, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: COMPUTE }),
+    },
+    // 18
+    listUsage: {
+      method: "GET",
+      path: "/v1/usage",
+      summary: "Usage rows of the ledger",
+      description: "Filter by `user`, `period` (`YYYY-MM`) and `environment`; paginated with `cursor`. Amounts in integer micros; `costClass` on every row.",
+      query: UsageQuery,
+      responses: { 200: UsagePage, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    // 19
+    listPlans: {
+      method: "GET",
+      path: "/v1/plans",
+      summary: "The plans the app configured",
+      responses: { 200: PlanList, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+  },
+  {
+    strictStatusCodes: true,
+    commonResponses: common,
+  },
+);
+
+export type Contract = typeof contract;

@@ -1,0 +1,125 @@
+import { z } from "zod";
+import { CostClass, RouteKind, UserId } from "./common.js";
+
+/** An app tool the run may call. The model sees `name`, `description` and `parameters`. */
+export const Tool = z.object({
+  name: z.string().min(1).max(64).regex(/^[a-zA-Z0-9_-]+$/, "letters, digits, `_` and `-`"),
+  description: z.string().max(4096).optional(),
+  parameters: z.record(z.unknown()).optional().describe("JSON Schema of the tool's arguments."),
+  needsApproval: z.boolean().optional().describe("Each call first asks the app for an approval."),
+});
+
+export const RunLimits = z.object({
+  maxTurns: z.number().int().min(1).max(100).optional().describe("Model turns at most (default 20)."),
+  toolResultTimeoutMs: z.number().int().min(1000).max(3_600_000).optional().describe("Deadline for each tool result (default 10 min)."),
+  approvalTimeoutMs: z.number().int().min(1000).max(3_600_000).optional().describe("Deadline for each approval (default 10 min)."),
+});
+
+export const CreateRunRequest = z.object({
+  user: UserId,
+  model: z.string().min(1).default("auto").describe("`auto` lets the service pick; otherwise a model or `<runtime>/<model>` alias."),
+  prompt: z.string().min(1),
+  system: z.string().optional(),
+  tools: z.array(Tool).max(128).optional(),
+  route: z
+    .object({
+      prefer: z.array(RouteKind).min(1).describe("Route kinds to try, in order. Default: user-hardware, user-subscription, app."),
+    })
+    .optional(),
+  limits: RunLimits.optional(),
+  metadata: z.record(z.string()).optional(),
+});
+export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
+
+export const ToolResultRequest = z.object({
+  callId: z.string().min(1),
+  result: z.unknown().refine((v) => v !== undefined, "result is required"),
+  isError: z.boolean().optional(),
+});
+export const ToolResultResponse = z.object({ runId: z.string(), callId: z.string(), accepted: z.literal(true) });
+
+export const ApprovalRequest = z.object({
+  approvalId: z.string().min(1),
+  decision: z.string().min(1).describe("`allow` grants; any other value is a denial."),
+  reason: z.string().max(4096).optional(),
+});
+export const ApprovalResponse = z.object({
+  runId: z.string(),
+  approvalId: z.string(),
+  decision: z.enum(["allow", "deny"]).describe("How the decision was taken."),
+});
+
+export const CancelRequest = z.object({ reason: z.string().max(1024).optional() }).optional();
+export const CancelResponse = z.object({
+  runId: z.string(),
+  status: z.string().describe("The run's status after the request: `stopping` while the worker stops, or its final status."),
+});
+
+/** What a run the app served itself used (after a `serve_in_app` handback). */
+export const RunUsage = z.object({
+  inputTokens: z.number().int().min(0),
+  outputTokens: z.number().int().min(0),
+  model: z.string().max(256).optional().describe("The model the app used."),
+  costMicros: z.number().int().min(0).optional().describe("What serving it cost the app, integer micros."),
+});
+export const RunUsageResponse = z.object({
+  runId: z.string(),
+  costClass: CostClass,
+  inputTokens: z.number().int(),
+  outputTokens: z.number().int(),
+  amountMicros: z.number().int(),
+});
+
+const Usage = z.object({
+  inputTokens: z.number().int(),
+  outputTokens: z.number().int(),
+  costClass: CostClass,
+  amountMicros: z.number().int(),
+});
+
+/**
+ * The events of a run's `text/event-stream`. Each SSE frame carries `id:` (the
+ * run's event sequence, for `Last-Event-ID`), `event:` (the kind) and `data:` (JSON).
+ */
+export const RunEvent = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("run_started"),
+    runId: z.string(),
+    route: RouteKind,
+    machineId: z.string().nullable(),
+    runtime: z.string().nullable(),
+    model: z.string(),
+  }),
+  z.object({ kind: z.literal("text_delta"), text: z.string() }),
+  z.object({
+    kind: z.literal("tool_call"),
+    callId: z.string(),
+    name: z.string(),
+    arguments: z.unknown(),
+    deadlineAt: z.string(),
+  }),
+  z.object({
+    kind: z.literal("approval_request"),
+    approvalId: z.string(),
+    what: z.enum(["tool", "permission"]).describe("An app tool marked `needsApproval`, or an agent runtime's permission request."),
+    tool: z.string(),
+    arguments: z.unknown(),
+    description: z.string().optional(),
+    deadlineAt: z.string(),
+  }),
+  z.object({ kind: z.literal("usage"), usage: Usage }),
+  z.object({
+    kind: z.literal("run_completed"),
+    output: z.string(),
+    usage: Usage,
+    stopReason: z.string().describe("e.g. `end_turn`."),
+  }),
+  z.object({
+    kind: z.literal("run_failed"),
+    error: z.object({ code: z.string(), message: z.string() }),
+    stopReason: z.string().describe("e.g. `max_turns`, `tool_result_timeout`, `spend_ceiling`, `worker_lost`."),
+  }),
+  z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional() }),
+]);
+export type RunEvent = z.infer<typeof RunEvent>;
+export const RUN_EVENT_KINDS = RunEvent.options.map((o) => o.shape.kind.value);

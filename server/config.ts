@@ -1,0 +1,64 @@
+import path from "node:path";
+import { z } from "zod";
+
+/**
+ * The service's configuration, parsed once at start from the environment.
+ * Nothing else reads `process.env`.
+ */
+const Env = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(4000),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  DATABASE_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+    .optional(),
+  SVC_DATA_DIR: z.string().min(1).default(".data"),
+  PUBLIC_URL: z.string().url().optional(),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  /** `pglite` in a data folder unless DATABASE_URL names a Postgres. */
+  database: { kind: "pglite"; dataDir: string } | { kind: "postgres"; url: string };
+  /** The data folder: PGlite's files, the lock, the admin socket. */
+  dataDir: string;
+  /** Public base URL without the `/v1` (e.g. `https://svc.example.com`). */
+  publicUrl: string | null;
+  logLevel: z.infer<typeof Env>["LOG_LEVEL"];
+  maxBodyBytes: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  }
+}
+
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ""));
+  const parsed = Env.safeParse(cleaned);
+  if (!parsed.success) {
+    throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message} (got ${JSON.stringify(cleaned[String(i.path[0])])})`));
+  }
+  const e = parsed.data;
+  const dataDir = path.resolve(e.SVC_DATA_DIR);
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    database: e.DATABASE_URL ? { kind: "postgres", url: e.DATABASE_URL } : { kind: "pglite", dataDir: path.join(dataDir, "pglite") },
+    dataDir,
+    publicUrl: e.PUBLIC_URL ? e.PUBLIC_URL.replace(/\/+$/, "") : null,
+    logLevel: e.LOG_LEVEL,
+    maxBodyBytes: e.MAX_BODY_BYTES,
+  };
+}
+
+/** The base URL clients use, once the port is known. */
+export function baseUrlOf(config: Config, boundPort: number): string {
+  if (config.publicUrl) return config.publicUrl;
+  const host = config.host === "0.0.0.0" || config.host === "::" ? "localhost" : config.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${boundPort}`;
+}

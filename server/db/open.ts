@@ -1,0 +1,96 @@
+import fs from "node:fs";
+import { PGlite } from "@electric-sql/pglite";
+import { PrismaPGlite } from "pglite-prisma-adapter";
+import { PrismaPg } from "@prisma/adapter-pg";
+import pg from "pg";
+import type { SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
+import { PrismaClient } from "./generated/client.js";
+
+export type Prisma = PrismaClient;
+
+/**
+ * One database handle: the Prisma client for the data layer and raw SQL for the
+ * migration runner, on embedded PGlite or on Postgres. Same schema, same code path.
+ */
+export interface Sql {
+  /** Runs SQL that may hold several statements, without parameters. */
+  exec(sql: string): Promise<void>;
+  /** One parameterised statement. */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+}
+
+export interface Database extends Sql {
+  kind: "pglite" | "postgres";
+  prisma: PrismaClient;
+  /** Runs `fn` on one connection holding a session-level advisory lock (one process at a time). */
+  exclusive<T>(lockKey: number, fn: (sql: Sql) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export type DatabaseTarget = { kind: "pglite"; dataDir: string | null } | { kind: "postgres"; url: string };
+
+export async function openDatabase(target: DatabaseTarget): Promise<Database> {
+  return target.kind === "pglite" ? openPGlite(target.dataDir) : openPostgres(target.url);
+}
+
+/** `dataDir: null` is an in-memory database (tests). */
+async function openPGlite(dataDir: string | null): Promise<Database> {
+  if (dataDir) fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const db = dataDir ? new PGlite(dataDir) : new PGlite();
+  await db.waitReady;
+  // pglite-prisma-adapter pins an older @prisma/driver-adapter-utils: same runtime
+  // shape, distinct type identity, hence the cast.
+  const prisma = new PrismaClient({ adapter: new PrismaPGlite(db) as unknown as SqlDriverAdapterFactory });
+  const sql: Sql = {
+    exec: async (text) => {
+      await db.exec(text);
+    },
+    query: async <T>(text: string, params: unknown[] = []) => (await db.query<T>(text, params)).rows,
+  };
+  return {
+    kind: "pglite",
+    prisma,
+    ...sql,
+    // PGlite is one connection in one process: nothing else can run in between.
+    exclusive: (_lockKey, fn) => fn(sql),
+    close: async () => {
+      await prisma.$disconnect();
+      await db.close();
+    },
+  };
+}
+
+async function openPostgres(url: string): Promise<Database> {
+  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // Fail fast with the driver's own message when Postgres is unreachable.
+  await pool.query("select 1");
+  const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
+  const over = (client: pg.Pool | pg.PoolClient): Sql => ({
+    exec: async (text) => {
+      await client.query(text);
+    },
+    query: async <T>(text: string, params: unknown[] = []) => (await client.query(text, params)).rows as T[],
+  });
+  return {
+    kind: "postgres",
+    prisma,
+    ...over(pool),
+    exclusive: async (lockKey, fn) => {
+      const client = await pool.connect();
+      try {
+        await client.query("SELECT pg_advisory_lock($1)", [lockKey]);
+        try {
+          return await fn(over(client));
+        } finally {
+          await client.query("SELECT pg_advisory_unlock($1)", [lockKey]);
+        }
+      } finally {
+        client.release();
+      }
+    },
+    close: async () => {
+      await prisma.$disconnect();
+      await pool.end();
+    },
+  };
+}
