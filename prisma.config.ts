@@ -5,12 +5,15 @@
 import { defineConfig } from "prisma/config";
 import { PGlite } from "@electric-sql/pglite";
 import { PrismaPGlite } from "pglite-prisma-adapter";
+import type { SqlMigrationAwareDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 
 export default defineConfig({
   experimental: { adapter: true },
   engine: "js",
   schema: "prisma/schema.prisma",
   async adapter() {
-    return new PrismaPGlite(new PGlite());
+    // pglite-prisma-adapter pins an older @prisma/driver-adapter-utils: same
+    // runtime shape, distinct type identity.
+    return new PrismaPGlite(new PGlite()) as unknown as SqlMigrationAwareDriverAdapterFactory;
   },
 });

@@ -1,0 +1,69 @@
+import express, { type Express } from "express";
+import { createExpressEndpoints } from "@ts-rest/express";
+import { contract } from "@svc/contract";
+import type { Database } from "./db/open.js";
+import type { Clock } from "./clock.js";
+import type { Logger } from "./logger.js";
+import { ApiError } from "./errors.js";
+import { KeyService } from "./keys/keys.js";
+import { SessionService } from "./sessions/sessions.js";
+import { requestContext } from "./http/request-context.js";
+import { jsonBody } from "./http/body.js";
+import { authenticate } from "./http/auth.js";
+import { errorHandler } from "./http/errors.js";
+import { routeFallback } from "./http/fallback.js";
+import { routes } from "./routes/index.js";
+import { openApiJson } from "./openapi.js";
+import { docsRouter } from "./docs/docs.js";
+
+export interface Services {
+  keys: KeyService;
+  sessions: SessionService;
+}
+
+export interface AppDeps {
+  db: Database;
+  clock: Clock;
+  logger: Logger;
+  maxBodyBytes: number;
+}
+
+export function createServices(db: Database, clock: Clock): Services {
+  return { keys: new KeyService(db.prisma, clock), sessions: new SessionService(db.prisma, clock) };
+}
+
+/** The Express app: request context, JSON bodies, the contract's routes with their auth, docs, and the envelope for everything else. */
+export function createApp(deps: AppDeps, services: Services): Express {
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("etag", false);
+  app.use(requestContext(deps.logger));
+  app.use(jsonBody(deps.maxBodyBytes));
+
+  const spec = openApiJson();
+  app.get("/v1/openapi.json", (_req, res) => res.type("application/json").send(spec));
+  app.use("/docs", docsRouter());
+
+  createExpressEndpoints(contract, routes(), app, {
+    globalMiddleware: [authenticate(services.keys, services.sessions)],
+    responseValidation: false,
+    requestValidationErrorHandler: (err, _req, _res, next) => {
+      const issue = [err.pathParams, err.headers, err.query, err.body].flatMap((e) => e?.issues ?? [])[0];
+      const where = err.pathParams ? "path" : err.headers ? "headers" : err.query ? "query" : "body";
+      const param = issue?.path.join(".") || undefined;
+      next(
+        new ApiError("invalid_request", issue ? `Invalid ${where}${param ? ` field \`${param}\`` : ""}: ${issue.message}.` : `Invalid ${where}.`, { param }),
+      );
+    },
+  });
+
+  app.use(
+    routeFallback([
+      ...Object.values(contract).map((r) => ({ method: r.method, path: r.path })),
+      { method: "GET", path: "/v1/openapi.json" },
+      { method: "GET", path: "/docs" },
+    ]),
+  );
+  app.use(errorHandler());
+  return app;
+}

@@ -1,0 +1,25 @@
+import express, { type NextFunction, type Request, type Response } from "express";
+import { ApiError } from "../errors.js";
+
+/**
+ * JSON bodies only: a body in any other media type is 415, malformed JSON 400,
+ * too large 413 (mapped in the error handler). An empty body is fine for routes
+ * whose body is optional; the contract's schema decides the rest.
+ */
+export function jsonBody(maxBytes: number) {
+  const parse = express.json({ limit: maxBytes, strict: true, type: () => true });
+  return (req: Request, res: Response, next: NextFunction) => {
+    if (!hasBody(req)) return next();
+    const type = req.headers["content-type"];
+    if (!type || !/^application\/([a-z0-9.+-]*\+)?json\s*(;|$)/i.test(type)) {
+      return next(new ApiError("unsupported_media_type", `The request body must be application/json${type ? `, not ${type.split(";")[0]}` : ""}.`));
+    }
+    parse(req, res, next);
+  };
+}
+
+function hasBody(req: Request): boolean {
+  const length = req.headers["content-length"];
+  if (length !== undefined) return Number(length) > 0;
+  return req.headers["transfer-encoding"] !== undefined;
+}

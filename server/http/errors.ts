@@ -1,0 +1,45 @@
+import type { NextFunction, Request, Response } from "express";
+import { ApiError } from "../errors.js";
+
+/** Maps body-parser's failures to the envelope's codes. */
+function fromBodyParser(err: { type?: string; status?: number; message?: string }): ApiError | null {
+  switch (err.type) {
+    case "entity.parse.failed":
+      return new ApiError("invalid_json", `The request body is not valid JSON: ${err.message ?? ""}`.trim());
+    case "entity.too.large":
+      return new ApiError("payload_too_large");
+    case "encoding.unsupported":
+    case "charset.unsupported":
+      return new ApiError("unsupported_media_type", "The request body must be UTF-8 JSON.");
+    case "request.aborted":
+    case "request.size.invalid":
+    case "stream.encoding.set":
+      return new ApiError("invalid_request", "The request body could not be read.");
+  }
+  return null;
+}
+
+/**
+ * The one error middleware: every failure leaves as the envelope with the
+ * request id. Unexpected errors are logged with that id and answered 500
+ * without any detail (no stack trace reaches a client).
+ */
+export function errorHandler() {
+  // Express recognises error middleware by its four parameters.
+  return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
+    let apiError = err instanceof ApiError ? err : fromBodyParser(err as { type?: string });
+    if (!apiError) {
+      req.log.error({ err }, "unhandled error");
+      apiError = new ApiError("internal_error", `Something went wrong on our side; quote request id ${req.id} to support.`);
+    } else if (apiError.status >= 500) {
+      req.log.error({ err }, "server error");
+    }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (apiError.status === 401) res.setHeader("WWW-Authenticate", 'Bearer realm="svc"');
+    for (const [name, value] of Object.entries(apiError.extra.headers ?? {})) res.setHeader(name, value);
+    res.status(apiError.status).json(apiError.toEnvelope(req.id));
+  };
+}

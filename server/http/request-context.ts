@@ -1,0 +1,33 @@
+import type { NextFunction, Request, Response } from "express";
+import { randomId } from "../crypto.js";
+import type { Logger } from "../logger.js";
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** `req_...`, sent back in the `Request-Id` header and in every error envelope. */
+      id: string;
+      log: Logger;
+    }
+  }
+}
+
+/**
+ * Gives each request an id and a child logger, and writes one access-log line when
+ * it finishes. Only the path is logged, never the query string, headers or body:
+ * credentials and user codes never reach a log.
+ */
+export function requestContext(logger: Logger) {
+  return (req: Request, res: Response, next: NextFunction) => {
+    const started = process.hrtime.bigint();
+    req.id = randomId("req_", 20);
+    req.log = logger.child({ requestId: req.id });
+    res.setHeader("Request-Id", req.id);
+    res.on("finish", () => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
+    });
+    next();
+  };
+}

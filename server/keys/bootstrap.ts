@@ -1,0 +1,30 @@
+import type { Database } from "../db/open.js";
+import type { KeyService, NewKeys } from "./keys.js";
+
+const BOOTSTRAP_LOCK = 72_410_002;
+export const DEV_APP_NAME = "Local development app";
+
+/**
+ * On first start with an empty database: a local development app with test
+ * keys, returned once so the caller can print them (they are stored hashed and
+ * can never be shown again). Instances starting together create it once.
+ */
+export async function bootstrapDevApp(db: Database, keys: KeyService): Promise<NewKeys | null> {
+  return db.exclusive(BOOTSTRAP_LOCK, async () => ((await keys.isEmpty()) ? keys.createApp(DEV_APP_NAME, "test") : null));
+}
+
+export function devAppBanner(created: NewKeys, baseUrl: string): string {
+  return [
+    "",
+    "  A local development app was created (shown once; the secret is stored only as a hash):",
+    "",
+    `    base URL      ${baseUrl}/v1`,
+    `    app ID        ${created.appId}  (environment: ${created.environment})`,
+    `    app key       ${created.appKey}`,
+    `    connect key   ${created.connectKey}`,
+    `    API reference ${baseUrl}/docs`,
+    "",
+    "  More apps and keys: npx svc apps create --name <name>   (npx svc --help)",
+    "",
+  ].join("\n");
+}

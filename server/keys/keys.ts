@@ -1,0 +1,189 @@
+import type { Prisma } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import { ApiError } from "../errors.js";
+import { hashSecret, randomId, secretMatches } from "../crypto.js";
+import { isConnectKey, newAppKey, newConnectKey, parseAppKey } from "./format.js";
+
+export type Environment = "test" | "live";
+
+/** Who an app key or connect key speaks for. */
+export interface Tenant {
+  appId: string;
+  environment: Environment;
+}
+
+export interface NewKeys extends Tenant {
+  appKey: string;
+  connectKey: string;
+}
+
+export interface KeyInfo extends Tenant {
+  kind: "app" | "connect";
+  /** App keys: the `<id>` of `sk_svc_<id>.<secret>`. Connect keys: the key itself (public). */
+  id: string;
+  display: string;
+  createdAt: string;
+  expiresAt: string | null;
+  revokedAt: string | null;
+  state: "active" | "expiring" | "expired" | "revoked";
+}
+
+/** Default grace period of a rotated key: 24 hours. */
+export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
+
+/**
+ * Apps and their keys: creation, rotation with a grace period, revocation, and
+ * verification of presented keys. App key secrets are stored only as hashes.
+ */
+export class KeyService {
+  constructor(
+    private readonly prisma: Prisma,
+    private readonly clock: Clock,
+  ) {}
+
+  async createApp(name: string, environment: Environment): Promise<NewKeys> {
+    const appId = randomId("app_", 16);
+    return this.prisma.$transaction(async (tx) => {
+      await tx.app.create({ data: { id: appId, name } });
+      return this.issueKeys(tx, { appId, environment });
+    });
+  }
+
+  /** A fresh app key and connect key for an existing app and environment. */
+  async createKeys(appId: string, environment: Environment): Promise<NewKeys> {
+    return this.prisma.$transaction(async (tx) => {
+      if (!(await tx.app.findUnique({ where: { id: appId } }))) throw new ApiError("not_found", `No app ${appId}.`);
+      return this.issueKeys(tx, { appId, environment });
+    });
+  }
+
+  private async issueKeys(tx: TxClient, tenant: Tenant): Promise<NewKeys> {
+    const appKey = newAppKey();
+    const connectKey = newConnectKey();
+    await tx.appKey.create({
+      data: { id: appKey.id, ...tenant, secretHash: hashSecret(appKey.secret), hint: appKey.hint },
+    });
+    await tx.connectKey.create({ data: { key: connectKey, ...tenant } });
+    return { ...tenant, appKey: appKey.key, connectKey };
+  }
+
+  async listApps() {
+    const apps = await this.prisma.app.findMany({ orderBy: { createdAt: "asc" } });
+    return apps.map((a) => ({ appId: a.id, name: a.name, createdAt: a.createdAt.toISOString() }));
+  }
+
+  async listKeys(appId: string): Promise<KeyInfo[]> {
+    if (!(await this.prisma.app.findUnique({ where: { id: appId } }))) throw new ApiError("not_found", `No app ${appId}.`);
+    const [appKeys, connectKeys] = await Promise.all([
+      this.prisma.appKey.findMany({ where: { appId }, orderBy: { createdAt: "asc" } }),
+      this.prisma.connectKey.findMany({ where: { appId }, orderBy: { createdAt: "asc" } }),
+    ]);
+    return [
+      ...appKeys.map((k) => this.info("app", k.id, k.hint, k)),
+      ...connectKeys.map((k) => this.info("connect", k.key, k.key, k)),
+    ];
+  }
+
+  private info(
+    kind: "app" | "connect",
+    id: string,
+    display: string,
+    k: { appId: string; environment: Environment; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null },
+  ): KeyInfo {
+    const now = this.clock.now();
+    const state = k.revokedAt ? "revoked" : k.expiresAt ? (k.expiresAt <= now ? "expired" : "expiring") : "active";
+    return {
+      kind,
+      id,
+      display,
+      appId: k.appId,
+      environment: k.environment,
+      createdAt: k.createdAt.toISOString(),
+      expiresAt: k.expiresAt?.toISOString() ?? null,
+      revokedAt: k.revokedAt?.toISOString() ?? null,
+      state,
+    };
+  }
+
+  /**
+   * Replaces a key by a new one of the same kind, app and environment. The old
+   * key keeps working for `graceSeconds` (0: it stops now), so deployments can
+   * switch over without downtime.
+   */
+  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS): Promise<{ kind: "app" | "connect"; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
+    const expiresAt = new Date(this.clock.now().getTime() + graceSeconds * 1000);
+    return this.prisma.$transaction(async (tx) => {
+      const found = await this.findLiveKey(tx, ref);
+      if (found.kind === "app") {
+        const next = newAppKey();
+        await tx.appKey.create({ data: { id: next.id, appId: found.appId, environment: found.environment, secretHash: hashSecret(next.secret), hint: next.hint } });
+        await tx.appKey.update({ where: { id: found.id }, data: { expiresAt, replacedBy: next.id } });
+        return { kind: "app", key: next.key, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment };
+      }
+      const next = newConnectKey();
+      await tx.connectKey.create({ data: { key: next, appId: found.appId, environment: found.environment } });
+      await tx.connectKey.update({ where: { key: found.id }, data: { expiresAt } });
+      return { kind: "connect", key: next, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment };
+    });
+  }
+
+  /** Stops a key at once. */
+  async revoke(ref: string): Promise<KeyInfo> {
+    const revokedAt = this.clock.now();
+    return this.prisma.$transaction(async (tx) => {
+      const found = await this.findLiveKey(tx, ref);
+      if (found.kind === "app") {
+        const k = await tx.appKey.update({ where: { id: found.id }, data: { revokedAt } });
+        return this.info("app", k.id, k.hint, k);
+      }
+      const k = await tx.connectKey.update({ where: { key: found.id }, data: { revokedAt } });
+      return this.info("connect", k.key, k.key, k);
+    });
+  }
+
+  /** `ref`: an app key id, a full app key, or a connect key. */
+  private async findLiveKey(tx: TxClient, ref: string): Promise<{ kind: "app" | "connect"; id: string } & Tenant> {
+    if (isConnectKey(ref)) {
+      const k = await tx.connectKey.findUnique({ where: { key: ref } });
+      if (!k) throw new ApiError("not_found", "No such connect key.");
+      if (k.revokedAt) throw new ApiError("invalid_request", "This connect key is already revoked.");
+      return { kind: "connect", id: k.key, appId: k.appId, environment: k.environment };
+    }
+    const id = parseAppKey(ref)?.id ?? ref.replace(/^sk_svc_/, "");
+    const k = await tx.appKey.findUnique({ where: { id } });
+    if (!k) throw new ApiError("not_found", "No such app key.");
+    if (k.revokedAt) throw new ApiError("invalid_request", "This app key is already revoked.");
+    return { kind: "app", id: k.id, appId: k.appId, environment: k.environment };
+  }
+
+  /** Checks an app key: the id finds the row, the secret is compared with its hash in constant time. */
+  async verifyAppKey(presented: string): Promise<Tenant & { keyId: string }> {
+    const parsed = parseAppKey(presented);
+    if (!parsed) throw new ApiError("invalid_credential", "The app key is malformed: expected sk_svc_<id>.<secret>.");
+    const k = await this.prisma.appKey.findUnique({ where: { id: parsed.id } });
+    // Compare even when the id is unknown, so timing does not tell which ids exist.
+    const ok = secretMatches(parsed.secret, k?.secretHash ?? UNKNOWN_KEY_HASH);
+    if (!k || !ok) throw new ApiError("invalid_credential", "The app key is not valid.");
+    if (k.revokedAt) throw new ApiError("revoked_credential", "The app key has been revoked.");
+    if (k.expiresAt && k.expiresAt <= this.clock.now()) throw new ApiError("revoked_credential", "The app key was rotated and its grace period is over.");
+    return { appId: k.appId, environment: k.environment, keyId: k.id };
+  }
+
+  /** Resolves the connect key of a pairing path to its app and environment. */
+  async resolveConnectKey(key: string): Promise<Tenant> {
+    if (!isConnectKey(key)) throw new ApiError("invalid_credential", "The connect key in the path is malformed: expected pk_svc_<key>.");
+    const k = await this.prisma.connectKey.findUnique({ where: { key } });
+    if (!k) throw new ApiError("invalid_credential", "The connect key is not known.");
+    if (k.revokedAt) throw new ApiError("revoked_credential", "The connect key has been revoked.");
+    if (k.expiresAt && k.expiresAt <= this.clock.now()) throw new ApiError("revoked_credential", "The connect key was rotated and its grace period is over.");
+    return { appId: k.appId, environment: k.environment };
+  }
+
+  async isEmpty(): Promise<boolean> {
+    return (await this.prisma.app.count()) === 0;
+  }
+}
+
+const UNKNOWN_KEY_HASH = hashSecret("no such key");
+
+type TxClient = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];

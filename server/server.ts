@@ -1,0 +1,78 @@
+import type { AddressInfo } from "node:net";
+import type { Server } from "node:http";
+import { baseUrlOf, type Config } from "./config.js";
+import { systemClock, type Clock } from "./clock.js";
+import type { Logger } from "./logger.js";
+import { openDatabase, type Database, type DatabaseTarget } from "./db/open.js";
+import { migrate } from "./db/migrate.js";
+import { createApp, createServices, type Services } from "./app.js";
+import { bootstrapDevApp, devAppBanner } from "./keys/bootstrap.js";
+import { adminSocketPath, lockDataDir } from "./data-dir-lock.js";
+import { startAdminSocket } from "./admin/socket.js";
+
+export interface StartOptions {
+  config: Config;
+  logger: Logger;
+  clock?: Clock;
+  /** Overrides the configured database (tests: in-memory PGlite, a scratch Postgres). */
+  database?: DatabaseTarget;
+  /** Where the one-time dev-app banner goes (never the log). */
+  print?: (text: string) => void;
+}
+
+export interface RunningServer {
+  url: string;
+  db: Database;
+  services: Services;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the service: takes the data folder (embedded database), applies the
+ * migrations, creates the dev app on an empty database, then listens. Undoes
+ * what it did if a step fails.
+ */
+export async function startServer(opts: StartOptions): Promise<RunningServer> {
+  const { config, logger } = opts;
+  const clock = opts.clock ?? systemClock;
+  const target: DatabaseTarget = opts.database ?? config.database;
+  const cleanup: (() => Promise<void>)[] = [];
+  const close = async () => {
+    for (const fn of cleanup.reverse()) await fn().catch((err) => logger.error({ err }, "shutdown step failed"));
+  };
+  try {
+    const ownsDataDir = target.kind === "pglite" && target.dataDir !== null;
+    if (ownsDataDir) {
+      cleanup.push(await lockDataDir(config.dataDir, (err) => logger.error({ err }, "lost the data folder lock")));
+    }
+    const db = await openDatabase(target);
+    cleanup.push(() => db.close());
+    const applied = await migrate(db);
+    if (applied.length) logger.info({ applied }, "migrations applied");
+
+    const services = createServices(db, clock);
+    const created = await bootstrapDevApp(db, services.keys);
+
+    const app = createApp({ db, clock, logger, maxBodyBytes: config.maxBodyBytes }, services);
+    const server: Server = await new Promise((resolve, reject) => {
+      const s = app.listen(config.port, config.host, () => resolve(s));
+      s.once("error", reject);
+    });
+    cleanup.push(
+      () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeAllConnections();
+        }),
+    );
+    const url = baseUrlOf(config, (server.address() as AddressInfo).port);
+
+    if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));
+    if (created) (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url));
+    logger.info({ url, database: db.kind }, "listening");
+    return { url, db, services, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
+}

@@ -1,0 +1,54 @@
+import { SESSION_TOKEN_PREFIX } from "@svc/contract";
+import type { Prisma } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import { ApiError } from "../errors.js";
+import { hashSecret, randomId, randomToken } from "../crypto.js";
+import type { Tenant } from "../keys/keys.js";
+
+/** The spec's session lifetime: ten minutes. */
+export const SESSION_TTL_SECONDS = 600;
+
+const SESSION_TOKEN = /^est_[A-Za-z0-9_-]{43}$/;
+
+export interface SessionPrincipal extends Tenant {
+  sessionId: string;
+  endUserId: string;
+  /** The app's own id for the user. */
+  user: string;
+}
+
+/**
+ * End-user browser sessions (`est_...`): each acts for exactly one end user of one
+ * app and environment, for ten minutes. Only the token's hash is stored; a token is
+ * found by its hash (it carries 256 random bits, so a lookup leaks nothing useful).
+ */
+export class SessionService {
+  constructor(
+    private readonly prisma: Prisma,
+    private readonly clock: Clock,
+  ) {}
+
+  async mint(tenant: Tenant, user: string, email?: string): Promise<{ token: string; expiresAt: Date }> {
+    const token = `${SESSION_TOKEN_PREFIX}${randomToken(32)}`;
+    const expiresAt = new Date(this.clock.now().getTime() + SESSION_TTL_SECONDS * 1000);
+    await this.prisma.$transaction(async (tx) => {
+      const endUser = await tx.endUser.upsert({
+        where: { appId_environment_externalId: { ...tenant, externalId: user } },
+        create: { id: randomId("eu_", 20), ...tenant, externalId: user, email: email ?? null },
+        update: email ? { email } : {},
+      });
+      await tx.endUserSession.create({
+        data: { id: randomId("ses_", 20), ...tenant, endUserId: endUser.id, tokenHash: hashSecret(token), expiresAt },
+      });
+    });
+    return { token, expiresAt };
+  }
+
+  async verify(token: string): Promise<SessionPrincipal> {
+    if (!SESSION_TOKEN.test(token)) throw new ApiError("invalid_credential", "The session token is malformed.");
+    const s = await this.prisma.endUserSession.findUnique({ where: { tokenHash: hashSecret(token) }, include: { endUser: true } });
+    if (!s) throw new ApiError("invalid_credential", "The session token is not known.");
+    if (s.endedAt || s.expiresAt <= this.clock.now()) throw new ApiError("session_expired", "The session has expired or has been ended: ask the app for a new one.");
+    return { sessionId: s.id, appId: s.appId, environment: s.environment, endUserId: s.endUserId, user: s.endUser.externalId };
+  }
+}
