@@ -1,0 +1,57 @@
+import fs from "node:fs";
+import type { Config } from "../config.js";
+import { openDatabase } from "../db/open.js";
+import { migrate } from "../db/migrate.js";
+import { KeyService } from "../keys/keys.js";
+import { systemClock } from "../clock.js";
+import { runOperation } from "../admin/operations.js";
+import { callAdminSocket } from "../admin/socket.js";
+import { adminSocketPath, DataDirLockedError, lockDataDir } from "../data-dir-lock.js";
+
+export type Call = (op: string, args: unknown) => Promise<unknown>;
+
+export class CliError extends Error {}
+
+/**
+ * Runs `fn` against the service's data, whether or not the server is running:
+ * - Postgres (`DATABASE_URL`): connects directly; any number of processes may.
+ * - Embedded database, folder free: takes the folder's lock and opens it itself.
+ * - Embedded database held by a running server: goes through that server's admin socket.
+ */
+export async function withAdmin<T>(config: Config, fn: (call: Call) => Promise<T>): Promise<T> {
+  if (config.database.kind === "postgres") return direct(config, fn);
+  let release: (() => Promise<void>) | null = null;
+  try {
+    release = await lockDataDir(config.dataDir, () => {});
+  } catch (err) {
+    if (!(err instanceof DataDirLockedError)) throw err;
+    const socket = adminSocketPath(config.dataDir);
+    if (!fs.existsSync(socket)) {
+      throw new CliError(
+        `${err.message}\nNo server answers on ${socket}: if a server is starting, try again in a moment; if no svc process is running, its lock goes stale within 10 seconds.`,
+      );
+    }
+    return fn((op, args) =>
+      callAdminSocket(socket, op, args).catch((e: NodeJS.ErrnoException) => {
+        if (e.code === "ECONNREFUSED" || e.code === "ENOENT") throw new CliError(`${err.message}\nIts admin socket ${socket} does not answer.`);
+        throw e;
+      }),
+    );
+  }
+  try {
+    return await direct(config, fn);
+  } finally {
+    await release();
+  }
+}
+
+async function direct<T>(config: Config, fn: (call: Call) => Promise<T>): Promise<T> {
+  const db = await openDatabase(config.database);
+  try {
+    await migrate(db);
+    const keys = new KeyService(db.prisma, systemClock);
+    return await fn((op, args) => runOperation(keys, op, args));
+  } finally {
+    await db.close();
+  }
+}
