@@ -1,0 +1,134 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DATABASES } from "./helpers/databases.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+import { bearer, expectError, requestInit, ROUTE_CASES, type RouteCase } from "./helpers/requests.js";
+import { SessionService } from "../server/sessions/sessions.js";
+import { tableCounts } from "./helpers/snapshot.js";
+
+/**
+ * Every route x every credential kind, valid and invalid. Each route takes exactly
+ * the credential its spec line names: with it the request passes (501 while the
+ * route is not built), with anything else it is refused in the envelope.
+ */
+describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
+  let server: TestServer;
+  let drop: () => Promise<void>;
+  const creds: Record<string, string> = {};
+  const pk: Record<string, string> = {};
+
+  beforeAll(async () => {
+    if (skip) return;
+    const made = await db.create();
+    drop = made.drop;
+    server = await startTestServer(made.target);
+    const { keys } = server.services;
+    creds.appKey = server.dev.appKey;
+    const [, id] = /^sk_svc_([a-z0-9]+)\./.exec(creds.appKey)!;
+    creds.appKeyWrongSecret = `sk_svc_${id}.${"A".repeat(43)}`;
+    creds.appKeyUnknown = `sk_svc_${"0".repeat(16)}.${"A".repeat(43)}`;
+    const revoked = await keys.createApp("Revoked", "test");
+    await keys.revoke(revoked.appKey);
+    await keys.revoke(revoked.connectKey);
+    creds.appKeyRevoked = revoked.appKey;
+    const rotated = await keys.createApp("Rotated", "test");
+    await keys.rotate(rotated.appKey, 0);
+    creds.appKeyRotatedOut = rotated.appKey;
+    const live = await keys.createApp("Live app", "live");
+    creds.appKeyLive = live.appKey;
+
+    const tenant = { appId: server.dev.appId, environment: "test" as const };
+    creds.session = (await server.services.sessions.mint(tenant, "u1")).token;
+    const earlier = new SessionService(server.db.prisma, { now: () => new Date(server.clock.now().getTime() - 11 * 60_000) });
+    creds.sessionExpired = (await earlier.mint(tenant, "u1")).token;
+    creds.sessionEnded = (await server.services.sessions.mint(tenant, "u2")).token;
+    await server.db.prisma.endUserSession.updateMany({ where: { endUser: { externalId: "u2" } }, data: { endedAt: server.clock.now() } });
+    creds.sessionUnknown = `est_${"A".repeat(43)}`;
+    creds.pairingToken = `pt_svc_${"A".repeat(43)}`;
+    creds.connectKeyInHeader = server.dev.connectKey;
+
+    pk.valid = server.dev.connectKey;
+    pk.unknown = `pk_svc_${"0".repeat(24)}`;
+    pk.malformed = "not-a-key";
+    pk.revoked = revoked.connectKey;
+    pk.rotatedOut = rotated.connectKey;
+    await keys.rotate(rotated.connectKey, 0);
+  });
+
+  afterAll(async () => {
+    await server?.close();
+    await drop?.();
+  });
+
+  const send = (c: RouteCase, headers: Record<string, string>, connectKey = pk.valid) =>
+    server.fetch(c.path.replace("{pk}", connectKey), requestInit(c, headers));
+  const notBuilt = async (res: Response) => expectError(res, 501, "not_implemented");
+
+  const headerRoutes = ROUTE_CASES.filter((c) => c.auth === "appKey" || c.auth === "session");
+
+  describe.skipIf(skip)("routes taking a bearer credential", () => {
+    it.each(headerRoutes)("$method $path ($auth): only its own valid credential passes", async (c) => {
+      const own = c.auth === "appKey" ? "appKey" : "session";
+      const before = await tableCounts(server.db);
+
+      // The right credential, valid: authentication passes, the route says it is not built.
+      await notBuilt(await send(c, bearer(creds[own])));
+      if (c.auth === "appKey") await notBuilt(await send(c, bearer(creds.appKeyLive)));
+
+      await expectError(await send(c, {}), 401, "missing_credential");
+      await expectError(await send(c, { authorization: "" }), 401, "missing_credential");
+      await expectError(await send(c, { authorization: "Basic dXNlcjpwYXNz" }), 401, "invalid_credential");
+      await expectError(await send(c, bearer("nonsense")), 401, "invalid_credential");
+
+      const wrongKinds = ["pairingToken", "connectKeyInHeader", c.auth === "appKey" ? "session" : "appKey"];
+      for (const kind of wrongKinds) await expectError(await send(c, bearer(creds[kind])), 401, "wrong_credential_kind");
+
+      if (c.auth === "appKey") {
+        await expectError(await send(c, bearer(creds.appKeyWrongSecret)), 401, "invalid_credential");
+        await expectError(await send(c, bearer(creds.appKeyUnknown)), 401, "invalid_credential");
+        await expectError(await send(c, bearer(`${creds.appKey}x`)), 401, "invalid_credential");
+        await expectError(await send(c, bearer(creds.appKeyRevoked)), 401, "revoked_credential");
+        await expectError(await send(c, bearer(creds.appKeyRotatedOut)), 401, "revoked_credential");
+        for (const kind of ["sessionExpired", "sessionUnknown"]) await expectError(await send(c, bearer(creds[kind])), 401, "wrong_credential_kind");
+      } else {
+        await expectError(await send(c, bearer(creds.sessionExpired)), 401, "session_expired");
+        await expectError(await send(c, bearer(creds.sessionEnded)), 401, "session_expired");
+        await expectError(await send(c, bearer(creds.sessionUnknown)), 401, "invalid_credential");
+        await expectError(await send(c, bearer("est_short")), 401, "invalid_credential");
+        for (const kind of ["appKeyRevoked", "appKeyLive"]) await expectError(await send(c, bearer(creds[kind])), 401, "wrong_credential_kind");
+      }
+      expect(await tableCounts(server.db)).toEqual(before);
+    });
+  });
+
+  const pathRoutes = ROUTE_CASES.filter((c) => c.auth === "connectKey");
+
+  describe.skipIf(skip)("routes taking the connect key in the path", () => {
+    it.each(pathRoutes)("$method $path: a live connect key and no header passes", async (c) => {
+      const before = await tableCounts(server.db);
+      await notBuilt(await send(c, {}, pk.valid));
+      await expectError(await send(c, {}, pk.unknown), 401, "invalid_credential");
+      await expectError(await send(c, {}, pk.malformed), 401, "invalid_credential");
+      await expectError(await send(c, {}, pk.revoked), 401, "revoked_credential");
+      await expectError(await send(c, {}, pk.rotatedOut), 401, "revoked_credential");
+      for (const kind of ["appKey", "session", "pairingToken", "connectKeyInHeader"]) {
+        await expectError(await send(c, bearer(creds[kind]), pk.valid), 401, "wrong_credential_kind");
+      }
+      expect(await tableCounts(server.db)).toEqual(before);
+    });
+  });
+
+  const openRoutes = ROUTE_CASES.filter((c) => c.auth === "none");
+
+  describe.skipIf(skip)("routes taking no credential", () => {
+    it.each(openRoutes)("$method $path: refuses any credential", async (c) => {
+      await notBuilt(await send(c, {}));
+      for (const kind of ["appKey", "session", "pairingToken"]) await expectError(await send(c, bearer(creds[kind])), 401, "wrong_credential_kind");
+    });
+  });
+
+  it.skipIf(skip)("401 answers say how to authenticate", async () => {
+    const res = await server.fetch("/v1/plans");
+    expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
+    await expectError(res, 401, "missing_credential");
+  });
+});

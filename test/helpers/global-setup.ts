@@ -1,0 +1,33 @@
+import pg from "pg";
+import type { TestProject } from "vitest/node";
+
+/**
+ * Decides once whether the Postgres suites run. With a reachable Postgres they
+ * do; without one they are skipped and the run says so plainly, unless
+ * SVC_TEST_POSTGRES=1 (CI) demands them, in which case the run fails.
+ */
+export default async function setup(project: TestProject) {
+  const url = process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+  const required = process.env.SVC_TEST_POSTGRES === "1";
+  let reason: string | null = null;
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query("select 1");
+  } catch (err) {
+    reason = (err as Error).message || String(err);
+  } finally {
+    await client.end().catch(() => {});
+  }
+  if (reason && required) throw new Error(`SVC_TEST_POSTGRES=1 but Postgres at ${url} is not reachable: ${reason}`);
+  if (reason) {
+    process.stdout.write(`\n  Postgres suites SKIPPED: no Postgres reachable at ${url} (${reason}). Only the PGlite suites run.\n  Start Postgres or set SVC_TEST_POSTGRES_URL to run them.\n\n`);
+  }
+  project.provide("postgresUrl", reason ? null : url);
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    postgresUrl: string | null;
+  }
+}

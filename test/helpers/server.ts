@@ -1,0 +1,67 @@
+import { Writable } from "node:stream";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseConfig } from "../../server/config.js";
+import { createLogger } from "../../server/logger.js";
+import { startServer, type RunningServer } from "../../server/server.js";
+import type { Clock } from "../../server/clock.js";
+import type { DatabaseTarget } from "../../server/db/open.js";
+import type { NewKeys } from "../../server/keys/keys.js";
+
+/** A clock tests move by hand. */
+export class TestClock implements Clock {
+  private t = Date.parse("2026-11-22T12:00:00Z");
+  now() {
+    return new Date(this.t);
+  }
+  advance(seconds: number) {
+    this.t += seconds * 1000;
+  }
+}
+
+export interface TestServer extends RunningServer {
+  clock: TestClock;
+  /** Every log line written, raw. */
+  logs: string[];
+  /** Whatever the server printed outside the log (the dev-app banner). */
+  printed: string[];
+  /** The dev app's keys, from the banner of the first start. */
+  dev: NewKeys;
+  /** `fetch` against the server, path relative to its base URL. */
+  fetch(path: string, init?: RequestInit): Promise<Response>;
+}
+
+/** The real server on a real port and database, with a test clock and captured logs. */
+export async function startTestServer(database: DatabaseTarget, env: Record<string, string> = {}): Promise<TestServer> {
+  const logs: string[] = [];
+  const printed: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(String(chunk));
+      cb();
+    },
+  });
+  const clock = new TestClock();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-test-"));
+  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: "info", ...env });
+  const logger = createLogger(config.logLevel, sink);
+  let dev: NewKeys | null = null;
+  const server = await startServer({ config, logger, clock, database, print: (t) => printed.push(t) });
+  // The banner is for people; tests read the keys from the same place a person would.
+  const banner = printed.join("");
+  const field = (label: string) => new RegExp(`${label}\\s+(\\S+)`).exec(banner)?.[1] ?? "";
+  if (banner) dev = { appId: field("app ID"), environment: "test", appKey: field("app key"), connectKey: field("connect key") };
+  return {
+    ...server,
+    clock,
+    logs,
+    printed,
+    dev: dev!,
+    fetch: (p, init) => fetch(`${server.url}${p}`, init),
+    close: async () => {
+      await server.close();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,20 @@
+import type { Reporter, TestModule } from "vitest/node";
+
+/** Prints the totals as the last line, in the plain form CI reads: `N passed, N failed`. */
+export default class TotalsReporter implements Reporter {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>) {
+    let passed = 0;
+    let failed = 0;
+    let skipped = 0;
+    for (const m of modules) {
+      for (const t of m.children.allTests()) {
+        const state = t.result().state;
+        if (state === "passed") passed++;
+        else if (state === "failed") failed++;
+        else skipped++;
+      }
+      if (m.state() === "failed" && [...m.children.allTests()].length === 0) failed++;
+    }
+    process.stdout.write(`\n${skipped ? `(${skipped} skipped)\n` : ""}${passed} passed, ${failed} failed\n`);
+  }
+}
