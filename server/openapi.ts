@@ -1,5 +1,6 @@
 import { generateOpenApi } from "@ts-rest/open-api";
-import { contract, ERROR_CODES, SECURITY_SCHEMES, type RouteMetadata } from "@svc/contract";
+import { generateSchema } from "@anatine/zod-openapi";
+import { contract, ERROR_CODES, ErrorEnvelope, RunEvent, SECURITY_SCHEMES, type RouteMetadata } from "@svc/contract";
 import type { AppRoute } from "@ts-rest/core";
 
 const SECURITY_BY_AUTH: Record<RouteMetadata["auth"], Record<string, string[]>[]> = {
@@ -34,7 +35,10 @@ export function buildOpenApi() {
     {
       info: { title: "svc API", version: "1.0.0", description },
       servers: [{ url: "/", description: "This server" }],
-      components: { securitySchemes: SECURITY_SCHEMES as never },
+      components: {
+        securitySchemes: SECURITY_SCHEMES as never,
+        schemas: { ErrorEnvelope: generateSchema(ErrorEnvelope), RunEvent: generateSchema(RunEvent) } as never,
+      },
     },
     {
       setOperationId: true,
@@ -42,11 +46,19 @@ export function buildOpenApi() {
         const meta = appRoute.metadata as RouteMetadata;
         const responses = { ...operation.responses };
         for (const [status, response] of Object.entries(appRoute.responses)) {
+          // One shared envelope schema instead of a copy per response.
+          if (response === ErrorEnvelope) {
+            responses[status] = {
+              description: responses[status]?.description ?? "Error",
+              content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+            };
+            continue;
+          }
           // @ts-rest/open-api drops the content of `otherResponse` (the SSE routes).
           if (response && typeof response === "object" && "contentType" in response && response.contentType === "text/event-stream") {
             responses[status] = {
-              description: "A `text/event-stream` of events; see the description.",
-              content: { "text/event-stream": { schema: { type: "string" } } },
+              description: "A `text/event-stream`: each frame has `id:` (sequence), `event:` (kind) and `data:`, one JSON object of the schema below.",
+              content: { "text/event-stream": { schema: { $ref: "#/components/schemas/RunEvent" } } },
             };
           }
         }
