@@ -1,0 +1,66 @@
+import { ErrorEnvelope, type ErrorCode } from "@svc/contract";
+
+/** Any error answered by the service: carries the HTTP status, the envelope's `code` and `type`, and the request id. */
+export class SvcError extends Error {
+  readonly status: number;
+  readonly code: ErrorCode | null;
+  readonly type: string | null;
+  readonly requestId: string | null;
+  /** The `interval` of a `slow_down`, the `param` of an invalid request, when present. */
+  readonly param?: string;
+
+  constructor(status: number, body: unknown, headers?: Headers) {
+    const parsed = ErrorEnvelope.safeParse(body);
+    const e = parsed.success ? parsed.data.error : null;
+    super(e?.message ?? `HTTP ${status}`);
+    this.name = new.target.name;
+    this.status = status;
+    this.code = e?.code ?? null;
+    this.type = e?.type ?? null;
+    this.requestId = e?.requestId ?? headers?.get("request-id") ?? null;
+    this.param = e?.param;
+  }
+
+  /** The error class for a status and code, built the one way (as the OpenAI SDK does). */
+  static generate(status: number, body: unknown, headers?: Headers): SvcError {
+    const code = ErrorEnvelope.safeParse(body).data?.error.code;
+    if (status === 409 && code === "serve_in_app") return new ServeInAppError(status, body, headers);
+    const Class = BY_STATUS[status] ?? (status >= 500 ? InternalServerError : SvcError);
+    return new Class(status, body, headers);
+  }
+}
+
+export class BadRequestError extends SvcError {}
+export class AuthenticationError extends SvcError {}
+/** 402: the user's plan allowance is used up (or a spend ceiling is reached). */
+export class PaymentRequiredError extends SvcError {}
+export class PermissionDeniedError extends SvcError {}
+export class NotFoundError extends SvcError {}
+export class ConflictError extends SvcError {}
+/** 409 `serve_in_app`: the user has no reachable compute; the app serves the run itself (it is already counted). */
+export class ServeInAppError extends ConflictError {}
+export class RateLimitError extends SvcError {}
+export class InternalServerError extends SvcError {}
+/** 501: the endpoint is not built yet on this server. */
+export class NotImplementedError extends InternalServerError {}
+/** The request never got an answer (network, timeout, abort). */
+export class ConnectionError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ConnectionError";
+  }
+}
+
+const BY_STATUS: Record<number, new (status: number, body: unknown, headers?: Headers) => SvcError> = {
+  400: BadRequestError,
+  401: AuthenticationError,
+  402: PaymentRequiredError,
+  403: PermissionDeniedError,
+  404: NotFoundError,
+  409: ConflictError,
+  413: BadRequestError,
+  415: BadRequestError,
+  422: BadRequestError,
+  429: RateLimitError,
+  501: NotImplementedError,
+};
