@@ -43,6 +43,8 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     await accepted(rotated.key);
     const listed = await server.services.keys.listKeys(app.appId);
     expect(listed.filter((k) => k.kind === "app").map((k) => k.state).sort()).toEqual(["active", "expired"]);
+    const current = listed.find((k) => k.kind === "app" && k.state === "active")!;
+    expect(current.lastUsedAt).toBe(server.clock.now().toISOString());
   });
 
   it.skipIf(skip)("a revoked app key stops at once and cannot be revoked or rotated again", async () => {

@@ -38,7 +38,7 @@ function action(op: string, toArgs: (...a: never[]) => unknown, print: (result: 
 const envOption = () => new Option("--environment <env>", "test or live").choices(["test", "live"]).default("test");
 const keysTable = (keys: KeyInfo[]) =>
   keys
-    .map((k) => `${k.kind.padEnd(8)} ${k.environment.padEnd(5)} ${k.state.padEnd(9)} ${k.display}${k.expiresAt ? `  (until ${k.expiresAt})` : ""}`)
+    .map((k) => `${k.kind.padEnd(8)} ${k.environment.padEnd(5)} ${k.state.padEnd(9)} ${k.display}${k.expiresAt ? `  (until ${k.expiresAt})` : ""}${k.lastUsedAt ? `  last used ${k.lastUsedAt}` : ""}`)
     .join("\n") || "(no keys)";
 const newKeys = (r: { appId: string; environment: string; appKey: string; connectKey: string }) =>
   `app ID       ${r.appId} (${r.environment})\napp key      ${r.appKey}\nconnect key  ${r.connectKey}\n\nThe app key is shown once: store it now.`;

@@ -25,6 +25,8 @@ export interface KeyInfo extends Tenant {
   createdAt: string;
   expiresAt: string | null;
   revokedAt: string | null;
+  /** App keys only, to the minute. */
+  lastUsedAt: string | null;
   state: "active" | "expiring" | "expired" | "revoked";
 }
 
@@ -88,7 +90,7 @@ export class KeyService {
     kind: "app" | "connect",
     id: string,
     display: string,
-    k: { appId: string; environment: Environment; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null },
+    k: { appId: string; environment: Environment; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null; lastUsedAt?: Date | null },
   ): KeyInfo {
     const now = this.clock.now();
     const state = k.revokedAt ? "revoked" : k.expiresAt ? (k.expiresAt <= now ? "expired" : "expiring") : "active";
@@ -101,6 +103,7 @@ export class KeyService {
       createdAt: k.createdAt.toISOString(),
       expiresAt: k.expiresAt?.toISOString() ?? null,
       revokedAt: k.revokedAt?.toISOString() ?? null,
+      lastUsedAt: k.lastUsedAt?.toISOString() ?? null,
       state,
     };
   }
@@ -165,7 +168,12 @@ export class KeyService {
     const ok = secretMatches(parsed.secret, k?.secretHash ?? UNKNOWN_KEY_HASH);
     if (!k || !ok) throw new ApiError("invalid_credential", "The app key is not valid.");
     if (k.revokedAt) throw new ApiError("revoked_credential", "The app key has been revoked.");
-    if (k.expiresAt && k.expiresAt <= this.clock.now()) throw new ApiError("revoked_credential", "The app key was rotated and its grace period is over.");
+    const now = this.clock.now();
+    if (k.expiresAt && k.expiresAt <= now) throw new ApiError("revoked_credential", "The app key was rotated and its grace period is over.");
+    // "Last used" to the minute: at most one write per key per minute on the request path.
+    if (!k.lastUsedAt || now.getTime() - k.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
+      await this.prisma.appKey.update({ where: { id: k.id }, data: { lastUsedAt: now } });
+    }
     return { appId: k.appId, environment: k.environment, keyId: k.id };
   }
 
@@ -185,5 +193,6 @@ export class KeyService {
 }
 
 const UNKNOWN_KEY_HASH = hashSecret("no such key");
+const LAST_USED_RESOLUTION_MS = 60_000;
 
 type TxClient = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];

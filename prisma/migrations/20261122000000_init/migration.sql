@@ -175,6 +175,8 @@ CREATE TABLE "runs" (
 -- CreateTable
 CREATE TABLE "run_events" (
     "run_id" TEXT NOT NULL,
+    "app_id" TEXT NOT NULL,
+    "environment" "Environment" NOT NULL,
     "seq" INTEGER NOT NULL,
     "kind" TEXT NOT NULL,
     "data" JSONB NOT NULL,
@@ -186,6 +188,8 @@ CREATE TABLE "run_events" (
 -- CreateTable
 CREATE TABLE "tool_calls" (
     "run_id" TEXT NOT NULL,
+    "app_id" TEXT NOT NULL,
+    "environment" "Environment" NOT NULL,
     "call_id" TEXT NOT NULL,
     "name" TEXT NOT NULL,
     "arguments" JSONB NOT NULL,
@@ -201,6 +205,8 @@ CREATE TABLE "tool_calls" (
 -- CreateTable
 CREATE TABLE "approvals" (
     "run_id" TEXT NOT NULL,
+    "app_id" TEXT NOT NULL,
+    "environment" "Environment" NOT NULL,
     "approval_id" TEXT NOT NULL,
     "kind" TEXT NOT NULL,
     "request" JSONB NOT NULL,
@@ -414,6 +420,9 @@ CREATE INDEX "subscriptions_app_id_environment_end_user_id_idx" ON "subscription
 CREATE INDEX "webhook_endpoints_app_id_environment_idx" ON "webhook_endpoints"("app_id", "environment");
 
 -- CreateIndex
+CREATE UNIQUE INDEX "webhook_endpoints_id_app_id_environment_key" ON "webhook_endpoints"("id", "app_id", "environment");
+
+-- CreateIndex
 CREATE INDEX "webhook_deliveries_status_next_attempt_at_idx" ON "webhook_deliveries"("status", "next_attempt_at");
 
 -- CreateIndex
@@ -447,16 +456,19 @@ ALTER TABLE "runs" ADD CONSTRAINT "runs_end_user_id_app_id_environment_fkey" FOR
 ALTER TABLE "runs" ADD CONSTRAINT "runs_machine_id_app_id_environment_fkey" FOREIGN KEY ("machine_id", "app_id", "environment") REFERENCES "machines"("id", "app_id", "environment") ON DELETE NO ACTION ON UPDATE NO ACTION;
 
 -- AddForeignKey
-ALTER TABLE "run_events" ADD CONSTRAINT "run_events_run_id_fkey" FOREIGN KEY ("run_id") REFERENCES "runs"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+ALTER TABLE "run_events" ADD CONSTRAINT "run_events_run_id_app_id_environment_fkey" FOREIGN KEY ("run_id", "app_id", "environment") REFERENCES "runs"("id", "app_id", "environment") ON DELETE CASCADE ON UPDATE CASCADE;
 
 -- AddForeignKey
-ALTER TABLE "tool_calls" ADD CONSTRAINT "tool_calls_run_id_fkey" FOREIGN KEY ("run_id") REFERENCES "runs"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+ALTER TABLE "tool_calls" ADD CONSTRAINT "tool_calls_run_id_app_id_environment_fkey" FOREIGN KEY ("run_id", "app_id", "environment") REFERENCES "runs"("id", "app_id", "environment") ON DELETE CASCADE ON UPDATE CASCADE;
 
 -- AddForeignKey
-ALTER TABLE "approvals" ADD CONSTRAINT "approvals_run_id_fkey" FOREIGN KEY ("run_id") REFERENCES "runs"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+ALTER TABLE "approvals" ADD CONSTRAINT "approvals_run_id_app_id_environment_fkey" FOREIGN KEY ("run_id", "app_id", "environment") REFERENCES "runs"("id", "app_id", "environment") ON DELETE CASCADE ON UPDATE CASCADE;
 
 -- AddForeignKey
 ALTER TABLE "usage_rows" ADD CONSTRAINT "usage_rows_end_user_id_app_id_environment_fkey" FOREIGN KEY ("end_user_id", "app_id", "environment") REFERENCES "end_users"("id", "app_id", "environment") ON DELETE RESTRICT ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "usage_rows" ADD CONSTRAINT "usage_rows_run_id_app_id_environment_fkey" FOREIGN KEY ("run_id", "app_id", "environment") REFERENCES "runs"("id", "app_id", "environment") ON DELETE RESTRICT ON UPDATE CASCADE;
 
 -- AddForeignKey
 ALTER TABLE "subscriptions" ADD CONSTRAINT "subscriptions_end_user_id_app_id_environment_fkey" FOREIGN KEY ("end_user_id", "app_id", "environment") REFERENCES "end_users"("id", "app_id", "environment") ON DELETE CASCADE ON UPDATE CASCADE;
@@ -465,5 +477,5 @@ ALTER TABLE "subscriptions" ADD CONSTRAINT "subscriptions_end_user_id_app_id_env
 ALTER TABLE "subscriptions" ADD CONSTRAINT "subscriptions_plan_id_app_id_environment_fkey" FOREIGN KEY ("plan_id", "app_id", "environment") REFERENCES "plans"("id", "app_id", "environment") ON DELETE RESTRICT ON UPDATE CASCADE;
 
 -- AddForeignKey
-ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_endpoint_id_fkey" FOREIGN KEY ("endpoint_id") REFERENCES "webhook_endpoints"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+ALTER TABLE "webhook_deliveries" ADD CONSTRAINT "webhook_deliveries_endpoint_id_app_id_environment_fkey" FOREIGN KEY ("endpoint_id", "app_id", "environment") REFERENCES "webhook_endpoints"("id", "app_id", "environment") ON DELETE CASCADE ON UPDATE CASCADE;
 
