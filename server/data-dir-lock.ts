@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import lockfile from "proper-lockfile";
 
@@ -31,7 +33,18 @@ export async function lockDataDir(dataDir: string, onCompromised: (err: Error) =
   }
 }
 
-/** The admin socket of the server holding a data folder (the CLI talks to it). */
+// A Unix socket path must fit sun_path (108 bytes on Linux, 104 on macOS).
+const MAX_SOCKET_PATH = 100;
+
+/**
+ * The admin socket of the server holding a data folder (the CLI talks to it):
+ * `<dataDir>/admin.sock`, or, when that path is too long for a Unix socket, a
+ * private folder (mode 0700) under the temp folder named after the data folder.
+ */
 export function adminSocketPath(dataDir: string): string {
-  return path.join(dataDir, "admin.sock");
+  const inFolder = path.join(dataDir, "admin.sock");
+  if (Buffer.byteLength(inFolder) <= MAX_SOCKET_PATH) return inFolder;
+  const id = createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 16);
+  const uid = typeof process.getuid === "function" ? process.getuid() : 0;
+  return path.join(os.tmpdir(), `svc-${uid}-${id}`, "admin.sock");
 }

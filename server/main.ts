@@ -16,21 +16,29 @@ try {
 }
 const logger = createLogger(config.logLevel);
 
+// Signals during the start wait for it, then stop cleanly (the data folder's lock released).
+const starting = startServer({ config, logger });
+let stopping = false;
+const stop = async (signal: string) => {
+  if (stopping) return;
+  stopping = true;
+  logger.info({ signal }, "stopping");
+  const server = await starting.catch(() => null);
+  await server?.close();
+  process.exit(0);
+};
+process.on("SIGINT", () => void stop("SIGINT"));
+process.on("SIGTERM", () => void stop("SIGTERM"));
+
 try {
-  const server = await startServer({ config, logger });
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, "stopping");
-    await server.close();
-    process.exit(0);
-  };
-  process.on("SIGINT", () => void stop("SIGINT"));
-  process.on("SIGTERM", () => void stop("SIGTERM"));
+  await starting;
 } catch (err) {
   if (err instanceof DataDirLockedError) {
     process.stderr.write(`${err.message}\nStop the other process, or set SVC_DATA_DIR to another folder.\n`);
+    process.exit(1);
+  }
+  if ((err as NodeJS.ErrnoException).code === "EADDRINUSE") {
+    process.stderr.write(`Port ${config.port} on ${config.host} is already in use (EADDRINUSE): stop what holds it, or set PORT.\n`);
     process.exit(1);
   }
   logger.fatal({ err }, "could not start");

@@ -51,8 +51,6 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     if (applied.length) logger.info({ applied }, "migrations applied");
 
     const services = createServices(db, clock);
-    const created = await bootstrapDevApp(db, services.keys);
-
     const app = createApp({ db, clock, logger, maxBodyBytes: config.maxBodyBytes }, services);
     const server: Server = await new Promise((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
@@ -68,6 +66,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     const url = baseUrlOf(config, (server.address() as AddressInfo).port);
 
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));
+    // Last, once nothing else can fail: the dev app's key is shown only now, and
+    // only its hash is stored, so a start that failed earlier must not have made it.
+    const created = await bootstrapDevApp(db, services.keys);
     if (created) (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url));
     logger.info({ url, database: db.kind }, "listening");
     return { url, db, services, close };

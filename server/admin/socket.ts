@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import http from "node:http";
+import { dirname } from "node:path";
 import type { Logger } from "../logger.js";
 import type { KeyService } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
@@ -11,6 +12,8 @@ import { OperationError, runOperation } from "./operations.js";
  * `POST /<operation>` with JSON arguments; answers `{result}` or `{error}`.
  */
 export async function startAdminSocket(path: string, keys: KeyService, logger: Logger): Promise<() => Promise<void>> {
+  // Its folder is the data folder (0700) or a private one of its own.
+  fs.mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   fs.rmSync(path, { force: true });
   const server = http.createServer(async (req, res) => {
     const reply = (status: number, body: unknown) => {
