@@ -21,6 +21,8 @@ export default async function setup(project: TestProject) {
   }
   if (reason && required) throw new Error(`SVC_TEST_POSTGRES=1 but Postgres at ${url} is not reachable: ${reason}`);
   if (reason) {
+    // Read again by the totals reporter, so the notice is also at the end of the run.
+    process.env.SVC_TEST_POSTGRES_SKIPPED = `Postgres suites SKIPPED: no Postgres reachable at ${url}.`;
     process.stdout.write(`\n  Postgres suites SKIPPED: no Postgres reachable at ${url} (${reason}). Only the PGlite suites run.\n  Start Postgres or set SVC_TEST_POSTGRES_URL to run them.\n\n`);
   }
   project.provide("postgresUrl", reason ? null : url);

@@ -15,6 +15,7 @@ export default class TotalsReporter implements Reporter {
       }
       if (m.state() === "failed" && [...m.children.allTests()].length === 0) failed++;
     }
-    process.stdout.write(`\n${skipped ? `(${skipped} skipped)\n` : ""}${passed} passed, ${failed} failed\n`);
+    const notice = process.env.SVC_TEST_POSTGRES_SKIPPED ? `${process.env.SVC_TEST_POSTGRES_SKIPPED}\n` : "";
+    process.stdout.write(`\n${notice}${skipped ? `(${skipped} skipped)\n` : ""}${passed} passed, ${failed} failed\n`);
   }
 }
