@@ -1,8 +1,8 @@
 import express, { type Express } from "express";
-import { createExpressEndpoints } from "@ts-rest/express";
-import { contract } from "@svc/contract";
 import type { Database } from "./db/open.js";
 import type { Clock } from "./clock.js";
+import { createExpressEndpoints } from "@ts-rest/express";
+import { contract } from "@svc/contract";
 import type { Logger } from "./logger.js";
 import { ApiError } from "./errors.js";
 import { KeyService } from "./keys/keys.js";
@@ -22,8 +22,6 @@ export interface Services {
 }
 
 export interface AppDeps {
-  db: Database;
-  clock: Clock;
   logger: Logger;
   maxBodyBytes: number;
 }

@@ -51,7 +51,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     if (applied.length) logger.info({ applied }, "migrations applied");
 
     const services = createServices(db, clock);
-    const app = createApp({ db, clock, logger, maxBodyBytes: config.maxBodyBytes }, services);
+    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes }, services);
     const server: Server = await new Promise((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
       s.once("error", reject);

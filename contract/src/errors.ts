@@ -77,4 +77,4 @@ export const ErrorEnvelope = z.object({ error: ErrorBody }).describe("The error 
 export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
 
 /** Errors every endpoint can answer, whatever its credential. */
-export const COMMON_ERROR_STATUSES = [400, 404, 405, 413, 415, 429, 500] as const;
+export const COMMON_ERROR_STATUSES = [400, 404, 413, 415, 429, 500] as const;

@@ -1,6 +1,6 @@
 import { initContract } from "@ts-rest/core";
 import { z } from "zod";
-import { ErrorEnvelope } from "./errors.js";
+import { COMMON_ERROR_STATUSES, ErrorEnvelope } from "./errors.js";
 import { meta } from "./credentials.js";
 import { ChatCompletion, ChatCompletionRequest, ModelList } from "./chat.js";
 import {
@@ -43,7 +43,7 @@ const runId = z.object({ id: z.string().min(1).max(64) });
 const connectKeyParam = z.object({ pk: z.string().min(1).max(128).describe("The app's connect key, `pk_svc_...`.") });
 
 /** Every route can answer these: bad input, unknown ids, rate limits, crashes. */
-const common = errors(400, 404, 413, 415, 429, 500);
+const common = errors(...COMMON_ERROR_STATUSES);
 const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
