@@ -15,19 +15,40 @@ import { routeFallback } from "./http/fallback.js";
 import { routes } from "./routes/index.js";
 import { openApiJson } from "./openapi.js";
 import { docsRouter } from "./docs/docs.js";
+import { pagesRouter, PAGE_PATHS } from "./pages/pages.js";
+import type { Config } from "./config.js";
+import type { PublicUrls } from "./public-urls.js";
+import { RateLimiter } from "./rate-limit/rate-limiter.js";
+import { DeviceFlowService } from "./pairing/device-flow.js";
+import { MachineService } from "./machines/machines.js";
 
 export interface Services {
+  clock: Clock;
+  urls: PublicUrls;
   keys: KeyService;
   sessions: SessionService;
+  limiter: RateLimiter;
+  deviceFlow: DeviceFlowService;
+  machines: MachineService;
 }
 
 export interface AppDeps {
   logger: Logger;
   maxBodyBytes: number;
+  trustProxy: Config["trustProxy"];
 }
 
-export function createServices(db: Database, clock: Clock): Services {
-  return { keys: new KeyService(db.prisma, clock), sessions: new SessionService(db.prisma, clock) };
+export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls): Services {
+  const limiter = new RateLimiter(db.prisma, clock);
+  return {
+    clock,
+    urls,
+    keys: new KeyService(db.prisma, clock),
+    sessions: new SessionService(db.prisma, clock),
+    limiter,
+    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds),
+    machines: new MachineService(db.prisma, clock),
+  };
 }
 
 /** The Express app: request context, JSON bodies, the contract's routes with their auth, docs, and the envelope for everything else. */
@@ -35,14 +56,16 @@ export function createApp(deps: AppDeps, services: Services): Express {
   const app = express();
   app.disable("x-powered-by");
   app.set("etag", false);
+  app.set("trust proxy", deps.trustProxy);
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.maxBodyBytes));
 
   const spec = openApiJson();
   app.get("/v1/openapi.json", (_req, res) => res.type("application/json").send(spec));
   app.use("/docs", docsRouter());
+  app.use(pagesRouter());
 
-  createExpressEndpoints(contract, routes(), app, {
+  createExpressEndpoints(contract, routes(services), app, {
     globalMiddleware: [authenticate(services.keys, services.sessions)],
     responseValidation: false,
     requestValidationErrorHandler: (err, _req, _res, next) => {
@@ -60,6 +83,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
       ...Object.values(contract).map((r) => ({ method: r.method, path: r.path })),
       { method: "GET", path: "/v1/openapi.json" },
       { method: "GET", path: "/docs" },
+      ...PAGE_PATHS.map((path) => ({ method: "GET", path })),
     ]),
   );
   app.use(errorHandler());

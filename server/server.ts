@@ -1,6 +1,7 @@
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
-import { baseUrlOf, type Config } from "./config.js";
+import type { Config } from "./config.js";
+import { PublicUrls } from "./public-urls.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Logger } from "./logger.js";
 import { openDatabase, type Database, type DatabaseTarget } from "./db/open.js";
@@ -50,8 +51,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     const applied = await migrate(db);
     if (applied.length) logger.info({ applied }, "migrations applied");
 
-    const services = createServices(db, clock);
-    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes }, services);
+    const urls = new PublicUrls(config);
+    const services = createServices(db, clock, config, urls);
+    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy }, services);
     const server: Server = await new Promise((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
       s.once("error", reject);
@@ -63,7 +65,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
           server.closeAllConnections();
         }),
     );
-    const url = baseUrlOf(config, (server.address() as AddressInfo).port);
+    urls.bind((server.address() as AddressInfo).port);
+    const url = urls.base;
 
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));
     // Last, once nothing else can fail: the dev app's key is shown only now, and

@@ -14,6 +14,7 @@ export const ERROR_CODES = {
   slow_down: { status: 400, type: "device_flow_error", message: "Polling too fast: the interval has been widened by 5 seconds." },
   access_denied: { status: 400, type: "device_flow_error", message: "The user denied the pairing." },
   expired_token: { status: 400, type: "device_flow_error", message: "The device code has expired; start pairing again." },
+  invalid_grant: { status: 400, type: "device_flow_error", message: "The device code is unknown or has already been used." },
   // 401: who is calling is not established
   missing_credential: { status: 401, type: "authentication_error", message: "This endpoint needs a credential." },
   invalid_credential: { status: 401, type: "authentication_error", message: "The credential is malformed or unknown." },

@@ -15,11 +15,13 @@ export const DeviceCodeRequest = z.object({
 
 /** RFC 8628 section 3.2 device authorization response. */
 export const DeviceCodeResponse = z.object({
-  device_code: z.string(),
-  user_code: z.string().describe("`XXXX-XXXX`."),
-  verification_uri: z.string().url().describe("Where the user enters the code."),
+  device_code: z.string().describe("`dc_...`: the machine's secret for its token polls; never shown to the user."),
+  user_code: z.string().describe("`XXXX-XXXX`: shown to the user, who enters it on the connect page."),
+  verification_uri: z.string().url().describe("The hosted connect page, where the user enters the code (opened from the app, which signs the user in)."),
+  verification_uri_complete: z.string().url().describe("The connect page with the code filled in (in the URL fragment, never sent to a server)."),
   expires_in: z.number().int().describe("Seconds until the codes expire."),
   interval: z.number().int().describe("Seconds to wait between token polls."),
+  app_name: z.string().describe("The name of the app the machine is being paired with."),
 });
 
 export const DeviceTokenRequest = z.object({
@@ -32,6 +34,8 @@ export const DeviceTokenResponse = z.object({
   token_type: z.literal("pairing"),
   machine_id: z.string(),
   connect_url: z.string().describe("WebSocket URL the worker connects to, authenticated by the pairing token in the handshake."),
+  server_url: z.string().describe("The service's base URL (without `/v1`)."),
+  app_name: z.string(),
   environment: Environment,
 });
 
@@ -56,6 +60,7 @@ export const DeviceLookupResponse = z.object({
 });
 
 export const UserCodeBody = z.object({ user_code: UserCode });
+export const UserCodeQuery = z.object({ code: UserCode });
 export const DeviceAnswerResponse = z.object({
   user_code: z.string(),
   status: z.enum(["approved", "denied"]),

@@ -23,8 +23,8 @@ import {
   DeviceTokenRequest,
   DeviceTokenResponse,
   MachineList,
-  UserCode,
   UserCodeBody,
+  UserCodeQuery,
 } from "./pairing.js";
 import { CreateSessionRequest, EndSessionsQuery, EndSessionsResponse, SessionResponse } from "./sessions.js";
 import { Compute, PlanList, UsagePage, UsageQuery, User } from "./reads.js";
@@ -50,7 +50,6 @@ const notBuilt = errors(501);
 
 const RUNS = "Runs (issue 5)";
 const CHAT = "Chat completions (issue 6)";
-const PAIRING = "Pairing (issue 3)";
 const COMPUTE = "Worker connection and compute reads (issue 4)";
 const LEDGER = "Metering, plans and billing (issue 7)";
 
@@ -148,8 +147,8 @@ export const contract = c.router(
       description: "No credential: the connect key in the path names the app and environment.",
       pathParams: connectKeyParam,
       body: DeviceCodeRequest,
-      responses: { 200: DeviceCodeResponse, ...errors(401), ...notBuilt },
-      metadata: meta({ auth: "connectKey", notBuiltYet: PAIRING }),
+      responses: { 200: DeviceCodeResponse, ...errors(401) },
+      metadata: meta({ auth: "connectKey" }),
     },
     // 8
     pollDeviceToken: {
@@ -160,8 +159,8 @@ export const contract = c.router(
         "400 `authorization_pending` until the user answers; `slow_down` (with the widened `interval`) when polled too fast; `access_denied` after a denial; `expired_token` after expiry. The device code yields its pairing token exactly once.",
       pathParams: connectKeyParam,
       body: DeviceTokenRequest,
-      responses: { 200: DeviceTokenResponse, ...errors(401), ...notBuilt },
-      metadata: meta({ auth: "connectKey", notBuiltYet: PAIRING }),
+      responses: { 200: DeviceTokenResponse, ...errors(401) },
+      metadata: meta({ auth: "connectKey" }),
     },
     // 8, as the spec's state table writes it: the device code alone names the app
     pollDeviceTokenAlias: {
@@ -170,8 +169,8 @@ export const contract = c.router(
       summary: "Poll for the pairing token (same as `/c/{pk}/v1/device/token`)",
       description: "The spec's state table names the token poll `/v1/device/token`; it is the same call, the device code naming the app.",
       body: DeviceTokenRequest,
-      responses: { 200: DeviceTokenResponse, ...notBuilt },
-      metadata: meta({ auth: "none", notBuiltYet: PAIRING }),
+      responses: { 200: DeviceTokenResponse },
+      metadata: meta({ auth: "none" }),
     },
     // 9
     createSession: {
@@ -180,8 +179,8 @@ export const contract = c.router(
       summary: "Mint an end-user browser session",
       description: "A session acting for exactly `user`, for ten minutes. Send the user's browser to `url`.",
       body: CreateSessionRequest,
-      responses: { 200: SessionResponse, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: PAIRING }),
+      responses: { 200: SessionResponse, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     // 10
     endSessions: {
@@ -189,25 +188,25 @@ export const contract = c.router(
       path: "/v1/end_users/session",
       summary: "End every live session of a user",
       query: EndSessionsQuery,
-      responses: { 200: EndSessionsResponse, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: PAIRING }),
+      responses: { 200: EndSessionsResponse, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     // 11
     getConnectInfo: {
       method: "GET",
       path: "/v1/connect",
       summary: "What the connect page shows: the app's name and the pairing command",
-      responses: { 200: ConnectInfo, ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+      responses: { 200: ConnectInfo, ...sessionErrors, ...errors(503) },
+      metadata: meta({ auth: "session" }),
     },
     // 12
     lookupDevice: {
       method: "GET",
       path: "/v1/device/lookup",
       summary: "What is asking to be paired",
-      query: z.object({ code: UserCode }),
-      responses: { 200: DeviceLookupResponse, ...errors(410), ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+      query: UserCodeQuery,
+      responses: { 200: DeviceLookupResponse, ...errors(409, 410), ...sessionErrors },
+      metadata: meta({ auth: "session" }),
     },
     // 13
     approveDevice: {
@@ -215,8 +214,8 @@ export const contract = c.router(
       path: "/v1/device/approve",
       summary: "Approve a pairing: binds the pairing token to the session's user",
       body: UserCodeBody,
-      responses: { 200: DeviceAnswerResponse, ...errors(409, 410), ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+      responses: { 200: DeviceAnswerResponse, ...errors(409, 410), ...sessionErrors },
+      metadata: meta({ auth: "session" }),
     },
     // 14
     denyDevice: {
@@ -224,16 +223,16 @@ export const contract = c.router(
       path: "/v1/device/deny",
       summary: "Deny a pairing: the worker is told `access_denied`",
       body: UserCodeBody,
-      responses: { 200: DeviceAnswerResponse, ...errors(409, 410), ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: PAIRING }),
+      responses: { 200: DeviceAnswerResponse, ...errors(409, 410), ...sessionErrors },
+      metadata: meta({ auth: "session" }),
     },
     // 15
     listMachines: {
       method: "GET",
       path: "/v1/machines",
       summary: "This user's machines and their live state",
-      responses: { 200: MachineList, ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: COMPUTE }),
+      responses: { 200: MachineList, ...sessionErrors },
+      metadata: meta({ auth: "session" }),
     },
     // 16
     getUser: {

@@ -1,17 +1,27 @@
 import type { AppRoute } from "@ts-rest/core";
 import type { createExpressEndpoints } from "@ts-rest/express";
-import { contract, type Contract } from "@svc/contract";
+import { contract, type Contract, type RouteMetadata } from "@svc/contract";
+import type { Services } from "../app.js";
 import { notBuilt } from "./not-built.js";
+import { pairingRoutes } from "./pairing.js";
+import { sessionRoutes } from "./sessions.js";
 
 type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[1];
 
 /**
  * The implementation of every contract route. Routes not built yet answer 501;
- * each later feature replaces its entries with real handlers.
+ * each feature replaces its entries with real handlers.
  */
-export function routes(): RouterImplementation {
+export function routes(services: Services): RouterImplementation {
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services) };
   const all = Object.fromEntries(
-    Object.entries(contract).map(([name, route]) => [name, notBuilt(route as AppRoute)]),
+    Object.entries(contract).map(([name, route]) => {
+      // The contract says which routes are built: a handler and `notBuiltYet` never disagree.
+      const pending = (route.metadata as RouteMetadata).notBuiltYet;
+      if (pending && built[name]) throw new Error(`route ${name} has a handler but its contract metadata says it is not built yet`);
+      if (!pending && !built[name]) throw new Error(`route ${name} has no handler and its contract metadata does not say it is not built`);
+      return [name, built[name] ?? notBuilt(route as AppRoute)];
+    }),
   );
   return all as unknown as RouterImplementation;
 }

@@ -44,6 +44,15 @@ export class SessionService {
     return { token, expiresAt };
   }
 
+  /** Ends every live session of one user of this app and environment; says how many. */
+  async endAll(tenant: Tenant, user: string): Promise<number> {
+    const ended = await this.prisma.endUserSession.updateMany({
+      where: { appId: tenant.appId, environment: tenant.environment, endUser: { externalId: user }, endedAt: null, expiresAt: { gt: this.clock.now() } },
+      data: { endedAt: this.clock.now() },
+    });
+    return ended.count;
+  }
+
   async verify(token: string): Promise<SessionPrincipal> {
     if (!SESSION_TOKEN.test(token)) throw new ApiError("invalid_credential", "The session token is malformed.");
     const s = await this.prisma.endUserSession.findUnique({ where: { tokenHash: hashSecret(token) }, include: { endUser: true } });

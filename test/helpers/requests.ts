@@ -24,7 +24,7 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   pollDeviceToken: { body: { device_code: "dc_x" } },
   pollDeviceTokenAlias: { body: { device_code: "dc_x" } },
   createSession: { body: { user: "u1" } },
-  endSessions: { query: "user=u1" },
+  endSessions: { query: "user=u-without-sessions" },
   getConnectInfo: {},
   lookupDevice: { query: "code=BCDF-GHJK" },
   approveDevice: { body: { user_code: "BCDF-GHJK" } },

@@ -1,0 +1,208 @@
+// The hosted connect page: an end user pairs a machine with the app, in a session
+// the app minted for them. The session token arrives in the URL fragment (never
+// sent to any server), is kept in this tab's sessionStorage and taken out of the
+// address bar at once.
+
+const SESSION_KEY = "svc.session";
+const MACHINES_REFRESH_MS = 5000;
+
+const $ = (id) => document.getElementById(id);
+const show = (el, on = true) => (el.hidden = !on);
+
+const fragment = new URLSearchParams(location.hash.slice(1));
+if (fragment.get("session")) sessionStorage.setItem(SESSION_KEY, fragment.get("session"));
+if (location.hash) history.replaceState(null, "", location.pathname + location.search);
+const token = sessionStorage.getItem(SESSION_KEY);
+
+let appName = "the app";
+let ended = false;
+let pending = null; // the code being confirmed, as the server showed it
+let machinesTimer = null;
+
+class ApiError extends Error {
+  constructor(status, body, retryAfter) {
+    super(body?.error?.message ?? `The service answered ${status}.`);
+    this.status = status;
+    this.code = body?.error?.code ?? null;
+    this.retryAfter = retryAfter;
+  }
+}
+
+async function api(method, path, body) {
+  const res = await fetch(new URL(`v1${path}`, document.baseURI), {
+    method,
+    headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+    credentials: "omit",
+    cache: "no-store",
+  });
+  const data = await res.json().catch(() => null);
+  if (!res.ok) throw new ApiError(res.status, data, res.headers.get("retry-after"));
+  return data;
+}
+
+/** Ends the page for good: the session is over or was never there. */
+function stop(message) {
+  ended = true;
+  sessionStorage.removeItem(SESSION_KEY);
+  clearInterval(machinesTimer);
+  $("notice").textContent = message;
+  show($("notice"));
+  show($("steps"), false);
+  show($("machines-section"), false);
+}
+
+function expiredMessage() {
+  return `This link has expired (links last ten minutes). Go back to ${appName} and open "Connect a machine" again.`;
+}
+
+/** The words for an error answer, or null when the whole page must stop. */
+function explain(err, code) {
+  if (err.status === 401) {
+    stop(expiredMessage());
+    return null;
+  }
+  switch (err.status) {
+    case 404:
+      return `No pairing request has the code ${code}. Check the code on your machine's screen.`;
+    case 410:
+      return `The code ${code} has expired. Run the command on your machine again to get a new code.`;
+    case 409:
+      return `The code ${code} has already been answered. Run the command again to pair another machine.`;
+    case 429:
+      return `Too many wrong codes. Try again in ${err.retryAfter ?? "a few"} seconds.`;
+    case 400:
+      return `${code} is not a code: codes are 8 letters, like BCDF-GHJK.`;
+    default:
+      return `Something went wrong (${err.message}). Try again.`;
+  }
+}
+
+function displayed(typed) {
+  const c = typed.toUpperCase().replace(/[\s-]/g, "");
+  return c.length === 8 ? `${c.slice(0, 4)}-${c.slice(4)}` : typed.trim();
+}
+
+async function lookUp(event) {
+  event.preventDefault();
+  const typed = $("code").value;
+  show($("code-error"), false);
+  show($("result"), false);
+  $("continue").disabled = true;
+  try {
+    const d = await api("GET", `/device/lookup?code=${encodeURIComponent(typed)}`);
+    pending = d.user_code;
+    $("d-hostname").textContent = d.hostname;
+    $("d-system").textContent = `${d.platform} ${d.arch}`;
+    $("d-client").textContent = d.client_version ? `${d.client} ${d.client_version}` : d.client;
+    $("d-code").textContent = d.user_code;
+    $("confirm-code").textContent = d.user_code;
+    show($("answer-error"), false);
+    show($("step-confirm"));
+    $("approve").focus();
+  } catch (err) {
+    const words = explain(err, displayed(typed));
+    if (words) {
+      $("code-error").textContent = words;
+      show($("code-error"));
+      show($("step-confirm"), false);
+    }
+  } finally {
+    $("continue").disabled = false;
+  }
+}
+
+async function answer(decision) {
+  if (!pending) return;
+  const code = pending;
+  const hostname = $("d-hostname").textContent;
+  $("approve").disabled = $("deny").disabled = true;
+  try {
+    await api("POST", `/device/${decision}`, { user_code: code });
+    pending = null;
+    show($("step-confirm"), false);
+    $("code").value = "";
+    $("result").textContent =
+      decision === "approve"
+        ? `Approved. ${hostname} is finishing pairing and will appear under Your machines.`
+        : `Denied. ${hostname} was told no; nothing was paired.`;
+    show($("result"));
+    refreshMachines();
+  } catch (err) {
+    const words = explain(err, code);
+    if (words) {
+      $("answer-error").textContent = words;
+      show($("answer-error"));
+    }
+  } finally {
+    $("approve").disabled = $("deny").disabled = false;
+  }
+}
+
+function renderMachines(machines) {
+  const list = $("machines");
+  list.replaceChildren(
+    ...machines.map((m) => {
+      const li = document.createElement("li");
+      li.dataset.machineId = m.id;
+      const info = document.createElement("div");
+      const name = document.createElement("strong");
+      name.textContent = m.hostname;
+      const meta = document.createElement("div");
+      meta.className = "machine-meta";
+      const runtimes = m.runtimes.map((r) => `${r.name} (${r.models.length} model${r.models.length === 1 ? "" : "s"})`).join(", ");
+      meta.textContent = `${m.platform} ${m.arch} · ${m.client}${runtimes ? ` · ${runtimes}` : ""}`;
+      info.append(name, meta);
+      const state = document.createElement("span");
+      state.className = `state ${m.state}`;
+      state.textContent = m.state;
+      li.append(info, state);
+      return li;
+    }),
+  );
+  show($("no-machines"), machines.length === 0);
+}
+
+async function refreshMachines() {
+  if (ended) return;
+  try {
+    renderMachines((await api("GET", "/machines")).data);
+  } catch (err) {
+    explain(err, "");
+  }
+}
+
+async function start() {
+  if (!token) {
+    stop(`Open this page from the app you are connecting: its "Connect a machine" link signs you in here.`);
+    return;
+  }
+  try {
+    const info = await api("GET", "/connect");
+    appName = info.app.name;
+    $("app-name").textContent = appName;
+    for (const el of document.querySelectorAll(".app-name-inline")) el.textContent = appName;
+    document.title = `Connect a machine · ${appName}`;
+    $("pairing-command").textContent = info.pairingCommand;
+  } catch (err) {
+    if (err.status === 401) stop(expiredMessage());
+    else stop(`This page could not load: ${err.message}`);
+    return;
+  }
+  show($("steps"));
+  show($("machines-section"));
+  if (fragment.get("code")) $("code").value = fragment.get("code");
+  $("code-form").addEventListener("submit", lookUp);
+  $("approve").addEventListener("click", () => answer("approve"));
+  $("deny").addEventListener("click", () => answer("deny"));
+  $("copy").addEventListener("click", async () => {
+    await navigator.clipboard?.writeText($("pairing-command").textContent).catch(() => {});
+    $("copy").textContent = "Copied";
+    setTimeout(() => ($("copy").textContent = "Copy"), 1500);
+  });
+  $("code").focus();
+  await refreshMachines();
+  machinesTimer = setInterval(refreshMachines, MACHINES_REFRESH_MS);
+}
+
+start();

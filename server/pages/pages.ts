@@ -1,0 +1,40 @@
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import express, { type Response, type Router } from "express";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const read = (file: string) => fs.readFileSync(path.join(here, file), "utf8");
+
+/**
+ * Pages served to end users' browsers. A strict policy: our own scripts and
+ * styles only, no framing (an approve button must never sit under another
+ * site's overlay), no referrer, nothing cached.
+ */
+const SECURITY_HEADERS = {
+  "Content-Security-Policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  "X-Frame-Options": "DENY",
+  "Referrer-Policy": "no-referrer",
+  "X-Content-Type-Options": "nosniff",
+  "Cache-Control": "no-store",
+};
+
+const PAGES = {
+  "/connect": { type: "html", body: read("connect/index.html") },
+  "/connect/connect.js": { type: "application/javascript", body: read("connect/connect.js") },
+  "/connect/connect.css": { type: "text/css", body: read("connect/connect.css") },
+} as const;
+
+export const PAGE_PATHS = Object.keys(PAGES);
+
+/** The hosted connect page (`/connect`): the app sends its user's browser here with a session in the fragment. */
+export function pagesRouter(): Router {
+  const router = express.Router({ strict: true });
+  for (const [route, page] of Object.entries(PAGES)) {
+    router.get(route, (_req, res: Response) => {
+      res.set(SECURITY_HEADERS).type(page.type).send(page.body);
+    });
+  }
+  return router;
+}
