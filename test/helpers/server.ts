@@ -9,15 +9,26 @@ import type { Clock } from "../../server/clock.js";
 import type { DatabaseTarget } from "../../server/db/open.js";
 import type { NewKeys } from "../../server/keys/keys.js";
 
-/** A clock tests move by hand. */
+/**
+ * A clock tests move by hand. Stopped (the default), it stands still between
+ * `advance` calls; running, it follows real time plus what `advance` added, for
+ * tests where real processes poll on real timers while the test jumps ahead.
+ */
 export class TestClock implements Clock {
   private t = Date.parse("2026-11-22T12:00:00Z");
+  private readonly startedAt = Date.now();
+  constructor(private readonly running = false) {}
   now() {
-    return new Date(this.t);
+    return new Date(this.t + (this.running ? Date.now() - this.startedAt : 0));
   }
   advance(seconds: number) {
     this.t += seconds * 1000;
   }
+}
+
+export interface TestServerOptions {
+  /** The clock follows real time (see TestClock). */
+  runningClock?: boolean;
 }
 
 export interface TestServer extends RunningServer {
@@ -33,7 +44,7 @@ export interface TestServer extends RunningServer {
 }
 
 /** The real server on a real port and database, with a test clock and captured logs. */
-export async function startTestServer(database: DatabaseTarget, env: Record<string, string> = {}): Promise<TestServer> {
+export async function startTestServer(database: DatabaseTarget, env: Record<string, string> = {}, options: TestServerOptions = {}): Promise<TestServer> {
   const logs: string[] = [];
   const printed: string[] = [];
   const sink = new Writable({
@@ -42,7 +53,7 @@ export async function startTestServer(database: DatabaseTarget, env: Record<stri
       cb();
     },
   });
-  const clock = new TestClock();
+  const clock = new TestClock(options.runningClock ?? false);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-test-"));
   const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: "info", ...env });
   const logger = createLogger(config.logLevel, sink);

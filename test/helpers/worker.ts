@@ -1,0 +1,61 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { ROOT, tempDir } from "./process.js";
+
+/**
+ * A real `svc-worker` process (`node worker/bin/svc-worker.js ...`), as an end
+ * user runs it, with its own config folder. Output is captured as it comes.
+ */
+export class WorkerProcess {
+  stdout = "";
+  stderr = "";
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  constructor(
+    readonly child: ChildProcess,
+    readonly home: string,
+  ) {
+    child.stdout!.on("data", (c) => (this.stdout += c));
+    child.stderr!.on("data", (c) => (this.stderr += c));
+    this.exited = new Promise((resolve) => child.once("close", (code, signal) => resolve({ code, signal })));
+  }
+
+  /** The one-time code it printed (`XXXX-XXXX`), once it has. */
+  async userCode(timeoutMs = 30_000): Promise<string> {
+    const line = await this.waitFor(/one-time code: ([A-Z]{4}-[A-Z]{4})/, timeoutMs);
+    return line[1];
+  }
+
+  async waitFor(pattern: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = pattern.exec(this.stdout);
+      if (m) return m;
+      if (this.child.exitCode !== null || Date.now() > deadline) {
+        throw new Error(`worker output never matched ${pattern}\nstdout: ${this.stdout}\nstderr: ${this.stderr}`);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  /** Kills it and whatever it started (its own process group). */
+  stop(): void {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    try {
+      process.kill(-this.child.pid!, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** Starts `svc-worker <args>` with a fresh config folder (or `home`); does not wait. */
+export function spawnWorker(args: string[], home = tempDir("svc-worker-home-")): WorkerProcess {
+  const env: NodeJS.ProcessEnv = { ...process.env, SVC_WORKER_HOME: home };
+  const child = spawn(process.execPath, ["worker/bin/svc-worker.js", ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  return new WorkerProcess(child, home);
+}
+
+/** `svc-worker pair` against a server. */
+export function spawnPair(serverUrl: string, connectKey: string, home?: string): WorkerProcess {
+  return spawnWorker(["pair", "--connect-key", connectKey, "--server", serverUrl], home);
+}
