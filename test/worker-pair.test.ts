@@ -4,8 +4,9 @@ import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers/server.js";
-import { spawnPair, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
+import { execFileSync, spawn } from "node:child_process";
+import { spawnPair, spawnWorker, WorkerProcess } from "./helpers/worker.js";
+import { removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 
 /**
@@ -90,7 +91,7 @@ describe("svc-worker pair", () => {
     const answers: string[] = [];
     let doubled = false;
     const forward = (req: http.IncomingMessage, body: Buffer) =>
-      fetch(`${server.url}${req.url}`, { method: req.method, headers: { "content-type": "application/json" }, body: req.method === "POST" ? body : undefined });
+      fetch(`${server.url}${req.url}`, { method: req.method, headers: { "content-type": "application/json" }, body: req.method === "POST" ? body.toString("utf8") : undefined });
     const proxy = http.createServer(async (req, res) => {
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
@@ -148,4 +149,49 @@ describe("svc-worker pair", () => {
     expect(exit.code ?? exit.signal).toBe(130);
     expect(w.stdout).toMatch(/nothing was paired/);
   });
+});
+
+describe("the svc-worker package", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ kind: "pglite", dataDir: null }, { DEVICE_POLL_INTERVAL: "1" }, { runningClock: true });
+  });
+  afterAll(async () => {
+    await server?.close();
+    removeTempDirs();
+  });
+
+  it("packs, installs into an empty project and pairs from there with npx", async () => {
+    const dir = tempDir("svc-worker-pack-");
+    const run = (cmd: string, args: string[], cwd: string) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    for (const pkg of ["contract", "worker"]) run("npm", ["pack", "--pack-destination", dir], path.join(ROOT, pkg));
+    const project = path.join(dir, "project");
+    fs.mkdirSync(project);
+    fs.writeFileSync(path.join(project, "package.json"), JSON.stringify({ name: "empty", version: "1.0.0", private: true }));
+    const tarballs = fs.readdirSync(dir).filter((f) => f.endsWith(".tgz")).map((f) => path.join(dir, f));
+    run("npm", ["install", "--no-audit", "--no-fund", ...tarballs], project);
+    // The packed package runs its compiled code: no sources, no tsx.
+    expect(fs.existsSync(path.join(project, "node_modules/svc-worker/src"))).toBe(false);
+
+    const home = tempDir("svc-worker-home-");
+    const child = spawn("npx", ["svc-worker", "pair", "--connect-key", server.dev.connectKey, "--server", server.url], {
+      cwd: project,
+      env: { ...process.env, SVC_WORKER_HOME: home },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
+    const w = new WorkerProcess(child, home);
+    try {
+      const code = await w.userCode();
+      const s = await server.fetch("/v1/end_users/session", { method: "POST", headers: { "content-type": "application/json", ...bearer(server.dev.appKey) }, body: JSON.stringify({ user: "frank" }) });
+      const { session } = (await s.json()) as { session: string };
+      const ok = await server.fetch("/v1/device/approve", { method: "POST", headers: { "content-type": "application/json", ...bearer(session) }, body: JSON.stringify({ user_code: code }) });
+      expect(ok.status).toBe(200);
+      expect((await w.exited).code).toBe(0);
+      expect(JSON.parse(fs.readFileSync(path.join(home, "credentials.json"), "utf8")).pairingToken).toMatch(/^pt_svc_/);
+    } finally {
+      w.stop();
+      for (const pkg of ["contract", "worker"]) fs.rmSync(path.join(ROOT, pkg, "dist"), { recursive: true, force: true });
+    }
+  }, 180_000);
 });

@@ -2,6 +2,10 @@ import type { Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 
+/** Counters older than this are gone: longer than any window in use. */
+const PRUNE_AFTER_SECONDS = 24 * 60 * 60;
+const PRUNE_EVERY_HITS = 500;
+
 /** A fixed-window limit: at most `max` hits per `windowSeconds`. */
 export interface Limit {
   max: number;
@@ -22,6 +26,8 @@ export interface Bucket {
  * requests on any instance count exactly.
  */
 export class RateLimiter {
+  private hitsSincePrune = 0;
+
   constructor(
     private readonly prisma: Prisma,
     private readonly clock: Clock,
@@ -51,6 +57,10 @@ export class RateLimiter {
         RETURNING count, window_start`;
       out.push({ bucket: b, count: Number(row.count), windowStart: new Date(row.window_start) });
     }
+    if (++this.hitsSincePrune >= PRUNE_EVERY_HITS) {
+      this.hitsSincePrune = 0;
+      await this.prune(now);
+    }
     return out;
   }
 
@@ -60,6 +70,12 @@ export class RateLimiter {
     for (const { bucket, count, windowStart } of await this.hit(buckets)) {
       if (count > bucket.limit.max) this.refuseIfCurrent(bucket, windowStart, now);
     }
+  }
+
+  /** Forgets counters whose window ended long ago: one row per address or session would otherwise pile up. */
+  async prune(now = this.clock.now()): Promise<number> {
+    const { count } = await this.prisma.rateLimitBucket.deleteMany({ where: { windowStart: { lt: new Date(now.getTime() - PRUNE_AFTER_SECONDS * 1000) } } });
+    return count;
   }
 
   private refuseIfCurrent(b: Bucket, windowStart: Date, now: Date): void {
