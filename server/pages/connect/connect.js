@@ -99,7 +99,8 @@ async function lookUp(event) {
     $("confirm-code").textContent = d.user_code;
     show($("answer-error"), false);
     show($("step-confirm"));
-    $("approve").focus();
+    // Focus the question, not a button: Enter must not approve before the user has compared the code.
+    $("h-confirm").focus();
   } catch (err) {
     const words = explain(err, displayed(typed));
     if (words) {

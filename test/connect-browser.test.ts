@@ -1,0 +1,266 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
+import { removeTempDirs } from "./helpers/process.js";
+import { bearer } from "./helpers/requests.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+import { spawnPair, type WorkerProcess } from "./helpers/worker.js";
+
+// CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
+const required = process.env.SVC_TEST_BROWSER === "1";
+
+/** How long the page may take to show what it fetched (the machine list refreshes every 5 s). */
+const UI_TIMEOUT = 15_000;
+
+describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the connect page, in a real browser with a real svc-worker", () => {
+  let server: TestServer;
+  let browser: Browser;
+  let appName: string;
+  const workers: WorkerProcess[] = [];
+  const contexts: BrowserContext[] = [];
+
+  beforeAll(async () => {
+    // Workers poll every second on real timers; the running clock keeps the server's
+    // poll-spacing check in step with them (a stopped clock would answer slow_down).
+    server = await startTestServer({ kind: "pglite", dataDir: null }, { DEVICE_POLL_INTERVAL: "1" }, { runningClock: true });
+    browser = await launchBrowser();
+    appName = (await server.db.prisma.app.findUniqueOrThrow({ where: { id: server.dev.appId } })).name;
+  });
+  afterEach(async () => {
+    for (const w of workers.splice(0)) w.stop();
+    await Promise.all(contexts.splice(0).map((c) => c.close()));
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+    removeTempDirs();
+  });
+
+  /** What the app's backend does: mints a session for its user, gets the connect page's link. */
+  async function mintSession(user: string): Promise<{ session: string; url: string }> {
+    const res = await server.fetch("/v1/end_users/session", {
+      method: "POST",
+      headers: { ...bearer(server.dev.appKey), "content-type": "application/json" },
+      body: JSON.stringify({ user }),
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    return (await res.json()) as { session: string; url: string };
+  }
+
+  /** A fresh browser context (its own sessionStorage) on `url`, every request it makes recorded. */
+  async function open(url: string): Promise<{ page: Page; requests: string[] }> {
+    const context = await browser.newContext();
+    contexts.push(context);
+    const page = await context.newPage();
+    const requests: string[] = [];
+    page.on("request", (r) => requests.push(r.url()));
+    await page.goto(url);
+    return { page, requests };
+  }
+
+  /** The connect page for a new session of `user`, once it has loaded the app's details. */
+  async function openSession(user: string) {
+    const minted = await mintSession(user);
+    const opened = await open(minted.url);
+    await opened.page.locator("#steps").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    return { ...minted, ...opened };
+  }
+
+  /** `svc-worker pair` against the test server, stopped after the test. */
+  function pairWorker(): WorkerProcess {
+    const w = spawnPair(server.url, server.dev.connectKey);
+    workers.push(w);
+    return w;
+  }
+
+  async function enterCode(page: Page, typed: string) {
+    await page.locator("#code").fill(typed);
+    await page.locator("#continue").click();
+  }
+
+  /** The element's text once it is visible. */
+  async function shownText(page: Page, selector: string): Promise<string> {
+    await page.locator(selector).waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    return (await page.locator(selector).textContent()) ?? "";
+  }
+
+  it("approves a real worker: it gets a private pairing token, the machine belongs to the session's user, the token never leaves the fragment", async () => {
+    const { session, url, page, requests } = await openSession("alice");
+    expect(url).toBe(`${server.url}/connect#session=${session}`);
+
+    expect(await page.locator("#app-name").textContent()).toBe(appName);
+    const command = (await page.locator("#pairing-command").textContent()) ?? "";
+    expect(command).toContain(`--connect-key ${server.dev.connectKey}`);
+    expect(command).toContain(`--server ${server.url}`);
+    // The token was taken out of the address bar (and so out of history and bookmarks).
+    expect(page.url()).toBe(`${server.url}/connect`);
+
+    const worker = pairWorker();
+    const code = await worker.userCode();
+    // Typed sloppily: lowercase, no dash. The server and page must not care.
+    await enterCode(page, code.toLowerCase().replace("-", ""));
+    await page.locator("#step-confirm").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await page.locator("#d-hostname").textContent()).toBe(os.hostname());
+    expect(await page.locator("#d-system").textContent()).toBe(`${process.platform} ${process.arch}`);
+    expect(await page.locator("#d-client").textContent()).toMatch(/^svc-worker( \S+)?$/);
+    expect(await page.locator("#d-code").textContent()).toBe(code);
+    expect(await page.locator("#confirm-code").textContent()).toBe(code);
+    expect(await page.locator(".warning").isVisible()).toBe(true);
+    expect(await page.locator(".warning").textContent()).toContain(code);
+
+    await page.locator("#approve").click();
+    expect(await shownText(page, "#result")).toMatch(/^Approved\./);
+    const exit = await worker.exited;
+    expect(exit, worker.stdout + worker.stderr).toEqual({ code: 0, signal: null });
+    const machineId = /✓ Paired with (.+) as machine (mch_\w+)/.exec(worker.stdout);
+    expect(machineId?.[1], worker.stdout).toBe(appName);
+
+    const file = path.join(worker.home, "credentials.json");
+    expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+    const credentials = JSON.parse(fs.readFileSync(file, "utf8")) as { pairingToken: string; machineId: string };
+    expect(credentials.pairingToken).toMatch(/^pt_svc_/);
+    expect(credentials.machineId).toBe(machineId![2]);
+
+    const machines = await server.db.prisma.machine.findMany({ include: { endUser: true } });
+    const row = machines.find((m) => m.id === machineId![2]);
+    expect(row?.endUser.externalId).toBe("alice");
+    expect(row?.hostname).toBe(os.hostname());
+
+    // The list refreshes every 5 s; the machine appears once the worker's poll made it.
+    const item = page.locator(`#machines li[data-machine-id="${machineId![2]}"]`);
+    await item.waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await item.textContent()).toContain(os.hostname());
+    expect(await page.locator("#no-machines").isVisible()).toBe(false);
+
+    // A reload keeps the session (sessionStorage) and shows the machine at once.
+    await page.reload();
+    await page.locator(`#machines li[data-machine-id="${machineId![2]}"]`).waitFor({ state: "visible", timeout: UI_TIMEOUT });
+
+    // Fragments are never sent; strip them from what Playwright reports before checking what went out.
+    console.log("REQS", requests);
+    const sent = requests.map((u) => u.split("#")[0]);
+    expect(sent.length).toBeGreaterThanOrEqual(6);
+    expect(sent.filter((u) => u.includes("est_"))).toEqual([]);
+    expect(sent.filter((u) => !u.startsWith(`${server.url}/`))).toEqual([]);
+  });
+
+  it("denies a real worker: it exits 1 saying so and no machine is made", async () => {
+    const before = await server.db.prisma.machine.count();
+    const { page } = await openSession("bob");
+    const worker = pairWorker();
+    const code = await worker.userCode();
+    await enterCode(page, code);
+    await page.locator("#step-confirm").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+
+    await page.locator("#deny").click();
+    expect(await shownText(page, "#result")).toMatch(/^Denied\./);
+    expect(await page.locator("#step-confirm").isVisible()).toBe(false);
+    const exit = await worker.exited;
+    expect(exit.code, worker.stdout + worker.stderr).toBe(1);
+    expect(worker.stdout).toMatch(/denied/);
+    expect(worker.stdout).not.toMatch(/Paired/);
+    expect(fs.existsSync(path.join(worker.home, "credentials.json"))).toBe(false);
+
+    expect(await server.db.prisma.machine.count()).toBe(before);
+    expect(await server.db.prisma.machine.count({ where: { endUser: { externalId: "bob" } } })).toBe(0);
+    expect(await page.locator("#no-machines").isVisible()).toBe(true);
+  });
+
+  it("explains a wrong code, a malformed one and an expired one; the worker of the expired code gives up", async () => {
+    const { page } = await openSession("carol");
+
+    await enterCode(page, "BBBB-BBBB");
+    expect(await shownText(page, "#code-error")).toContain("No pairing request has the code BBBB-BBBB");
+    expect(await page.locator("#step-confirm").isVisible()).toBe(false);
+
+    await enterCode(page, "hello");
+    await expect.poll(() => page.locator("#code-error").textContent(), { timeout: UI_TIMEOUT }).toMatch(/^hello is not a code: codes are 8 letters/);
+
+    const worker = pairWorker();
+    const code = await worker.userCode();
+    server.clock.advance(901); // past the code's 15 minutes (and carol's 10-minute session)
+    const exit = await worker.exited;
+    expect(exit.code, worker.stdout + worker.stderr).toBe(1);
+    expect(worker.stdout).toMatch(/expired/);
+
+    // A new session (the old one expired with the jump), as the app would mint.
+    const fresh = await openSession("carol");
+    await enterCode(fresh.page, code);
+    expect(await shownText(fresh.page, "#code-error")).toBe(`The code ${code} has expired. Run the command on your machine again to get a new code.`);
+    expect(await fresh.page.locator("#step-confirm").isVisible()).toBe(false);
+  });
+
+  it("stops on an expired session with a notice naming the app, and without a session tells the user to come from the app", async () => {
+    const { page } = await openSession("dave");
+    server.clock.advance(601); // past the session's 10 minutes
+    await enterCode(page, "BBBB-BBBB");
+    const notice = await shownText(page, "#notice");
+    expect(notice).toMatch(/link has expired/);
+    expect(notice).toContain(appName);
+    expect(await page.locator("#steps").isVisible()).toBe(false);
+    expect(await page.evaluate(() => sessionStorage.getItem("svc.session"))).toBeNull();
+
+    const bare = await open(`${server.url}/connect`);
+    expect(await shownText(bare.page, "#notice")).toMatch(/Open this page from the app/);
+    expect(await bare.page.locator("#steps").isVisible()).toBe(false);
+    expect(await bare.page.locator("#machines-section").isVisible()).toBe(false);
+  });
+
+  /** What makes a button stand out, as the browser renders it. */
+  function looks(page: Page, selector: string) {
+    return page.evaluate((sel) => {
+      const el = document.querySelector(sel)!;
+      const s = getComputedStyle(el);
+      const r = el.getBoundingClientRect();
+      return {
+        style: {
+          fontSize: s.fontSize,
+          fontWeight: s.fontWeight,
+          padding: s.padding,
+          background: s.backgroundColor,
+          color: s.color,
+          border: `${s.borderWidth} ${s.borderStyle} ${s.borderColor}`,
+        },
+        width: r.width,
+        height: r.height,
+      };
+    }, selector);
+  }
+
+  /** The confirm step for a fresh worker's code, submitted by `submit`; then Approve and Deny must look alike. */
+  async function expectEquallyProminent(submit: (page: Page) => Promise<void>) {
+    const { page } = await openSession("erin");
+    const worker = pairWorker();
+    await page.locator("#code").fill(await worker.userCode());
+    await submit(page);
+    await page.locator("#step-confirm").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    const approve = await looks(page, "#approve");
+    const deny = await looks(page, "#deny");
+    expect(approve.width).toBeGreaterThan(0);
+    expect(Math.abs(approve.width - deny.width)).toBeLessThanOrEqual(2);
+    expect(Math.abs(approve.height - deny.height)).toBeLessThanOrEqual(2);
+    expect(approve.style).toEqual(deny.style);
+    return page;
+  }
+
+  it("shows Approve and Deny equally prominent after the code is submitted with the mouse", async () => {
+    await expectEquallyProminent((page) => page.locator("#continue").click());
+  });
+
+  // Most people type the code and press Enter: neither button may then be focused
+  // (it would look like the default), and a second, impatient Enter must not approve.
+  it("shows Approve and Deny equally prominent after the code is submitted with Enter, and a second Enter approves nothing", async () => {
+    const page = await expectEquallyProminent((page) => page.locator("#code").press("Enter"));
+    const answers: string[] = [];
+    page.on("request", (r) => {
+      if (/\/device\/(approve|deny)$/.test(r.url())) answers.push(r.url());
+    });
+    await page.keyboard.press("Enter");
+    await page.waitForTimeout(300);
+    expect(answers).toEqual([]);
+    expect(await page.locator("#step-confirm").isVisible()).toBe(true);
+  });
+});
