@@ -5,6 +5,20 @@ import { openDatabase, type Database } from "../server/db/open.js";
 import { migrate } from "../server/db/migrate.js";
 import { RateLimiter, type Bucket } from "../server/rate-limit/rate-limiter.js";
 import { ApiError } from "../server/errors.js";
+import { addressKey } from "../server/rate-limit/client-address.js";
+
+describe("client address keys", () => {
+  it("counts IPv4 as it is and IPv6 by its /64", () => {
+    expect(addressKey("203.0.113.7")).toBe("203.0.113.7");
+    expect(addressKey("::ffff:203.0.113.7")).toBe("203.0.113.7");
+    expect(addressKey("2001:db8:0:1:aaaa:bbbb:cccc:dddd")).toBe("2001:db8:0:1::/64");
+    expect(addressKey("2001:db8:0:1::1")).toBe("2001:db8:0:1::/64");
+    expect(addressKey("2001:0db8:0000:0001::ffff")).toBe("2001:db8:0:1::/64");
+    expect(addressKey("2001:db8::1")).toBe("2001:db8:0:0::/64");
+    expect(addressKey("::1")).toBe("0:0:0:0::/64");
+    expect(addressKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+  });
+});
 
 /** The shared fixed-window counters behind pairing's limits, on each database. */
 describe.each(DATABASES)("rate limiter on $db.name", ({ db, skip }) => {
@@ -42,16 +56,23 @@ describe.each(DATABASES)("rate limiter on $db.name", ({ db, skip }) => {
       await limiter.take([b]);
     });
 
-    it("check counts nothing and refuses only a full bucket; hit counts", async () => {
-      const b = bucket("c:1", 2);
-      await limiter.check([b]);
-      await limiter.check([b]);
-      await limiter.hit([b]);
-      await limiter.check([b]);
-      await limiter.hit([b]);
-      expect((await refusal(limiter.check([b])))?.code).toBe("rate_limited");
-      // Another bucket is its own.
-      await limiter.check([bucket("c:2", 2)]);
+    it("admit counts only what the decision says to, and a refused request counts in no bucket", async () => {
+      const session = bucket("a:session", 2);
+      const app = bucket("a:app", 100);
+      const count = async (key: string) => (await database.prisma.rateLimitBucket.findUniqueOrThrow({ where: { key } })).count;
+      expect(await limiter.admit([session, app], async () => ({ result: "right", count: false }))).toBe("right");
+      expect(await count("a:session")).toBe(0);
+      await limiter.admit([session, app], async () => ({ result: "wrong", count: true }));
+      await limiter.admit([session, app], async () => ({ result: "wrong", count: true }));
+      expect([await count("a:session"), await count("a:app")]).toEqual([2, 2]);
+      // Full: refused before deciding, and the other bucket is not spent by the refusal.
+      let decided = false;
+      for (let i = 0; i < 5; i++) {
+        const err = await refusal(limiter.admit([session, app], async () => ((decided = true), { result: null, count: true })));
+        expect(err?.code).toBe("rate_limited");
+      }
+      expect(decided).toBe(false);
+      expect(await count("a:app")).toBe(2);
     });
 
     it("concurrent takes count exactly: of 40 at once against a limit of 25, 25 pass", async () => {
@@ -59,7 +80,13 @@ describe.each(DATABASES)("rate limiter on $db.name", ({ db, skip }) => {
       const results = await Promise.all(Array.from({ length: 40 }, () => refusal(limiter.take([b]))));
       expect(results.filter((r) => r === null)).toHaveLength(25);
       const row = await database.prisma.rateLimitBucket.findUniqueOrThrow({ where: { key: "conc:1" } });
-      expect(row.count).toBe(40);
+      expect(row.count).toBe(25);
+    });
+
+    it("concurrent wrong guesses never pass a full bucket, whatever the interleaving", async () => {
+      const b = bucket("conc:guess", 10);
+      const results = await Promise.all(Array.from({ length: 60 }, () => refusal(limiter.admit([b, bucket("conc:app", 1000)], async () => ({ result: "wrong", count: true })))));
+      expect(results.filter((r) => r === null)).toHaveLength(10);
     });
 
     it("prune forgets counters a day old, and only those", async () => {

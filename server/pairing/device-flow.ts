@@ -5,7 +5,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { SessionPrincipal } from "../sessions/sessions.js";
 import type { PublicUrls } from "../public-urls.js";
-import type { RateLimiter } from "../rate-limit/rate-limiter.js";
+import type { RateLimiter, Tx } from "../rate-limit/rate-limiter.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { displayUserCode, newDeviceCode, newPairingToken, newUserCode, normalizeUserCode } from "./codes.js";
@@ -190,17 +190,15 @@ export class DeviceFlowService {
   private async findPending(session: SessionPrincipal, typed: string, address: string, param: string): Promise<DeviceRow> {
     const code = normalizeUserCode(typed);
     if (!code) throw new ApiError("invalid_request", "A code is 8 letters, shown like BCDF-GHJK.", { param });
-    const buckets = guessBuckets(session.sessionId, session, address);
-    await this.limiter.check(buckets);
-    const d = await this.prisma.deviceAuthorization.findUnique({ where: { userCodeHash: hashSecret(code) } });
-    if (!d || d.appId !== session.appId || d.environment !== session.environment) {
-      await this.limiter.hit(buckets);
-      throw new ApiError("not_found", "No pairing request has this code: check the code your machine shows.");
-    }
+    // Checked and counted with the buckets held: racing guesses cannot slip past a full one.
+    const d = await this.limiter.admit(guessBuckets(session.sessionId, session, address), async (tx) => {
+      const found = await tx.deviceAuthorization.findUnique({ where: { userCodeHash: hashSecret(code) } });
+      const mine = found && found.appId === session.appId && found.environment === session.environment ? found : null;
+      return { result: mine, count: mine === null };
+    });
+    if (!d) throw new ApiError("not_found", "No pairing request has this code: check the code your machine shows.");
     if (d.expiresAt <= this.clock.now()) throw new ApiError("expired", "This code has expired: run the pair command again for a new one.");
     if (d.status !== "pending") throw new ApiError("already_answered", "This pairing request has already been answered.");
     return d;
   }
 }
-
-type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];

@@ -3,11 +3,12 @@ import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
 import type { Services } from "../app.js";
 import { sessionOf, tenantOf } from "../http/principal.js";
+import { addressKey } from "../rate-limit/client-address.js";
 
 const s = initServer();
 
 /** The client's address for per-address rate limits (behind proxies as `TRUST_PROXY` says). */
-const addressOf = (req: Request) => req.ip ?? req.socket.remoteAddress ?? "unknown";
+const addressOf = (req: Request) => addressKey(req.ip ?? req.socket.remoteAddress ?? "unknown");
 
 /** RFC 8628 pairing: the worker's two calls (7, 8) and the connect page's (11-14). */
 export function pairingRoutes({ deviceFlow }: Services) {
