@@ -157,6 +157,7 @@ describe("svc CLI, server running on the same data folder", () => {
       body: JSON.stringify({ hostname: "h", platform: "linux", arch: "x64", client: "t" }),
     });
   const passes = async (res: Response) => expectError(res, 501, "not_implemented");
+  const issued = async (res: Response) => expect(res.status, await res.text()).toBe(200);
   const revokedAnswer = async (res: Response) => expectError(res, 401, "revoked_credential");
 
   beforeAll(async () => {
@@ -234,7 +235,7 @@ describe("svc CLI, server running on the same data folder", () => {
 
   it("a revoked connect key stops pairing at once; a live one passes", async () => {
     const app = jsonOf<NewKeys>(await svc("apps", "create", "--name", "Pairing", "--json"));
-    await passes(await deviceCode(app.connectKey));
+    await issued(await deviceCode(app.connectKey));
     const revoked = jsonOf<KeyInfo>(await svc("keys", "revoke", app.connectKey, "--json"));
     expect({ kind: revoked.kind, state: revoked.state }).toEqual({ kind: "connect", state: "revoked" });
     await revokedAnswer(await deviceCode(app.connectKey));
@@ -248,7 +249,7 @@ describe("svc CLI, server running on the same data folder", () => {
     expect(rotated.kind).toBe("connect");
     expect(rotated.key).toMatch(CONNECT_KEY);
     await revokedAnswer(await deviceCode(app.connectKey));
-    await passes(await deviceCode(rotated.key));
+    await issued(await deviceCode(rotated.key));
   });
 
   it("errors of an operation come back through the socket as the CLI's own", async () => {

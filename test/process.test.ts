@@ -19,7 +19,10 @@ const APP_KEY = /^sk_svc_[a-z0-9]{16}\.[A-Za-z0-9_-]{43}$/;
 const CONNECT_KEY = /^pk_svc_[a-z0-9]{24}$/;
 
 const secretOf = (appKey: string) => appKey.slice(appKey.indexOf(".") + 1);
+/** The credential was taken: a route not built yet says so (501)... */
 const passes = async (res: Response) => expectError(res, 501, "not_implemented");
+/** ...and a built one answers. */
+const ok = async (res: Response) => expect(res.status, await res.text()).toBe(200);
 
 afterEach(async () => {
   await stopAll();
@@ -57,7 +60,7 @@ describe("first start and restart on the same data folder", () => {
     // No migrations to apply the second time: the database persisted.
     expect(second.logs().some((l) => l.msg === "migrations applied")).toBe(false);
     await passes(await second.fetch("/v1/plans", { headers: bearer(dev!.appKey) }));
-    await passes(
+    await ok(
       await second.fetch(`/c/${dev!.connectKey}/v1/device/code`, {
         method: "POST",
         headers: { "content-type": "application/json" },
@@ -87,7 +90,7 @@ describe("secrets", () => {
     await passes(await first.fetch("/v1/plans", { headers: bearer(appKey) }));
     // The key in the query string and in a body: only the path is logged.
     await passes(await first.fetch(`/v1/plans?key=${encodeURIComponent(appKey)}`, { headers: bearer(appKey) }));
-    await passes(
+    await ok(
       await first.fetch("/v1/end_users/session", {
         method: "POST",
         headers: { ...bearer(appKey), "content-type": "application/json" },
@@ -115,8 +118,8 @@ describe("secrets", () => {
 
     const second = await startServerProcess(dir);
     runs.push(second);
-    await passes(await second.fetch("/v1/connect", { headers: bearer(sessionToken) }));
-    await passes(await second.fetch("/v1/machines", { headers: bearer(sessionToken) }));
+    await ok(await second.fetch("/v1/connect", { headers: bearer(sessionToken) }));
+    await ok(await second.fetch("/v1/machines", { headers: bearer(sessionToken) }));
     await expectError(await second.fetch("/v1/plans", { headers: bearer(sessionToken) }), 401, "wrong_credential_kind");
     await expectError(await second.fetch("/v1/connect", { headers: bearer(`est_${"C".repeat(43)}`) }), 401, "invalid_credential");
     await expectError(await second.fetch("/v1/connect", { headers: bearer(appKey) }), 401, "wrong_credential_kind");

@@ -62,6 +62,10 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
 
 async function openPostgres(url: string): Promise<Database> {
   const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // An idle connection that breaks (Postgres restarted, the database dropped, the
+  // network cut) is thrown away by the pool and replaced on the next query; without a
+  // listener its error would crash the process.
+  pool.on("error", () => {});
   // Fail fast with the driver's own message when Postgres is unreachable.
   await pool.query("select 1");
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
