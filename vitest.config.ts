@@ -1,9 +1,10 @@
 import { defineConfig } from "vitest/config";
 
-// The workspace packages export their TypeScript sources under the `source` condition.
+// The workspace packages export their TypeScript sources under the `svc-source` condition
+// (our own name: other packages publish raw sources under the common `source` one).
 export default defineConfig({
-  resolve: { conditions: ["source"] },
-  ssr: { resolve: { conditions: ["source", "node", "default"] } },
+  resolve: { conditions: ["svc-source"] },
+  ssr: { resolve: { conditions: ["svc-source", "node", "default"] } },
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/helpers/global-setup.ts"],

@@ -21,6 +21,8 @@ import type { PublicUrls } from "./public-urls.js";
 import { RateLimiter } from "./rate-limit/rate-limiter.js";
 import { DeviceFlowService } from "./pairing/device-flow.js";
 import { MachineService } from "./machines/machines.js";
+import { WorkerHub } from "./workers/hub.js";
+import { randomId } from "./crypto.js";
 
 export interface Services {
   clock: Clock;
@@ -30,6 +32,7 @@ export interface Services {
   limiter: RateLimiter;
   deviceFlow: DeviceFlowService;
   machines: MachineService;
+  workers: WorkerHub;
 }
 
 export interface AppDeps {
@@ -38,8 +41,9 @@ export interface AppDeps {
   trustProxy: Config["trustProxy"];
 }
 
-export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls): Services {
+export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger): Services {
   const limiter = new RateLimiter(db.prisma, clock);
+  const machines = new MachineService(db.prisma, clock, db);
   return {
     clock,
     urls,
@@ -47,7 +51,9 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     sessions: new SessionService(db.prisma, clock),
     limiter,
     deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds),
-    machines: new MachineService(db.prisma, clock),
+    machines,
+    // Each process is one instance: a machine's row names the instance holding its connection.
+    workers: new WorkerHub(machines, db, randomId("inst_", 12), logger),
   };
 }
 

@@ -52,7 +52,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     if (applied.length) logger.info({ applied }, "migrations applied");
 
     const urls = new PublicUrls(config);
-    const services = createServices(db, clock, config, urls);
+    const services = createServices(db, clock, config, urls, logger);
     const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy }, services);
     const server: Server = await new Promise((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));
@@ -66,6 +66,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
         }),
     );
     urls.bind((server.address() as AddressInfo).port);
+    await services.workers.attach(server);
+    cleanup.push(() => services.workers.close());
     const url = urls.base;
 
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));

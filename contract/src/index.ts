@@ -7,3 +7,4 @@ export * from "./pairing.js";
 export * from "./sessions.js";
 export * from "./reads.js";
 export { contract, type Contract } from "./router.js";
+export * from "./worker.js";

@@ -67,3 +67,8 @@ export const DeviceAnswerResponse = z.object({
 });
 
 export const MachineList = z.object({ data: z.array(Machine) });
+
+export const MachineRemoved = z.object({
+  id: z.string(),
+  revokedAt: IsoTime.describe("From this moment the machine's pairing token is refused and its connection is closed."),
+});

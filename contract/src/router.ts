@@ -23,6 +23,7 @@ import {
   DeviceTokenRequest,
   DeviceTokenResponse,
   MachineList,
+  MachineRemoved,
   UserCodeBody,
   UserCodeQuery,
 } from "./pairing.js";
@@ -50,7 +51,6 @@ const notBuilt = errors(501);
 
 const RUNS = "Runs (issue 5)";
 const CHAT = "Chat completions (issue 6)";
-const COMPUTE = "Worker connection and compute reads (issue 4)";
 const LEDGER = "Metering, plans and billing (issue 7)";
 
 export const contract = c.router(
@@ -234,6 +234,16 @@ export const contract = c.router(
       responses: { 200: MachineList, ...sessionErrors },
       metadata: meta({ auth: "session" }),
     },
+    // extension: the user removes one of their machines (the connect page's Remove)
+    removeMachine: {
+      method: "DELETE",
+      path: "/v1/machines/:id",
+      summary: "Remove one of this user's machines",
+      description: "Its pairing token stops working at once and its connection is closed. Another user's machine is 404.",
+      pathParams: z.object({ id: z.string().min(1).max(64) }),
+      responses: { 200: MachineRemoved, ...sessionErrors },
+      metadata: meta({ auth: "session" }),
+    },
     // 16
     getUser: {
       method: "GET",
@@ -249,8 +259,18 @@ export const contract = c.router(
       path: "/v1/users/:id/compute",
       summary: "A user's machines, runtimes, cost classes and live state",
       pathParams: z.object({ id: z.string().min(1).max(256) }),
-      responses: { 200: Compute, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: COMPUTE }),
+      responses: { 200: Compute, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
+    },
+    // extension: the app revokes one of its user's machines
+    revokeUserMachine: {
+      method: "DELETE",
+      path: "/v1/users/:id/machines/:machineId",
+      summary: "Revoke one of a user's machines",
+      description: "Its pairing token stops working at once and its connection is closed. A machine of another user, app or environment is 404.",
+      pathParams: z.object({ id: z.string().min(1).max(256), machineId: z.string().min(1).max(64) }),
+      responses: { 200: MachineRemoved, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     // 18
     listUsage: {

@@ -19,7 +19,14 @@ export interface Sql {
   query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
 }
 
-export interface Database extends Sql {
+/** Wakes whoever listens on a channel, in every process sharing the database (Postgres LISTEN/NOTIFY). */
+export interface Notifications {
+  /** Calls `fn` with each payload sent on `channel` from now on; the returned function stops listening. */
+  listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>;
+  notify(channel: string, payload: string): Promise<void>;
+}
+
+export interface Database extends Sql, Notifications {
   kind: "pglite" | "postgres";
   prisma: PrismaClient;
   /** Runs `fn` on one connection holding a session-level advisory lock (one process at a time). */
@@ -53,6 +60,13 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
     ...sql,
     // PGlite is one connection in one process: nothing else can run in between.
     exclusive: (_lockKey, fn) => fn(sql),
+    listen: async (channel, fn) => {
+      const stop = await db.listen(channel, fn);
+      return async () => stop();
+    },
+    notify: async (channel, payload) => {
+      await db.query("SELECT pg_notify($1, $2)", [channel, payload]);
+    },
     close: async () => {
       await prisma.$disconnect();
       await db.close();
@@ -91,6 +105,22 @@ async function openPostgres(url: string): Promise<Database> {
       } finally {
         client.release();
       }
+    },
+    listen: async (channel, fn) => {
+      // One connection of its own per channel, held for as long as someone listens.
+      const client = new pg.Client({ connectionString: url });
+      client.on("error", () => {});
+      await client.connect();
+      client.on("notification", (n) => {
+        if (n.channel === channel) fn(n.payload ?? "");
+      });
+      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      return async () => {
+        await client.end().catch(() => {});
+      };
+    },
+    notify: async (channel, payload) => {
+      await pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
     },
     close: async () => {
       await prisma.$disconnect();

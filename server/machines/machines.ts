@@ -1,8 +1,11 @@
 import type { z } from "zod";
 import type { Machine as MachineView } from "@svc/contract";
-import type { Prisma } from "../db/open.js";
+import type { Notifications, Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
+import type { RuntimeAdvert } from "@svc/contract";
+import { ApiError } from "../errors.js";
+import { hashSecret, randomId } from "../crypto.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
@@ -13,11 +16,25 @@ export const HEARTBEAT_TIMEOUT_SECONDS = 45;
 type MachineRow = NonNullable<Awaited<ReturnType<Prisma["machine"]["findFirst"]>>>;
 type RuntimeRow = Awaited<ReturnType<Prisma["runtime"]["findMany"]>>[number];
 
+/** The channel on which a revocation wakes the instance holding the machine's connection. */
+export const MACHINE_REVOKED_CHANNEL = "svc_machine_revoked";
+
+/** A paired machine as its connection knows it: whose it is, in which app and environment. */
+export interface MachineIdentity extends Tenant {
+  machineId: string;
+  endUserId: string;
+  hostname: string;
+  appName: string;
+}
+
+const PAIRING_TOKEN = /^pt_svc_[A-Za-z0-9_-]{43}$/;
+
 /** Paired machines and their live state, always for one user of one app and environment. */
 export class MachineService {
   constructor(
     private readonly prisma: Prisma,
     private readonly clock: Clock,
+    private readonly notifications: Notifications,
   ) {}
 
   async listForUser(tenant: Tenant, endUserId: string): Promise<z.infer<typeof MachineView>[]> {
@@ -27,6 +44,82 @@ export class MachineService {
       orderBy: { createdAt: "asc" },
     });
     return rows.map((m) => this.view(m, m.runtimes));
+  }
+
+  /** The machines of the app's user `externalId` (none when the app has no such user yet). */
+  async listForExternalUser(tenant: Tenant, externalId: string): Promise<z.infer<typeof MachineView>[]> {
+    const user = await this.prisma.endUser.findUnique({ where: { appId_environment_externalId: { appId: tenant.appId, environment: tenant.environment, externalId } } });
+    return user ? this.listForUser(tenant, user.id) : [];
+  }
+
+  /** Who a pairing token speaks for; refused when unknown or revoked. */
+  async verifyToken(token: string): Promise<MachineIdentity> {
+    if (!PAIRING_TOKEN.test(token)) throw new ApiError("invalid_credential", "The pairing token is malformed.");
+    const m = await this.prisma.machine.findUnique({ where: { tokenHash: hashSecret(token) }, include: { endUser: { include: { app: true } } } });
+    if (!m) throw new ApiError("invalid_credential", "The pairing token is not known.");
+    if (m.revokedAt) throw new ApiError("revoked_credential", "This machine was removed: pair it again.");
+    return { machineId: m.id, appId: m.appId, environment: m.environment, endUserId: m.endUserId, hostname: m.hostname, appName: m.endUser.app.name };
+  }
+
+  /** The machine's connection is held by `instance` from now on. */
+  async markConnected(machineId: string, instance: string): Promise<void> {
+    const now = this.clock.now();
+    await this.prisma.machine.update({ where: { id: machineId }, data: { connectedInstance: instance, connectedAt: now, lastHeartbeatAt: now } });
+  }
+
+  /** The runtimes it advertises now, replacing what it said before. */
+  async setRuntimes(id: MachineIdentity, runtimes: RuntimeAdvert[]): Promise<void> {
+    const now = this.clock.now();
+    await this.prisma.$transaction(async (tx) => {
+      await tx.runtime.deleteMany({ where: { machineId: id.machineId, name: { notIn: runtimes.map((r) => r.name) } } });
+      for (const r of runtimes) {
+        await tx.runtime.upsert({
+          where: { machineId_name: { machineId: id.machineId, name: r.name } },
+          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, kind: r.kind, costClass: r.costClass, models: r.models, updatedAt: now },
+          update: { kind: r.kind, costClass: r.costClass, models: r.models, updatedAt: now },
+        });
+      }
+    });
+  }
+
+  /** A heartbeat: alive now, with these runtimes busy. Says whether the machine is still paired (a revocation missed by its notification shows here). */
+  async heartbeat(machineId: string, instance: string, busy: string[]): Promise<{ revoked: boolean }> {
+    const now = this.clock.now();
+    const moved = await this.prisma.machine.updateMany({ where: { id: machineId, connectedInstance: instance, revokedAt: null }, data: { lastHeartbeatAt: now } });
+    await this.prisma.runtime.updateMany({ where: { machineId, name: { in: busy } }, data: { busy: true } });
+    await this.prisma.runtime.updateMany({ where: { machineId, name: { notIn: busy } }, data: { busy: false } });
+    if (moved.count === 1) return { revoked: false };
+    const m = await this.prisma.machine.findUnique({ where: { id: machineId } });
+    return { revoked: !m || m.revokedAt !== null };
+  }
+
+  /** The connection closed: offline at once, unless another instance holds a newer connection. */
+  async markDisconnected(machineId: string, instance: string): Promise<void> {
+    await this.prisma.machine.updateMany({ where: { id: machineId, connectedInstance: instance }, data: { connectedInstance: null } });
+    await this.prisma.runtime.updateMany({ where: { machineId }, data: { busy: false } });
+  }
+
+  /**
+   * Removes a machine of this user: its token stops working at once and the
+   * instance holding its connection is woken to close it. Another user's or
+   * app's machine is as unknown as a made-up id.
+   */
+  async revoke(tenant: Tenant, endUserId: string, machineId: string): Promise<{ id: string; revokedAt: string }> {
+    const now = this.clock.now();
+    const done = await this.prisma.machine.updateMany({
+      where: { id: machineId, appId: tenant.appId, environment: tenant.environment, endUserId, revokedAt: null },
+      data: { revokedAt: now, connectedInstance: null },
+    });
+    if (done.count !== 1) throw new ApiError("not_found", "No such machine for this user.");
+    await this.notifications.notify(MACHINE_REVOKED_CHANNEL, machineId);
+    return { id: machineId, revokedAt: now.toISOString() };
+  }
+
+  /** `revoke` for the app's user known by the app's own id. */
+  async revokeForExternalUser(tenant: Tenant, externalId: string, machineId: string) {
+    const user = await this.prisma.endUser.findUnique({ where: { appId_environment_externalId: { appId: tenant.appId, environment: tenant.environment, externalId } } });
+    if (!user) throw new ApiError("not_found", "No such machine for this user.");
+    return this.revoke(tenant, user.id, machineId);
   }
 
   private view(m: MachineRow, runtimes: RuntimeRow[]): z.infer<typeof MachineView> {

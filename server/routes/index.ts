@@ -5,6 +5,7 @@ import type { Services } from "../app.js";
 import { notBuilt } from "./not-built.js";
 import { pairingRoutes } from "./pairing.js";
 import { sessionRoutes } from "./sessions.js";
+import { computeRoutes } from "./compute.js";
 
 type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[1];
 
@@ -13,7 +14,7 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * each feature replaces its entries with real handlers.
  */
 export function routes(services: Services): RouterImplementation {
-  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services) };
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services) };
   const all = Object.fromEntries(
     Object.entries(contract).map(([name, route]) => {
       // The contract says which routes are built: a handler and `notBuiltYet` never disagree.

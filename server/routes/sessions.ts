@@ -22,5 +22,9 @@ export function sessionRoutes({ sessions, machines, urls }: Services) {
       const session = sessionOf(req);
       return { status: 200, body: { data: await machines.listForUser(session, session.endUserId) } };
     }),
+    removeMachine: s.route(contract.removeMachine, async ({ req, params }) => {
+      const session = sessionOf(req);
+      return { status: 200, body: await machines.revoke(session, session.endUserId, params.id) };
+    }),
   };
 }

@@ -114,7 +114,7 @@ export interface Line {
   text: string;
 }
 
-/** The server as a child process: `node --conditions=source --import tsx server/main.ts`. */
+/** The server as a child process: `node --conditions=svc-source --import tsx server/main.ts`. */
 export class ServerProcess {
   /** Every complete line the process wrote, in order, per stream. */
   readonly lines: Line[] = [];
@@ -216,7 +216,7 @@ export class ServerProcess {
 /** Spawns the server on `dataDir` (PORT=0 unless `env` says otherwise); does not wait. */
 export function spawnServer(dataDir: string, env: Record<string, string> = {}): ServerProcess {
   const fullEnv = { PORT: "0", SVC_DATA_DIR: dataDir, ...env };
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", "server/main.ts"], {
+  const child = spawn(process.execPath, ["--conditions=svc-source", "--import", "tsx", "server/main.ts"], {
     cwd: ROOT,
     env: childEnv(fullEnv),
     stdio: ["ignore", "pipe", "pipe"],

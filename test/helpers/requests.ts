@@ -30,6 +30,8 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   approveDevice: { body: { user_code: "BCDF-GHJK" } },
   denyDevice: { body: { user_code: "BCDF-GHJK" } },
   listMachines: {},
+  removeMachine: { params: { id: "mch_x" } },
+  revokeUserMachine: { params: { id: "u1", machineId: "mch_x" } },
   getUser: { params: { id: "u1" } },
   getUserCompute: { params: { id: "u1" } },
   listUsage: {},

@@ -7,7 +7,7 @@ import { fileURLToPath } from "node:url";
 
 const source = fileURLToPath(new URL("../src/main.ts", import.meta.url));
 if (fs.existsSync(source)) {
-  const child = spawn(process.execPath, ["--conditions=source", "--import", import.meta.resolve("tsx"), source, ...process.argv.slice(2)], { stdio: "inherit" });
+  const child = spawn(process.execPath, ["--conditions=svc-source", "--import", import.meta.resolve("tsx"), source, ...process.argv.slice(2)], { stdio: "inherit" });
   for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => child.kill(signal));
   child.on("exit", (code, signal) => (signal ? process.kill(process.pid, signal) : process.exit(code ?? 1)));
 } else {

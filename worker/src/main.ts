@@ -1,5 +1,8 @@
 import { Command, InvalidArgumentError } from "commander";
 import { pair } from "./pair.js";
+import { serve, unpairRemotely } from "./connection.js";
+import { checkToken } from "./token-check.js";
+import { discoverRuntimes } from "./runtimes/discover.js";
 import { configDir, Store } from "./store.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 
@@ -42,6 +45,76 @@ program
       if (!abort.signal.aborted) throw err;
       process.stdout.write("Stopped; nothing was paired.\n");
       process.exitCode = 130;
+    }
+  });
+
+/** The pairing this machine holds, or a clear exit when there is none. */
+function paired(store: Store) {
+  const credentials = store.readCredentials();
+  if (!credentials) program.error(`This machine is not paired yet (no ${store.credentialsPath}). Run the pairing command from the app's "Connect a machine" page first.`, { exitCode: 1 });
+  return credentials!;
+}
+
+const storeOf = () => new Store(configDir(program.opts().configDir, process.env));
+const out = (line: string) => process.stdout.write(`${line}\n`);
+
+program
+  .command("start")
+  .description("Connect to the service and serve this machine's runtimes; one line per job.")
+  .option("--workdir <dir>", "the folder coding agents (Claude Code, Codex) work in, and never outside of")
+  .action(async (opts: { workdir?: string }) => {
+    const store = storeOf();
+    const credentials = paired(store);
+    const settings = { ...store.readSettings(), ...(opts.workdir ? { workdir: opts.workdir } : {}) };
+    const { runtimes, notes } = await discoverRuntimes(settings);
+    out(`${CLIENT_NAME} ${CLIENT_VERSION}: machine ${credentials.machineId} of ${credentials.appName} (${credentials.environment}).`);
+    for (const r of runtimes) out(`  serves ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}`);
+    for (const n of notes) out(`  skips ${n}`);
+    const abort = new AbortController();
+    process.once("SIGINT", () => abort.abort()).once("SIGTERM", () => abort.abort());
+    const end = await serve({ credentials, runtimes, print: out, signal: abort.signal });
+    if (end.reason === "stopped") {
+      out("Stopped.");
+      return;
+    }
+    out(`✗ ${end.reason === "revoked" ? `This machine was removed from ${credentials.appName}` : "The service refused this machine's token"}: ${end.message}. Pair it again to use it.`);
+    process.exitCode = 1;
+  });
+
+program
+  .command("status")
+  .description("Show the pairing, the runtimes found here, and whether the service still takes this machine's token.")
+  .option("--workdir <dir>", "as for start")
+  .action(async (opts: { workdir?: string }) => {
+    const store = storeOf();
+    const credentials = store.readCredentials();
+    if (!credentials) {
+      out("Not paired.");
+      process.exitCode = 1;
+      return;
+    }
+    out(`Paired with ${credentials.appName} (${credentials.environment}) as ${credentials.machineId} since ${credentials.pairedAt}.`);
+    out(`Server: ${credentials.server}`);
+    const { runtimes, notes } = await discoverRuntimes({ ...store.readSettings(), ...(opts.workdir ? { workdir: opts.workdir } : {}) });
+    for (const r of runtimes) out(`  can serve ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}`);
+    for (const n of notes) out(`  skips ${n}`);
+    const check = await checkToken(credentials);
+    out(`Token: ${check}`);
+    if (check !== "accepted") process.exitCode = 1;
+  });
+
+program
+  .command("unpair")
+  .description("Remove this machine from the app and forget its token here.")
+  .action(async () => {
+    const store = storeOf();
+    const credentials = paired(store);
+    const remote = await unpairRemotely(credentials);
+    store.removeCredentials();
+    if (remote.ok) out(`✓ Unpaired: ${credentials.machineId} is removed from ${credentials.appName} and its token is forgotten here.`);
+    else {
+      out(`Forgot the token here, but the service could not be told (${remote.message}): remove the machine on the app's "Connect a machine" page too.`);
+      process.exitCode = 1;
     }
   });
 

@@ -15,10 +15,27 @@ export function configDir(flag: string | undefined, env: NodeJS.ProcessEnv): str
   return path.join(base, "svc-worker");
 }
 
-/** `config.json`: defaults for flags, written by hand or by `pair` (never holds a secret). */
+const Endpoint = z.union([z.string().url(), z.literal(false)]);
+
+/**
+ * `config.json`: defaults for flags and what to serve, written by hand or by
+ * `pair`. Runtimes are found at their usual places unless set here (`false`
+ * turns one off); agent CLIs run only in `workdir`, and only when it is set.
+ */
 export const Settings = z.object({
   server: z.string().url().optional(),
   connectKey: z.string().optional(),
+  workdir: z.string().optional(),
+  runtimes: z
+    .object({
+      ollama: Endpoint.optional(),
+      llamacpp: Endpoint.optional(),
+      lmstudio: Endpoint.optional(),
+      openai: z.array(z.object({ name: z.string().regex(/^[a-z0-9-]+$/), url: z.string().url(), apiKey: z.string().optional() })).optional(),
+      claude: z.union([z.string(), z.literal(false)]).optional(),
+      codex: z.union([z.string(), z.literal(false)]).optional(),
+    })
+    .optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 
@@ -51,6 +68,17 @@ export class Store {
 
   readCredentials(): Credentials | null {
     return this.readJson(this.credentialsPath, Credentials);
+  }
+
+  /** Forgets the pairing; says whether there was one. */
+  removeCredentials(): boolean {
+    try {
+      fs.unlinkSync(this.credentialsPath);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw err;
+    }
   }
 
   writeSettings(settings: Settings): void {

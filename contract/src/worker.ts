@@ -1,0 +1,144 @@
+import { z } from "zod";
+import { CostClass, RuntimeKind } from "./common.js";
+import { ChatMessage, ChatTool } from "./chat.js";
+
+/**
+ * The worker connection's message catalog (a paired machine's WebSocket to the
+ * service). Every frame is one JSON envelope `{v, type, payload}`, checked against
+ * this catalog on both sides: an unknown type, a wrong version or a malformed
+ * payload is refused with an `error` message, never a crash.
+ */
+export const WORKER_PROTOCOL_VERSION = 1;
+/** The largest frame either side accepts; a bigger one closes the connection (1009). */
+export const WORKER_MAX_FRAME_BYTES = 1024 * 1024;
+/** The path the worker connects to (the token response's `connect_url`). */
+export const WORKER_CONNECT_PATH = "/v1/worker";
+/** WebSocket close codes the service uses, so the worker knows whether to come back. */
+export const WORKER_CLOSE = {
+  /** The machine was removed or its token revoked: do not reconnect, pair again. */
+  revoked: 4001,
+  /** Another connection of the same machine took over. */
+  replaced: 4002,
+  /** No heartbeat in time. */
+  heartbeatTimeout: 4003,
+  /** Too many bad messages. */
+  protocolError: 4004,
+  /** The server is shutting down: reconnect. */
+  goingAway: 1001,
+} as const;
+
+export const RuntimeAdvert = z.object({
+  name: z.string().min(1).max(64).describe("`ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`."),
+  kind: RuntimeKind,
+  costClass: CostClass,
+  models: z.array(z.string().max(256)).max(1000),
+});
+export type RuntimeAdvert = z.infer<typeof RuntimeAdvert>;
+
+/** A model turn on a model runtime: the service owns the loop and sends each turn. */
+export const ModelTurnJob = z.object({
+  kind: z.literal("model_turn"),
+  runtime: z.string(),
+  model: z.string(),
+  messages: z.array(ChatMessage).min(1),
+  tools: z.array(ChatTool).optional(),
+  maxTokens: z.number().int().positive().optional(),
+  temperature: z.number().optional(),
+});
+
+/** A whole run on an agent runtime: the CLI runs its own loop in the user's working folder. */
+export const AgentRunJob = z.object({
+  kind: z.literal("agent_run"),
+  runtime: z.string(),
+  prompt: z.string().min(1),
+  model: z.string().optional(),
+});
+
+export const Job = z.discriminatedUnion("kind", [ModelTurnJob, AgentRunJob]);
+export type Job = z.infer<typeof Job>;
+
+const Usage = z.object({ inputTokens: z.number().int().min(0), outputTokens: z.number().int().min(0) });
+
+/** What a job produces, streamed as it comes. */
+export const JobEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("text_delta"), text: z.string() }),
+  /** A model turn's complete tool call (arguments as the model wrote them, JSON text). */
+  z.object({ type: z.literal("tool_call"), id: z.string(), name: z.string(), arguments: z.string() }),
+  /** An agent runtime asks before it acts; answered by `permission_response`. */
+  z.object({
+    type: z.literal("permission_request"),
+    requestId: z.string(),
+    tool: z.string(),
+    input: z.unknown(),
+    description: z.string().optional(),
+  }),
+  /** What an agent runtime did on its own (a command run, a file changed): for the record. */
+  z.object({ type: z.literal("activity"), summary: z.string(), detail: z.unknown().optional() }),
+  z.object({
+    type: z.literal("done"),
+    finishReason: z.string().describe("`stop`, `tool_calls`, `length`, `end_turn`, ..."),
+    output: z.string(),
+    usage: Usage,
+  }),
+  z.object({ type: z.literal("failed"), code: z.string(), message: z.string() }),
+]);
+export type JobEvent = z.infer<typeof JobEvent>;
+
+const envelope = <T extends string, P extends z.ZodTypeAny>(type: T, payload: P) =>
+  z.object({ v: z.literal(WORKER_PROTOCOL_VERSION), type: z.literal(type), payload });
+
+/** Worker → service. */
+export const WorkerMessage = z.discriminatedUnion("type", [
+  envelope(
+    "hello",
+    z.object({
+      client: z.string().max(128),
+      version: z.string().max(64),
+      runtimes: z.array(RuntimeAdvert).max(64),
+    }),
+  ),
+  envelope("heartbeat", z.object({ busy: z.array(z.string().max(64)).max(64) })),
+  envelope("runtimes", z.object({ runtimes: z.array(RuntimeAdvert).max(64) })),
+  envelope("job_event", z.object({ jobId: z.string().max(128), event: JobEvent })),
+  envelope("error", z.object({ code: z.string().max(64), message: z.string().max(4096), jobId: z.string().max(128).optional() })),
+  /** The user ran `svc-worker unpair`: remove this machine; the service then closes with `revoked`. */
+  envelope("unpair", z.object({})),
+]);
+export type WorkerMessage = z.infer<typeof WorkerMessage>;
+
+/** Service → worker. */
+export const ServerMessage = z.discriminatedUnion("type", [
+  envelope("welcome", z.object({ machineId: z.string(), heartbeatSeconds: z.number().int().positive(), appName: z.string() })),
+  envelope("job", z.object({ jobId: z.string(), job: Job })),
+  envelope("cancel", z.object({ jobId: z.string(), reason: z.string().optional() })),
+  envelope("permission_response", z.object({ jobId: z.string(), requestId: z.string(), allow: z.boolean(), message: z.string().optional() })),
+  envelope("error", z.object({ code: z.string(), message: z.string() })),
+]);
+export type ServerMessage = z.infer<typeof ServerMessage>;
+
+type Payload<U extends { type: string; payload: unknown }, T extends U["type"]> = Extract<U, { type: T }>["payload"];
+
+/** Builds an envelope for a worker message. */
+export const workerMessage = <T extends WorkerMessage["type"]>(type: T, payload: Payload<WorkerMessage, T>) =>
+  ({ v: WORKER_PROTOCOL_VERSION, type, payload }) as Extract<WorkerMessage, { type: T }>;
+/** Builds an envelope for a service message. */
+export const serverMessage = <T extends ServerMessage["type"]>(type: T, payload: Payload<ServerMessage, T>) =>
+  ({ v: WORKER_PROTOCOL_VERSION, type, payload }) as Extract<ServerMessage, { type: T }>;
+
+/** Parses one frame against a catalog: the message, or why it was refused. */
+export function parseFrame<S extends z.ZodTypeAny>(catalog: S, data: string): { ok: true; message: z.infer<S> } | { ok: false; reason: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(data);
+  } catch {
+    return { ok: false, reason: "the frame is not JSON" };
+  }
+  const v = (json as { v?: unknown } | null)?.v;
+  if (v !== WORKER_PROTOCOL_VERSION) return { ok: false, reason: `unsupported protocol version ${JSON.stringify(v)}; this side speaks ${WORKER_PROTOCOL_VERSION}` };
+  const parsed = catalog.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return { ok: false, reason: `${issue.path.join(".") || "message"}: ${issue.message}` };
+  }
+  return { ok: true, message: parsed.data };
+}

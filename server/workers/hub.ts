@@ -1,0 +1,136 @@
+import { STATUS_CODES, type IncomingMessage, type Server } from "node:http";
+import type { Duplex } from "node:stream";
+import { WebSocketServer, type WebSocket } from "ws";
+import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, type Job, type JobEvent } from "@svc/contract";
+import { ApiError } from "../errors.js";
+import { randomId } from "../crypto.js";
+import type { Logger } from "../logger.js";
+import type { Notifications } from "../db/open.js";
+import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
+import type { Tenant } from "../keys/keys.js";
+import { WorkerConnection } from "./connection.js";
+
+/** A job sent to a machine: its events arrive through `onEvent`; it can be cancelled or answered. */
+export interface JobHandle {
+  jobId: string;
+  cancel(reason?: string): void;
+  answerPermission(requestId: string, allow: boolean, message?: string): void;
+}
+
+/**
+ * The worker connections this instance holds. Workers connect outbound to
+ * `/v1/worker` with their pairing token in the handshake's Authorization header
+ * (never in the URL). A machine's live state lives in its row (which instance
+ * holds it, its last heartbeat), so every instance reads the same truth; a
+ * revocation made on any instance reaches the holder through a notification.
+ */
+export class WorkerHub {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: WORKER_MAX_FRAME_BYTES });
+  private readonly connections = new Map<string, WorkerConnection>();
+  private stopListening: (() => Promise<void>) | null = null;
+
+  constructor(
+    private readonly machines: MachineService,
+    private readonly notifications: Notifications,
+    readonly instance: string,
+    private readonly log: Logger,
+    private readonly heartbeatTimeoutMs = HEARTBEAT_TIMEOUT_SECONDS * 1000,
+  ) {}
+
+  /** Takes the upgrade requests of `server` for the worker path. */
+  async attach(server: Server): Promise<void> {
+    server.on("upgrade", (req, socket, head) => void this.upgrade(req, socket, head));
+    this.stopListening = await this.notifications.listen(MACHINE_REVOKED_CHANNEL, (machineId) => {
+      this.connections.get(machineId)?.close(WORKER_CLOSE.revoked, "this machine was removed");
+    });
+  }
+
+  /** Is this machine's worker connected to this instance right now? */
+  holds(machineId: string): boolean {
+    return this.connections.get(machineId)?.open ?? false;
+  }
+
+  /**
+   * Sends a job to a machine connected here, only if it belongs to this user of
+   * this app and environment: a machine never receives another user's work.
+   */
+  dispatch(owner: Tenant & { endUserId: string }, machineId: string, job: Job, onEvent: (event: JobEvent) => void): JobHandle {
+    const conn = this.connections.get(machineId);
+    const id = conn?.identity;
+    if (!conn?.open || !id || id.appId !== owner.appId || id.environment !== owner.environment || id.endUserId !== owner.endUserId) {
+      throw new ApiError("no_compute", "That machine is not connected here for this user.");
+    }
+    const jobId = randomId("job_", 20);
+    conn.jobs.set(jobId, { onEvent });
+    conn.send(serverMessage("job", { jobId, job }));
+    return {
+      jobId,
+      cancel: (reason) => conn.send(serverMessage("cancel", { jobId, ...(reason ? { reason } : {}) })),
+      answerPermission: (requestId, allow, message) => conn.send(serverMessage("permission_response", { jobId, requestId, allow, ...(message ? { message } : {}) })),
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.stopListening?.();
+    for (const conn of this.connections.values()) conn.close(WORKER_CLOSE.goingAway, "the server is shutting down");
+    await Promise.all([...this.connections.values()].map((c) => this.machines.markDisconnected(c.identity.machineId, this.instance).catch(() => {})));
+    this.wss.close();
+  }
+
+  private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    const path = new URL(req.url ?? "/", "http://x").pathname;
+    if (path !== WORKER_CONNECT_PATH) return refuse(socket, new ApiError("route_not_found", `No WebSocket route ${path}.`));
+    socket.on("error", () => {});
+    let identity;
+    try {
+      identity = await this.machines.verifyToken(bearerToken(req));
+    } catch (err) {
+      if (err instanceof ApiError) return refuse(socket, err);
+      this.log.error({ err }, "worker handshake failed");
+      return refuse(socket, new ApiError("internal_error", "The service could not check the pairing token."));
+    }
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, identity));
+  }
+
+  private accept(ws: WebSocket, identity: MachineIdentity): void {
+    const { machineId } = identity;
+    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c));
+    ws.on("error", (err) => this.log.warn({ err, machineId }, "worker socket error"));
+    ws.on("close", (code) => {
+      conn.closed();
+      if (this.connections.get(machineId) !== conn) return;
+      this.connections.delete(machineId);
+      this.log.info({ machineId, code }, "worker disconnected");
+      void this.machines.markDisconnected(machineId, this.instance).catch((err) => this.log.error({ err, machineId }, "could not mark a machine offline"));
+    });
+  }
+
+  /** After its hello the connection serves the machine; a machine has one, so a newer one replaces an older (a half-dead socket, a restart). */
+  private async online(conn: WorkerConnection): Promise<void> {
+    const { machineId } = conn.identity;
+    const older = this.connections.get(machineId);
+    this.connections.set(machineId, conn);
+    older?.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");
+    await this.machines.markConnected(machineId, this.instance);
+    this.log.info({ machineId }, "worker online");
+  }
+}
+
+/** The pairing token from `Authorization: Bearer pt_svc_...`; any other credential is refused. */
+function bearerToken(req: IncomingMessage): string {
+  const header = req.headers.authorization;
+  if (!header) throw new ApiError("missing_credential", "The worker connection takes the pairing token: Authorization: Bearer pt_svc_<token>.");
+  const m = /^Bearer +(\S+)\s*$/i.exec(header);
+  if (!m) throw new ApiError("invalid_credential", 'The Authorization header must be "Bearer <pairing token>".');
+  const kind = credentialKindOf(m[1]);
+  if (kind !== "pairingToken") throw new ApiError(kind === null ? "invalid_credential" : "wrong_credential_kind", "The worker connection takes the pairing token (pt_svc_...).");
+  return m[1];
+}
+
+/** Answers an upgrade request with a plain HTTP error in the envelope, then drops the socket. */
+function refuse(socket: Duplex, err: ApiError): void {
+  const body = JSON.stringify(err.toEnvelope(randomId("req_", 20)));
+  const head = [`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? "Error"}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`, "Connection: close"];
+  if (err.status === 401) head.push('WWW-Authenticate: Bearer realm="svc"');
+  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
+}

@@ -1,0 +1,112 @@
+import fs from "node:fs";
+import path from "node:path";
+import type { Settings } from "../store.js";
+import type { Runtime } from "./runtime.js";
+import { OpenAICompatibleRuntime } from "./openai-compatible.js";
+import { ClaudeCodeRuntime } from "./claude-code.js";
+import { CodexRuntime } from "./codex.js";
+
+/** Where the local model servers listen by default. */
+export const DEFAULT_ENDPOINTS = {
+  ollama: "http://127.0.0.1:11434",
+  llamacpp: "http://127.0.0.1:8080",
+  lmstudio: "http://127.0.0.1:1234",
+} as const;
+
+const PROBE_TIMEOUT_MS = 1500;
+
+export interface Discovery {
+  runtimes: Runtime[];
+  /** One line per runtime looked for and not served, saying why. */
+  notes: string[];
+}
+
+/** Finds what this machine can serve: model servers that answer, agent CLIs on PATH (with a working folder). */
+export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEnv = process.env): Promise<Discovery> {
+  const conf = settings.runtimes ?? {};
+  const notes: string[] = [];
+  const runtimes: Runtime[] = [];
+
+  const probes: Promise<Runtime | null>[] = [];
+  const strip = (url: string) => url.replace(/\/+$/, "").replace(/\/v1$/, "");
+  for (const name of ["ollama", "llamacpp", "lmstudio"] as const) {
+    const url = conf[name] === false ? null : strip(conf[name] ?? DEFAULT_ENDPOINTS[name]);
+    if (url === null) {
+      notes.push(`${name}: turned off in config`);
+      continue;
+    }
+    probes.push(
+      listModels(name, url).then(
+        (models) => new OpenAICompatibleRuntime({ name, kind: "model", costClass: "user_hardware", models }, url),
+        (err) => (notes.push(`${name}: nothing at ${url} (${(err as Error).message})`), null),
+      ),
+    );
+  }
+  for (const o of conf.openai ?? []) {
+    const url = strip(o.url);
+    const name = `openai-compatible:${o.name}`;
+    probes.push(
+      listModels("openai", url, o.apiKey).then(
+        (models) => new OpenAICompatibleRuntime({ name, kind: "model", costClass: "user_hardware", models }, url, o.apiKey),
+        (err) => (notes.push(`${name}: nothing at ${url} (${(err as Error).message})`), null),
+      ),
+    );
+  }
+  for (const r of await Promise.all(probes)) if (r) runtimes.push(r);
+
+  const workdir = settings.workdir ? path.resolve(settings.workdir) : null;
+  const workdirOk = workdir !== null && fs.existsSync(workdir) && fs.statSync(workdir).isDirectory();
+  for (const [name, conf_, Kind] of [
+    ["claude-code", conf.claude, ClaudeCodeRuntime],
+    ["codex", conf.codex, CodexRuntime],
+  ] as const) {
+    if (conf_ === false) {
+      notes.push(`${name}: turned off in config`);
+      continue;
+    }
+    const command = findOnPath(conf_ ?? (name === "claude-code" ? "claude" : "codex"), env);
+    if (!command) {
+      notes.push(`${name}: not found on PATH`);
+      continue;
+    }
+    if (!workdirOk) {
+      notes.push(`${name}: found at ${command}, but no working folder is set (svc-worker start --workdir <folder>): agents run only there`);
+      continue;
+    }
+    runtimes.push(new Kind({ name, kind: "agent", costClass: "user_subscription", models: [] }, command, workdir!));
+  }
+  return { runtimes, notes };
+}
+
+async function listModels(kind: string, baseUrl: string, apiKey?: string): Promise<string[]> {
+  const signal = AbortSignal.timeout(PROBE_TIMEOUT_MS);
+  const headers = apiKey ? { authorization: `Bearer ${apiKey}` } : undefined;
+  if (kind === "ollama") {
+    const res = await fetch(`${baseUrl}/api/tags`, { signal });
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    const body = (await res.json()) as { models?: { name?: string; model?: string }[] };
+    return (body.models ?? []).map((m) => m.name ?? m.model ?? "").filter(Boolean);
+  }
+  const res = await fetch(`${baseUrl}/v1/models`, { signal, headers });
+  if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  const body = (await res.json()) as { data?: { id?: string }[] };
+  return (body.data ?? []).map((m) => m.id ?? "").filter(Boolean);
+}
+
+/** The executable `name` resolves to on PATH (or `name` itself when it is a path). */
+export function findOnPath(name: string, env: NodeJS.ProcessEnv): string | null {
+  const executable = (p: string) => {
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return fs.statSync(p).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (name.includes(path.sep)) return executable(name) ? path.resolve(name) : null;
+  for (const dir of (env.PATH ?? "").split(path.delimiter).filter(Boolean)) {
+    const candidate = path.join(dir, name);
+    if (executable(candidate)) return candidate;
+  }
+  return null;
+}
