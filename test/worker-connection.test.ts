@@ -53,7 +53,7 @@ describe("the worker connection with a real svc-worker", () => {
     }
   }
   /** Runs one job through the hub and gathers its events until it ends. */
-  function runJob(m: { machineId: string }, user: string, job: Parameters<TestServer["services"]["workers"]["dispatch"]>[2], answer?: (e: JobEvent, handle: { answerPermission(id: string, allow: boolean, msg?: string): void }) => void) {
+  function runJob(m: { machineId: string }, user: string, job: Parameters<TestServer["services"]["workers"]["dispatch"]>[2], answer?: (e: JobEvent, handle: { answerPermission(id: string, allow: boolean, msg?: string): void; cancel(reason?: string): void }) => void) {
     return new Promise<JobEvent[]>(async (resolve) => {
       const owner = await server.db.prisma.machine.findUniqueOrThrow({ where: { id: m.machineId } });
       const events: JobEvent[] = [];
@@ -132,9 +132,47 @@ describe("the worker connection with a real svc-worker", () => {
     });
     expect(denied.at(-1)).toMatchObject({ type: "done", output: "Not allowed: not on my machine (prompt: delete it)" });
 
+    // Cancelled while it waits for an answer: the CLI is stopped on the machine, the job ends cancelled.
+    const cancelled = await runJob(m, "carol", { kind: "agent_run", runtime: "claude-code", prompt: "wait" }, (e, h) => {
+      if (e.type === "permission_request") h.cancel("the user changed their mind");
+    });
+    expect(cancelled.at(-1)).toEqual({ type: "failed", code: "cancelled", message: "The job was cancelled." });
+
     const codex = await runJob(m, "carol", { kind: "agent_run", runtime: "codex", prompt: "tidy up" });
     expect(codex).toContainEqual({ type: "activity", summary: "ran bash -lc ls (exit 0)", detail: expect.objectContaining({ type: "command_execution" }) });
     expect(codex.at(-1)).toEqual({ type: "done", finishReason: "end_turn", output: `Worked in ${fs.realpathSync(workdir)} on: tidy up`, usage: { inputTokens: 24, outputTokens: 9 } });
+  });
+
+  it("finds llama.cpp, LM Studio and any OpenAI-compatible server through /v1/models, and drives each with the same chat API", async () => {
+    const m = await pairViaApi(server, server.dev, "erin", {
+      runtimes: { ollama: false, llamacpp: model.url, lmstudio: `${model.url}/`, openai: [{ name: "vllm", url: `${model.url}/v1`, apiKey: "sk-local" }], claude: false, codex: false },
+    });
+    const w = startWorker(m.home);
+    await w.waitFor(/Connected/);
+    const [machine] = await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    expect(machine.runtimes.map((r) => [r.name, r.kind, r.costClass, r.models.length])).toEqual([
+      ["llamacpp", "model", "user_hardware", 2],
+      ["lmstudio", "model", "user_hardware", 2],
+      ["openai-compatible:vllm", "model", "user_hardware", 2],
+    ]);
+    expect(w.stdout).toMatch(/skips ollama: turned off in config/);
+    expect(w.stdout).toMatch(/skips claude-code: turned off in config/);
+    for (const runtime of ["llamacpp", "lmstudio", "openai-compatible:vllm"]) {
+      const events = await runJob(m, "erin", { kind: "model_turn", runtime, model: "qwen2.5:7b", messages: [{ role: "system", content: "be brief" }, { role: "user", content: "hi" }] });
+      expect(events.at(-1)).toMatchObject({ type: "done", output: "Hello from the stand-in model." });
+    }
+  });
+
+  it("without a working folder, agent CLIs found on PATH are not served, and it says why", async () => {
+    const m = await pairViaApi(server, server.dev, "frank", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
+    const w = startWorker(m.home);
+    await w.waitFor(/Connected/);
+    expect(w.stdout).toMatch(/skips claude-code: found at .*claude, but no working folder is set/);
+    expect(w.stdout).toMatch(/skips codex: found at .*codex, but no working folder is set/);
+    const [machine] = await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    expect(machine.runtimes.map((r) => r.name)).toEqual(["ollama"]);
+    const refused = await runJob(m, "frank", { kind: "agent_run", runtime: "claude-code", prompt: "rm -rf /" });
+    expect(refused).toEqual([{ type: "failed", code: "unknown_runtime", message: "This machine does not serve claude-code." }]);
   });
 
   it("a job for another user's machine is refused before it is sent", async () => {

@@ -157,11 +157,38 @@ function renderMachines(machines) {
       const state = document.createElement("span");
       state.className = `state ${m.state}`;
       state.textContent = m.state;
-      li.append(info, state);
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "secondary remove";
+      remove.textContent = "Remove";
+      remove.setAttribute("aria-label", `Remove ${m.hostname}`);
+      remove.addEventListener("click", () => removeMachine(m, remove));
+      const side = document.createElement("div");
+      side.className = "machine-side";
+      side.append(state, remove);
+      li.append(info, side);
       return li;
     }),
   );
   show($("no-machines"), machines.length === 0);
+}
+
+/** Removes a machine after the user confirms: its token stops working and its connection closes at once. */
+async function removeMachine(m, button) {
+  if (!confirm(`Remove ${m.hostname}? It will stop serving ${appName} at once; to use it again, pair it again.`)) return;
+  button.disabled = true;
+  try {
+    await api("DELETE", `/machines/${encodeURIComponent(m.id)}`);
+    $("result").textContent = `Removed ${m.hostname}.`;
+    show($("result"));
+  } catch (err) {
+    if (explain(err, "") !== null) {
+      $("result").textContent = `Could not remove ${m.hostname}: ${err.message}`;
+      show($("result"));
+    }
+  } finally {
+    refreshMachines();
+  }
 }
 
 async function refreshMachines() {
