@@ -58,6 +58,14 @@ function paired(store: Store) {
 const storeOf = () => new Store(configDir(program.opts().configDir, process.env));
 const out = (line: string) => process.stdout.write(`${line}\n`);
 
+/** Finds the runtimes (settings, with `--workdir` over them) and prints a line for each found and each skipped. */
+async function findRuntimes(store: Store, workdir: string | undefined, verb: string) {
+  const { runtimes, notes } = await discoverRuntimes({ ...store.readSettings(), ...(workdir ? { workdir } : {}) });
+  for (const r of runtimes) out(`  ${verb} ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}`);
+  for (const n of notes) out(`  skips ${n}`);
+  return runtimes;
+}
+
 program
   .command("start")
   .description("Connect to the service and serve this machine's runtimes; one line per job.")
@@ -65,11 +73,8 @@ program
   .action(async (opts: { workdir?: string }) => {
     const store = storeOf();
     const credentials = paired(store);
-    const settings = { ...store.readSettings(), ...(opts.workdir ? { workdir: opts.workdir } : {}) };
-    const { runtimes, notes } = await discoverRuntimes(settings);
     out(`${CLIENT_NAME} ${CLIENT_VERSION}: machine ${credentials.machineId} of ${credentials.appName} (${credentials.environment}).`);
-    for (const r of runtimes) out(`  serves ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}`);
-    for (const n of notes) out(`  skips ${n}`);
+    const runtimes = await findRuntimes(store, opts.workdir, "serves");
     const abort = new AbortController();
     process.once("SIGINT", () => abort.abort()).once("SIGTERM", () => abort.abort());
     const end = await serve({ credentials, runtimes, print: out, signal: abort.signal });
@@ -95,9 +100,7 @@ program
     }
     out(`Paired with ${credentials.appName} (${credentials.environment}) as ${credentials.machineId} since ${credentials.pairedAt}.`);
     out(`Server: ${credentials.server}`);
-    const { runtimes, notes } = await discoverRuntimes({ ...store.readSettings(), ...(opts.workdir ? { workdir: opts.workdir } : {}) });
-    for (const r of runtimes) out(`  can serve ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}`);
-    for (const n of notes) out(`  skips ${n}`);
+    await findRuntimes(store, opts.workdir, "can serve");
     const check = await checkToken(credentials);
     out(`Token: ${check}`);
     if (check !== "accepted") process.exitCode = 1;
