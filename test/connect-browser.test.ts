@@ -7,7 +7,8 @@ import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
 import { removeTempDirs } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
-import { spawnPair, type WorkerProcess } from "./helpers/worker.js";
+import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
+import { pairViaApi, spawnPair, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";
@@ -19,6 +20,7 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
   let server: TestServer;
   let browser: Browser;
   let appName: string;
+  let model: ModelStandIn;
   const workers: WorkerProcess[] = [];
   const contexts: BrowserContext[] = [];
 
@@ -28,6 +30,7 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
     server = await startTestServer({ kind: "pglite", dataDir: null }, { DEVICE_POLL_INTERVAL: "1" }, { runningClock: true });
     browser = await launchBrowser();
     appName = (await server.db.prisma.app.findUniqueOrThrow({ where: { id: server.dev.appId } })).name;
+    model = await startModelStandIn();
   });
   afterEach(async () => {
     for (const w of workers.splice(0)) w.stop();
@@ -36,6 +39,7 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
   afterAll(async () => {
     await browser?.close();
     await server?.close();
+    await model?.close();
     removeTempDirs();
   });
 
@@ -140,7 +144,6 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
     await page.locator(`#machines li[data-machine-id="${machineId![2]}"]`).waitFor({ state: "visible", timeout: UI_TIMEOUT });
 
     // Fragments are never sent; strip them from what Playwright reports before checking what went out.
-    console.log("REQS", requests);
     const sent = requests.map((u) => u.split("#")[0]);
     expect(sent.length).toBeGreaterThanOrEqual(6);
     expect(sent.filter((u) => u.includes("est_"))).toEqual([]);
@@ -262,5 +265,90 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
     await page.waitForTimeout(300);
     expect(answers).toEqual([]);
     expect(await page.locator("#step-confirm").isVisible()).toBe(true);
+  });
+
+  /** `svc-worker start` for a machine paired through the API, serving the model stand-in only; once it says it is online. */
+  async function startPairedWorker(user: string, hostname: string) {
+    const paired = await pairViaApi(server, server.dev, user, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } }, hostname);
+    const worker = spawnWorker(["start"], paired.home);
+    workers.push(worker);
+    await worker.waitFor(/✓ Connected to .+ as mch_/);
+    return { ...paired, worker };
+  }
+
+  /** The machine's row in the list and its state badge. */
+  function machineItem(page: Page, machineId: string) {
+    const item = page.locator(`#machines li[data-machine-id="${machineId}"]`);
+    return { item, state: item.locator(".state"), remove: item.locator("button.remove") };
+  }
+
+  it("shows a running machine online, and Remove takes it away for good", async () => {
+    const { home, machineId, worker } = await startPairedWorker("grace", "grace-desktop");
+    const { page } = await openSession("grace");
+    const { item, state, remove } = machineItem(page, machineId);
+    await item.waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await item.locator("strong").textContent()).toBe("grace-desktop");
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT }).toBe("online");
+    expect(await remove.textContent()).toBe("Remove");
+
+    // Cancel: nothing is sent, the machine stays paired and its worker keeps serving.
+    const deletes: string[] = [];
+    page.on("request", (r) => {
+      if (r.method() === "DELETE") deletes.push(r.url());
+    });
+    let asked = "";
+    page.once("dialog", (d) => {
+      asked = d.message();
+      void d.dismiss();
+    });
+    await remove.click();
+    await expect.poll(() => asked).toContain("grace-desktop");
+    await page.waitForTimeout(300);
+    expect(deletes).toEqual([]);
+    expect(await page.locator("#result").isVisible()).toBe(false);
+    expect((await server.db.prisma.machine.findUniqueOrThrow({ where: { id: machineId } })).revokedAt).toBeNull();
+    expect(worker.child.exitCode).toBeNull();
+    expect(await item.isVisible()).toBe(true);
+
+    // OK: removed at once, the list no longer shows it, the worker is told and stops.
+    page.once("dialog", (d) => void d.accept());
+    await remove.click();
+    expect(await shownText(page, "#result")).toBe("Removed grace-desktop.");
+    await item.waitFor({ state: "detached", timeout: UI_TIMEOUT });
+    expect(await page.locator("#no-machines").isVisible()).toBe(true);
+    const exit = await worker.exited;
+    expect(exit.code, worker.stdout + worker.stderr).toBe(1);
+    expect(worker.stdout).toMatch(new RegExp(`This machine was removed from ${appName}`));
+    expect((await server.db.prisma.machine.findUniqueOrThrow({ where: { id: machineId } })).revokedAt).toBeInstanceOf(Date);
+
+    // The old token is refused for good: `status` checks it with a real WebSocket handshake.
+    const status = spawnWorker(["status"], home);
+    workers.push(status);
+    const checked = await status.exited;
+    expect(checked.code, status.stdout + status.stderr).toBe(1);
+    expect(status.stdout).toMatch(/Token: refused/);
+
+    // And a reload does not bring it back.
+    await page.reload();
+    await page.locator("#no-machines").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await item.count()).toBe(0);
+  });
+
+  it("a machine that stops shows offline", async () => {
+    const { machineId, worker } = await startPairedWorker("heidi", "heidi-laptop");
+    const { page } = await openSession("heidi");
+    const { state } = machineItem(page, machineId);
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT }).toBe("online");
+
+    // Ctrl-C: the wrapper forwards it to the real worker, which says goodbye and exits.
+    worker.child.kill("SIGINT");
+    const exit = await worker.exited;
+    expect(worker.stdout, worker.stderr).toMatch(/Stopped\./);
+    expect(exit, worker.stdout + worker.stderr).toEqual({ code: 0, signal: null });
+
+    // Offline well before the heartbeat timeout: the closed connection marks it so at once.
+    await expect.poll(() => state.textContent(), { timeout: UI_TIMEOUT }).toBe("offline");
+    expect(await state.getAttribute("class")).toBe("state offline");
+    expect((await server.db.prisma.machine.findUniqueOrThrow({ where: { id: machineId } })).revokedAt).toBeNull();
   });
 });
