@@ -61,10 +61,11 @@ export class MachineService {
     return { machineId: m.id, appId: m.appId, environment: m.environment, endUserId: m.endUserId, hostname: m.hostname, appName: m.endUser.app.name };
   }
 
-  /** The machine's connection is held by `instance` from now on. */
-  async markConnected(machineId: string, instance: string): Promise<void> {
+  /** The machine's connection is held by `instance` from now on; false when the machine was removed meanwhile. */
+  async markConnected(machineId: string, instance: string): Promise<boolean> {
     const now = this.clock.now();
-    await this.prisma.machine.update({ where: { id: machineId }, data: { connectedInstance: instance, connectedAt: now, lastHeartbeatAt: now } });
+    const moved = await this.prisma.machine.updateMany({ where: { id: machineId, revokedAt: null }, data: { connectedInstance: instance, connectedAt: now, lastHeartbeatAt: now } });
+    return moved.count === 1;
   }
 
   /** The runtimes it advertises now, replacing what it said before. */

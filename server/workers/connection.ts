@@ -31,8 +31,8 @@ export class WorkerConnection {
     private readonly instance: string,
     private readonly log: Logger,
     private readonly heartbeatTimeoutMs: number,
-    /** Called on hello: only then is the machine online through this connection. */
-    private readonly onHello: (conn: WorkerConnection) => Promise<void>,
+    /** Called on hello: only then is the machine online through this connection; false when it was removed meanwhile. */
+    private readonly onHello: (conn: WorkerConnection) => Promise<boolean>,
   ) {
     socket.on("message", (data, isBinary) => void this.receive(isBinary ? null : data.toString("utf8")));
     this.armIdleTimer();
@@ -89,8 +89,9 @@ export class WorkerConnection {
       case "hello":
         if (this.said) return this.refuse("hello was already said on this connection");
         this.said = true;
+        // Runtimes first, so the machine is never online with another machine's or an old list.
         await this.machines.setRuntimes(this.identity, message.payload.runtimes);
-        await this.onHello(this);
+        if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
         this.send(serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: HEARTBEAT_SECONDS, appName: this.identity.appName }));
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;

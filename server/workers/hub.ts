@@ -26,7 +26,10 @@ export interface JobHandle {
  */
 export class WorkerHub {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: WORKER_MAX_FRAME_BYTES });
+  /** The connection serving each machine (after its hello). */
   private readonly connections = new Map<string, WorkerConnection>();
+  /** Every open connection, hello said or not: a revocation or a shutdown reaches them all. */
+  private readonly all = new Set<WorkerConnection>();
   private stopListening: (() => Promise<void>) | null = null;
 
   constructor(
@@ -41,7 +44,7 @@ export class WorkerHub {
   async attach(server: Server): Promise<void> {
     server.on("upgrade", (req, socket, head) => void this.upgrade(req, socket, head));
     this.stopListening = await this.notifications.listen(MACHINE_REVOKED_CHANNEL, (machineId) => {
-      this.connections.get(machineId)?.close(WORKER_CLOSE.revoked, "this machine was removed");
+      for (const conn of this.all) if (conn.identity.machineId === machineId) conn.close(WORKER_CLOSE.revoked, "this machine was removed");
     });
   }
 
@@ -72,15 +75,16 @@ export class WorkerHub {
 
   async close(): Promise<void> {
     await this.stopListening?.();
-    for (const conn of this.connections.values()) conn.close(WORKER_CLOSE.goingAway, "the server is shutting down");
+    for (const conn of this.all) conn.close(WORKER_CLOSE.goingAway, "the server is shutting down");
     await Promise.all([...this.connections.values()].map((c) => this.machines.markDisconnected(c.identity.machineId, this.instance).catch(() => {})));
     this.wss.close();
   }
 
   private async upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    // First: a client that resets while we answer must not crash the process.
+    socket.on("error", () => {});
     const path = new URL(req.url ?? "/", "http://x").pathname;
     if (path !== WORKER_CONNECT_PATH) return refuse(socket, new ApiError("route_not_found", `No WebSocket route ${path}.`));
-    socket.on("error", () => {});
     let identity;
     try {
       identity = await this.machines.verifyToken(bearerToken(req));
@@ -95,8 +99,10 @@ export class WorkerHub {
   private accept(ws: WebSocket, identity: MachineIdentity): void {
     const { machineId } = identity;
     const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c));
+    this.all.add(conn);
     ws.on("error", (err) => this.log.warn({ err, machineId }, "worker socket error"));
     ws.on("close", (code) => {
+      this.all.delete(conn);
       conn.closed();
       if (this.connections.get(machineId) !== conn) return;
       this.connections.delete(machineId);
@@ -106,13 +112,15 @@ export class WorkerHub {
   }
 
   /** After its hello the connection serves the machine; a machine has one, so a newer one replaces an older (a half-dead socket, a restart). */
-  private async online(conn: WorkerConnection): Promise<void> {
+  private async online(conn: WorkerConnection): Promise<boolean> {
     const { machineId } = conn.identity;
+    // Removed since its handshake: it is not welcomed.
+    if (!(await this.machines.markConnected(machineId, this.instance))) return false;
     const older = this.connections.get(machineId);
     this.connections.set(machineId, conn);
-    older?.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");
-    await this.machines.markConnected(machineId, this.instance);
+    if (older && older !== conn) older.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");
     this.log.info({ machineId }, "worker online");
+    return true;
   }
 }
 
