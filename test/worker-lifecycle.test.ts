@@ -184,4 +184,26 @@ describe.skipIf(postgres.skip)("several instances sharing one Postgres", () => {
     expect(w.stdout).toMatch(/This machine was removed/);
     expect(a.services.workers.holds(m.machineId)).toBe(false);
   });
+
+  it("a broken LISTEN connection is opened again: a revocation after it still closes the worker at once", async () => {
+    const m = await pairViaApi(a, a.dev, "listener", settings());
+    const w = start(m.home);
+    await w.waitFor(/Connected/);
+    // Cut every LISTEN connection of this database, as a Postgres restart or a failover would.
+    const [{ datname }] = await a.db.query<{ datname: string }>("SELECT current_database() AS datname");
+    const cut = await a.db.query<{ pid: number }>(
+      "SELECT pg_terminate_backend(pid) AS t, pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'LISTEN %' AND pid <> pg_backend_pid()",
+      [datname],
+    );
+    expect(cut.length).toBeGreaterThanOrEqual(2);
+    const gone = new Set(cut.map((c) => c.pid));
+    await eventually(async () => {
+      const back = await a.db.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1 AND query LIKE 'LISTEN %'", [datname]);
+      return back.filter((r) => !gone.has(r.pid)).length >= cut.length;
+    }, 10_000, "new LISTEN connections");
+    const revokedAt = Date.now();
+    expect((await b.fetch(`/v1/users/listener/machines/${m.machineId}`, { method: "DELETE", headers: bearer(a.dev.appKey) })).status).toBe(200);
+    expect((await w.exited).code).toBe(1);
+    expect(Date.now() - revokedAt).toBeLessThan(5_000);
+  });
 });

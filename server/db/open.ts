@@ -106,19 +106,7 @@ async function openPostgres(url: string): Promise<Database> {
         client.release();
       }
     },
-    listen: async (channel, fn) => {
-      // One connection of its own per channel, held for as long as someone listens.
-      const client = new pg.Client({ connectionString: url });
-      client.on("error", () => {});
-      await client.connect();
-      client.on("notification", (n) => {
-        if (n.channel === channel) fn(n.payload ?? "");
-      });
-      await client.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-      return async () => {
-        await client.end().catch(() => {});
-      };
-    },
+    listen: (channel, fn) => listenOn(url, channel, fn),
     notify: async (channel, payload) => {
       await pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
     },
@@ -126,5 +114,45 @@ async function openPostgres(url: string): Promise<Database> {
       await prisma.$disconnect();
       await pool.end();
     },
+  };
+}
+
+/**
+ * LISTEN on a connection of its own, held for as long as someone listens. When
+ * that connection breaks (Postgres restarted, the backend terminated) it is
+ * opened again with backoff; what was sent in between is lost, which is why
+ * every listener here has a polling or heartbeat fallback.
+ */
+async function listenOn(url: string, channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
+  let stopped = false;
+  let client: pg.Client | null = null;
+  let retry: NodeJS.Timeout | null = null;
+  const open = async () => {
+    const c = new pg.Client({ connectionString: url });
+    c.on("error", () => {});
+    c.on("notification", (n) => {
+      if (n.channel === channel) fn(n.payload ?? "");
+    });
+    c.on("end", () => {
+      if (!stopped && client === c) reopen(250);
+    });
+    client = c;
+    await c.connect();
+    await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+  };
+  const reopen = (delayMs: number) => {
+    client = null;
+    if (retry) return;
+    retry = setTimeout(() => {
+      retry = null;
+      open().catch(() => !stopped && reopen(Math.min(delayMs * 2, 10_000)));
+    }, delayMs);
+    retry.unref();
+  };
+  await open();
+  return async () => {
+    stopped = true;
+    if (retry) clearTimeout(retry);
+    await client?.end().catch(() => {});
   };
 }
