@@ -71,6 +71,30 @@ describe("one server", () => {
     await eventually(async () => (await stateOf(server, server.dev.appKey, "vanish", m.machineId)) === "online", 15_000, "online after the next heartbeat");
   });
 
+  it("one start per machine: a second one on the same pairing refuses, and a dead one's lock is taken over", async () => {
+    const m = await pairViaApi(server, server.dev, "twice", settings());
+    const first = start(m.home);
+    await first.waitFor(/Connected/);
+    const second = start(m.home);
+    expect((await second.exited).code).toBe(1);
+    expect(second.stderr).toMatch(/Another svc-worker \(pid \d+\) is already serving this machine/);
+    expect(first.child.exitCode).toBeNull();
+    first.stop();
+    await first.exited;
+    // Killed without cleaning up: its lock names a dead process, so the next start goes ahead.
+    const holder = Number(fs.readFileSync(path.join(m.home, "worker.lock"), "utf8"));
+    await eventually(async () => {
+      try {
+        process.kill(holder, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 10_000, "the killed worker gone");
+    const third = start(m.home);
+    await third.waitFor(/Connected/);
+  });
+
   it("status says what is paired, what it can serve and that the token is accepted; unpair removes the machine for good", async () => {
     const m = await pairViaApi(server, server.dev, "leaver", settings());
     const status = start(m.home, ["status"]);

@@ -3,6 +3,7 @@ import { pair } from "./pair.js";
 import { serve, unpairRemotely } from "./connection.js";
 import { checkToken } from "./token-check.js";
 import { discoverRuntimes } from "./runtimes/discover.js";
+import { lockServing } from "./lock.js";
 import { configDir, Store } from "./store.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 
@@ -73,6 +74,8 @@ program
   .action(async (opts: { workdir?: string }) => {
     const store = storeOf();
     const credentials = paired(store);
+    const lock = lockServing(store.dir);
+    if (!lock.ok) program.error(`Another svc-worker (pid ${lock.pid}) is already serving this machine from ${store.dir}.`, { exitCode: 1 });
     out(`${CLIENT_NAME} ${CLIENT_VERSION}: machine ${credentials.machineId} of ${credentials.appName} (${credentials.environment}).`);
     const runtimes = await findRuntimes(store, opts.workdir, "serves");
     const abort = new AbortController();
