@@ -6,7 +6,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer, type WebSocket } from "ws";
 import { serverMessage, WORKER_CLOSE, WorkerMessage, parseFrame } from "@svc/contract";
 import { spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs, tempDir } from "./helpers/process.js";
+import { removeTempDirs, tempDir, until as waitFor } from "./helpers/process.js";
 
 /**
  * The worker's side of the catalog, checked against a stand-in service: a real
@@ -50,13 +50,7 @@ describe("svc-worker against a stand-in service", () => {
     return { w, token };
   }
 
-  async function until(check: () => boolean, timeoutMs = 15_000) {
-    const deadline = Date.now() + timeoutMs;
-    while (!check()) {
-      if (Date.now() > deadline) throw new Error("condition not met in time");
-      await new Promise((r) => setTimeout(r, 25));
-    }
-  }
+  const until = (check: () => boolean) => waitFor(check, 15_000);
 
   it("sends its token only in the handshake header, says hello in the catalog's envelope, and heartbeats at the interval it is told", async () => {
     const svc = await standInService();

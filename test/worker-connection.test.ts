@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { JobEvent } from "@svc/contract";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs, tempDir } from "./helpers/process.js";
+import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
 
@@ -43,15 +43,6 @@ describe("the worker connection with a real svc-worker", () => {
     return w;
   };
   const machinesOf = async (session: string) => ((await (await server.fetch("/v1/machines", { headers: bearer(session) })).json()) as { data: { id: string; state: string; runtimes: { name: string; kind: string; costClass: string; models: string[]; state: string }[] }[] }).data;
-  async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000): Promise<T> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const v = await fn();
-      if (ok(v)) return v;
-      if (Date.now() > deadline) throw new Error(`not reached in time; last: ${JSON.stringify(v)}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
   /** Runs one job through the hub and gathers its events until it ends. */
   function runJob(m: { machineId: string }, user: string, job: Parameters<TestServer["services"]["workers"]["dispatch"]>[2], answer?: (e: JobEvent, handle: { answerPermission(id: string, allow: boolean, msg?: string): void; cancel(reason?: string): void }) => void) {
     return new Promise<JobEvent[]>(async (resolve) => {
@@ -76,7 +67,7 @@ describe("the worker connection with a real svc-worker", () => {
     expect(w.stdout).toMatch(/serves codex \(agent, user_subscription\)/);
     expect(w.stdout).toMatch(/skips llamacpp: turned off in config/);
 
-    const [machine] = await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    const [machine] = await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
     expect(machine.runtimes.map((r) => [r.name, r.kind, r.costClass, r.state])).toEqual([
       ["claude-code", "agent", "user_subscription", "online"],
       ["codex", "agent", "user_subscription", "online"],
@@ -96,7 +87,7 @@ describe("the worker connection with a real svc-worker", () => {
     const m = await pairViaApi(server, server.dev, "bob", settings());
     const w = startWorker(m.home);
     await w.waitFor(/Connected/);
-    await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
 
     const plain = await runJob(m, "bob", { kind: "model_turn", runtime: "ollama", model: "llama3.2:3b", messages: [{ role: "user", content: "hi" }] });
     expect(plain.filter((e) => e.type === "text_delta").map((e) => (e as { text: string }).text).join("")).toBe("Hello from the stand-in model.");
@@ -118,7 +109,7 @@ describe("the worker connection with a real svc-worker", () => {
     const m = await pairViaApi(server, server.dev, "carol", settings());
     const w = startWorker(m.home);
     await w.waitFor(/Connected/);
-    await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
 
     const allowed = await runJob(m, "carol", { kind: "agent_run", runtime: "claude-code", prompt: "list files" }, (e, h) => {
       if (e.type === "permission_request") h.answerPermission(e.requestId, true);
@@ -149,7 +140,7 @@ describe("the worker connection with a real svc-worker", () => {
     });
     const w = startWorker(m.home);
     await w.waitFor(/Connected/);
-    const [machine] = await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    const [machine] = await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
     expect(machine.runtimes.map((r) => [r.name, r.kind, r.costClass, r.models.length])).toEqual([
       ["llamacpp", "model", "user_hardware", 2],
       ["lmstudio", "model", "user_hardware", 2],
@@ -169,7 +160,7 @@ describe("the worker connection with a real svc-worker", () => {
     await w.waitFor(/Connected/);
     expect(w.stdout).toMatch(/skips claude-code: found at .*claude, but no working folder is set/);
     expect(w.stdout).toMatch(/skips codex: found at .*codex, but no working folder is set/);
-    const [machine] = await until(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    const [machine] = await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
     expect(machine.runtimes.map((r) => r.name)).toEqual(["ollama"]);
     const refused = await runJob(m, "frank", { kind: "agent_run", runtime: "claude-code", prompt: "rm -rf /" });
     expect(refused).toEqual([{ type: "failed", code: "unknown_runtime", message: "This machine does not serve claude-code." }]);

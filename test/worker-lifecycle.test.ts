@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs, tempDir } from "./helpers/process.js";
+import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 import { DATABASES } from "./helpers/databases.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
@@ -38,13 +38,7 @@ async function stateOf(server: { fetch(p: string, i?: RequestInit): Promise<Resp
   const body = (await (await server.fetch(`/v1/users/${user}/compute`, { headers: bearer(appKey) })).json()) as { machines: { id: string; state: string }[] };
   return body.machines.find((m) => m.id === machineId)?.state ?? "absent";
 }
-async function eventually(check: () => Promise<boolean>, timeoutMs = 20_000, what = "condition") {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`${what} not reached within ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const eventually = (check: () => Promise<boolean>, timeoutMs = 20_000, what = "condition") => pollUntil(check, (ok) => ok, timeoutMs, what);
 
 describe("one server", () => {
   let server: TestServer;

@@ -6,7 +6,7 @@ import { WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, workerMessag
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pairViaApi, type PairedMachine } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
+import { pollUntil, removeTempDirs } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
 
@@ -465,13 +465,5 @@ async function closeAll(open: WebSocket[]): Promise<void> {
   );
 }
 
-/** Polls `fn` until `ok` says yes. */
-async function until<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`not reached in time; last: ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** Polls `fn` until `ok` says yes (5 s by default: these answers come at once or not at all). */
+const until = <T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5_000) => pollUntil(fn, ok, timeoutMs);

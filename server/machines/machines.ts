@@ -48,8 +48,8 @@ export class MachineService {
 
   /** The machines of the app's user `externalId` (none when the app has no such user yet). */
   async listForExternalUser(tenant: Tenant, externalId: string): Promise<z.infer<typeof MachineView>[]> {
-    const user = await this.prisma.endUser.findUnique({ where: { appId_environment_externalId: { appId: tenant.appId, environment: tenant.environment, externalId } } });
-    return user ? this.listForUser(tenant, user.id) : [];
+    const endUserId = await this.endUserIdOf(tenant, externalId);
+    return endUserId ? this.listForUser(tenant, endUserId) : [];
   }
 
   /** Who a pairing token speaks for; refused when unknown or revoked. */
@@ -118,9 +118,15 @@ export class MachineService {
 
   /** `revoke` for the app's user known by the app's own id. */
   async revokeForExternalUser(tenant: Tenant, externalId: string, machineId: string) {
+    const endUserId = await this.endUserIdOf(tenant, externalId);
+    if (!endUserId) throw new ApiError("not_found", "No such machine for this user.");
+    return this.revoke(tenant, endUserId, machineId);
+  }
+
+  /** Our id for the app's user `externalId`, if the app has named them before. */
+  private async endUserIdOf(tenant: Tenant, externalId: string): Promise<string | null> {
     const user = await this.prisma.endUser.findUnique({ where: { appId_environment_externalId: { appId: tenant.appId, environment: tenant.environment, externalId } } });
-    if (!user) throw new ApiError("not_found", "No such machine for this user.");
-    return this.revoke(tenant, user.id, machineId);
+    return user?.id ?? null;
   }
 
   private view(m: MachineRow, runtimes: RuntimeRow[]): z.infer<typeof MachineView> {

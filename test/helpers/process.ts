@@ -258,6 +258,17 @@ export async function runServerToExit(dataDir: string, env: Record<string, strin
   }
 }
 
+/** Polls `fn` until `ok` accepts what it returns, and returns that; fails naming `what` and the last value. */
+export async function pollUntil<T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 20_000, what = "condition"): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`${what} not reached within ${timeoutMs} ms; last: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 /** Waits for the lines a process writes to land (the log is asynchronous to the HTTP answer). */
 export async function until(check: () => boolean, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
