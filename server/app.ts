@@ -23,6 +23,10 @@ import { DeviceFlowService } from "./pairing/device-flow.js";
 import { MachineService } from "./machines/machines.js";
 import { WorkerHub } from "./workers/hub.js";
 import { randomId } from "./crypto.js";
+import { RunStore } from "./runs/store.js";
+import { RunBus } from "./runs/bus.js";
+import { RunEngine } from "./runs/engine.js";
+import { RunService } from "./runs/runs.js";
 
 export interface Services {
   clock: Clock;
@@ -33,6 +37,11 @@ export interface Services {
   deviceFlow: DeviceFlowService;
   machines: MachineService;
   workers: WorkerHub;
+  runStore: RunStore;
+  runBus: RunBus;
+  runEngine: RunEngine;
+  runs: RunService;
+  logger: Logger;
 }
 
 export interface AppDeps {
@@ -44,16 +53,26 @@ export interface AppDeps {
 export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger): Services {
   const limiter = new RateLimiter(db.prisma, clock);
   const machines = new MachineService(db.prisma, clock, db);
+  // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
+  const instance = randomId("inst_", 12);
+  const workers = new WorkerHub(machines, db, instance, logger);
+  const runStore = new RunStore(db, instance);
+  const runBus = new RunBus();
+  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds });
   return {
     clock,
+    logger,
+    runStore,
+    runBus,
+    runEngine,
+    runs: new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds),
     urls,
     keys: new KeyService(db.prisma, clock),
     sessions: new SessionService(db.prisma, clock),
     limiter,
     deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds),
     machines,
-    // Each process is one instance: a machine's row names the instance holding its connection.
-    workers: new WorkerHub(machines, db, randomId("inst_", 12), logger),
+    workers,
   };
 }
 

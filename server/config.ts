@@ -21,6 +21,8 @@ const Env = z.object({
     .regex(/^(false|true|loopback|linklocal|uniquelocal|\d+|[0-9a-fA-F.:/, ]+)$/, "must be false, true, a hop count, loopback/linklocal/uniquelocal or addresses (Express `trust proxy`)")
     .default("false"),
   DEVICE_POLL_INTERVAL: z.coerce.number().int().min(1).max(60).default(5),
+  RUN_LEASE_SECONDS: z.coerce.number().min(0.5).max(300).default(15),
+  RUN_ORPHAN_SECONDS: z.coerce.number().min(1).max(3600).default(45),
 });
 
 export interface Config {
@@ -38,6 +40,10 @@ export interface Config {
   trustProxy: boolean | number | string;
   /** RFC 8628 poll interval handed to pairing machines, in seconds. */
   devicePollIntervalSeconds: number;
+  /** A run's driving instance renews its lease this often (a third of it); another takes the run over once it lapses. */
+  runLeaseSeconds: number;
+  /** A run nobody can drive (its machine connected nowhere) for this long after its lease lapsed fails with `worker_lost`. */
+  runOrphanSeconds: number;
 }
 
 export class ConfigError extends Error {
@@ -64,6 +70,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     maxBodyBytes: e.MAX_BODY_BYTES,
     trustProxy: e.TRUST_PROXY === "false" ? false : e.TRUST_PROXY === "true" ? true : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
+    runLeaseSeconds: e.RUN_LEASE_SECONDS,
+    runOrphanSeconds: e.RUN_ORPHAN_SECONDS,
   };
 }
 

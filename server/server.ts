@@ -68,6 +68,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     urls.bind((server.address() as AddressInfo).port);
     await services.workers.attach(server);
     cleanup.push(() => services.workers.close());
+    await services.runEngine.start();
+    cleanup.push(() => services.runEngine.close());
     const url = urls.base;
 
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));

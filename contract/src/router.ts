@@ -9,6 +9,7 @@ import {
   CancelRequest,
   CancelResponse,
   CreateRunRequest,
+  Run,
   RunUsage,
   RunUsageResponse,
   ToolResultRequest,
@@ -49,7 +50,6 @@ const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
-const RUNS = "Runs (issue 5)";
 const CHAT = "Chat completions (issue 6)";
 const LEDGER = "Metering, plans and billing (issue 7)";
 
@@ -75,7 +75,17 @@ export const contract = c.router(
         "Starts one run for `user`; the service owns the agent loop. The answer is a `text/event-stream` of run events (see `RunEvent`), with `Service-Run-Id` in the headers before the first event. Not idempotent. 409 `serve_in_app` when nothing is reachable and the route allows `app` (the run is counted, its id in `Service-Run-Id`); 409 `no_compute` when the route does not allow `app`; 402 when the plan stops at its allowance.",
       body: CreateRunRequest,
       responses: { 200: eventStream, ...errors(402, 409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+      metadata: meta({ auth: "appKey" }),
+    },
+    // extension: where a run stands
+    getRun: {
+      method: "GET",
+      path: "/v1/runs/:id",
+      summary: "Read a run",
+      description: "The run as stored: status, route, machine, output, stop reason, usage and the id of its last event.",
+      pathParams: runId,
+      responses: { 200: Run, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     // extension: re-attach to a run's stored events
     getRunEvents: {
@@ -83,11 +93,12 @@ export const contract = c.router(
       path: "/v1/runs/:id/events",
       summary: "Re-attach to a run's event stream",
       description:
-        "The run's stored events after `Last-Event-ID` (header), then live ones until the run ends: no gap, no duplicate. A dropped stream never cancels a run.",
+        "The run's stored events after `Last-Event-ID` (header; or `after` in the query), then live ones until the run ends: no gap, no duplicate. A dropped stream never cancels a run.",
       pathParams: runId,
-      headers: z.object({ "last-event-id": z.string().optional() }),
+      headers: z.object({ "last-event-id": z.string().regex(/^\d{1,9}$/, "the sequence number of the last event received").optional() }),
+      query: z.object({ after: z.coerce.number().int().min(0).optional().describe("Same as `Last-Event-ID`, for clients that cannot set headers.") }),
       responses: { 200: eventStream, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 3
     submitToolResult: {
@@ -97,7 +108,7 @@ export const contract = c.router(
       pathParams: runId,
       body: ToolResultRequest,
       responses: { 200: ToolResultResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 4
     submitApproval: {
@@ -107,7 +118,7 @@ export const contract = c.router(
       pathParams: runId,
       body: ApprovalRequest,
       responses: { 200: ApprovalResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 5
     cancelRun: {
@@ -117,7 +128,7 @@ export const contract = c.router(
       pathParams: runId,
       body: CancelRequest,
       responses: { 200: CancelResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 6
     reportRunUsage: {
@@ -128,7 +139,7 @@ export const contract = c.router(
       pathParams: runId,
       body: RunUsage,
       responses: { 200: RunUsageResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: RUNS }),
+      metadata: meta({ auth: "appKey" }),
     },
     // extension: what can be asked for
     listModels: {

@@ -31,15 +31,23 @@ export const CreateRunRequest = z.object({
 });
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
 
+/**
+ * Optional on every answer: the run's user. When given and the run is another
+ * user's, the answer gets 404, as for another app's run.
+ */
+const AnsweringUser = UserId.optional().describe("The run's user; when given it must match, or the run is not found.");
+
 export const ToolResultRequest = z.object({
-  callId: z.string().min(1),
+  callId: z.string().min(1).max(128),
+  user: AnsweringUser,
   result: z.unknown().refine((v) => v !== undefined, "result is required"),
   isError: z.boolean().optional(),
 });
 export const ToolResultResponse = z.object({ runId: z.string(), callId: z.string(), accepted: z.literal(true) });
 
 export const ApprovalRequest = z.object({
-  approvalId: z.string().min(1),
+  approvalId: z.string().min(1).max(128),
+  user: AnsweringUser,
   decision: z.string().min(1).describe("`allow` grants; any other value is a denial."),
   reason: z.string().max(4096).optional(),
 });
@@ -49,7 +57,7 @@ export const ApprovalResponse = z.object({
   decision: z.enum(["allow", "deny"]).describe("How the decision was taken."),
 });
 
-export const CancelRequest = z.object({ reason: z.string().max(1024).optional() }).optional();
+export const CancelRequest = z.object({ reason: z.string().max(1024).optional(), user: AnsweringUser }).optional();
 export const CancelResponse = z.object({
   runId: z.string(),
   status: z.string().describe("The run's status after the request: `stopping` while the worker stops, or its final status."),
@@ -57,6 +65,7 @@ export const CancelResponse = z.object({
 
 /** What a run the app served itself used (after a `serve_in_app` handback). */
 export const RunUsage = z.object({
+  user: AnsweringUser,
   inputTokens: z.number().int().min(0),
   outputTokens: z.number().int().min(0),
   model: z.string().max(256).optional().describe("The model the app used."),
@@ -86,16 +95,17 @@ export const RunEvent = z.discriminatedUnion("kind", [
     kind: z.literal("run_started"),
     runId: z.string(),
     route: RouteKind,
+    costClass: CostClass,
     machineId: z.string().nullable(),
     runtime: z.string().nullable(),
     model: z.string(),
   }),
-  z.object({ kind: z.literal("text_delta"), text: z.string() }),
+  z.object({ kind: z.literal("text_delta"), turn: z.number().int(), text: z.string() }),
   z.object({
     kind: z.literal("tool_call"),
     callId: z.string(),
     name: z.string(),
-    arguments: z.unknown(),
+    arguments: z.unknown().describe("The arguments as the model wrote them, parsed from JSON (a string when they are not JSON)."),
     deadlineAt: z.string(),
   }),
   z.object({
@@ -103,23 +113,60 @@ export const RunEvent = z.discriminatedUnion("kind", [
     approvalId: z.string(),
     what: z.enum(["tool", "permission"]).describe("An app tool marked `needsApproval`, or an agent runtime's permission request."),
     tool: z.string(),
+    callId: z.string().optional().describe("For `tool`: the call that runs once allowed (its `tool_call` frame follows the grant)."),
     arguments: z.unknown(),
     description: z.string().optional(),
     deadlineAt: z.string(),
   }),
-  z.object({ kind: z.literal("usage"), usage: Usage }),
+  z.object({ kind: z.literal("usage"), turn: z.number().int(), usage: Usage }),
+  z.object({
+    kind: z.literal("activity"),
+    summary: z.string().describe("What an agent runtime did on its own (a command run, a file changed)."),
+    detail: z.unknown().optional(),
+  }),
+  z.object({
+    kind: z.literal("turn_restarted"),
+    turn: z.number().int(),
+    reason: z.string().describe("Why the turn is run again (its driving instance was lost); drop that turn's text so far."),
+  }),
   z.object({
     kind: z.literal("run_completed"),
     output: z.string(),
     usage: Usage,
-    stopReason: z.string().describe("e.g. `end_turn`."),
+    stopReason: z.string().describe("e.g. `end_turn`, `stop`."),
   }),
   z.object({
     kind: z.literal("run_failed"),
     error: z.object({ code: z.string(), message: z.string() }),
-    stopReason: z.string().describe("e.g. `max_turns`, `tool_result_timeout`, `spend_ceiling`, `worker_lost`."),
+    stopReason: z.string().describe("`max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, ..."),
   }),
-  z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional() }),
+  z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),
 ]);
 export type RunEvent = z.infer<typeof RunEvent>;
 export const RUN_EVENT_KINDS = RunEvent.options.map((o) => o.shape.kind.value);
+
+/** The kinds after which a run's stream ends. */
+export const FINAL_RUN_EVENT_KINDS = ["run_completed", "run_failed", "run_cancelled"] as const;
+
+export const RunStatus = z.enum(["queued", "running", "waiting", "completed", "failed", "cancelled", "handed_back"]);
+
+/** A run as stored (extension `GET /v1/runs/:id`): the authoritative view of where it stands. */
+export const Run = z.object({
+  id: z.string(),
+  user: z.string(),
+  status: RunStatus,
+  model: z.string(),
+  route: RouteKind.nullable(),
+  costClass: CostClass.nullable(),
+  machineId: z.string().nullable(),
+  runtime: z.string().nullable(),
+  turns: z.number().int(),
+  output: z.string().nullable(),
+  stopReason: z.string().nullable(),
+  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  usage: z.object({ inputTokens: z.number().int(), outputTokens: z.number().int() }),
+  lastEventId: z.number().int().describe("The sequence of its last stored event."),
+  createdAt: z.string(),
+  finishedAt: z.string().nullable(),
+});
+export type Run = z.infer<typeof Run>;

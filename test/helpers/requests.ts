@@ -15,6 +15,7 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   createChatCompletion: { body: { model: "svc/echo", messages: [{ role: "user", content: "hi" }], user: "u1" } },
   createRun: { body: { user: "u1", prompt: "hello" } },
   getRunEvents: { params: { id: "run_x" } },
+  getRun: { params: { id: "run_x" } },
   submitToolResult: { params: { id: "run_x" }, body: { callId: "call_1", result: { ok: true } } },
   submitApproval: { params: { id: "run_x" }, body: { approvalId: "apr_1", decision: "allow" } },
   cancelRun: { params: { id: "run_x" } },

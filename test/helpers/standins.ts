@@ -36,19 +36,28 @@ export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]):
     const last = body.messages.at(-1)!;
     const base = { id: "chatcmpl-standin", object: "chat.completion.chunk", created: 1, model: body.model };
     const frames: unknown[] = [];
-    if (body.tools?.length && last.role !== "tool") {
-      const name = body.tools[0].function.name;
+    // Tools are called one after another: the k-th tool once k results came back.
+    const results = body.messages.filter((m) => m.role === "tool").length;
+    const prompt = String(body.messages.find((m) => m.role === "user")?.content ?? "");
+    if (body.tools?.length && results < body.tools.length) {
+      const name = body.tools[results].function.name;
       frames.push({ ...base, choices: [{ index: 0, delta: { role: "assistant", tool_calls: [{ index: 0, id: "call_1", type: "function", function: { name, arguments: "" } }] }, finish_reason: null }] });
       for (const piece of ['{"city":', '"Paris"}']) frames.push({ ...base, choices: [{ index: 0, delta: { tool_calls: [{ index: 0, function: { arguments: piece } }] }, finish_reason: null }] });
       frames.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] });
     } else {
-      const text = last.role === "tool" ? `The tool said: ${String(last.content)}` : "Hello from the stand-in model.";
+      // "[slow]" in the prompt: a long answer, a piece every 50 ms (to cancel it midway).
+      const text = prompt.includes("[slow]") ? "word ".repeat(200) : last.role === "tool" ? `The tool said: ${String(last.content)}` : "Hello from the stand-in model.";
       for (const piece of text.match(/.{1,8}/g)!) frames.push({ ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] });
       frames.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
     }
+    const paced = prompt.includes("[slow]") ? 50 : 0;
     frames.push({ ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
     res.writeHead(200, { "content-type": "text/event-stream" });
-    for (const f of frames) res.write(`data: ${JSON.stringify(f)}\n\n`);
+    for (const f of frames) {
+      if (res.destroyed) return;
+      res.write(`data: ${JSON.stringify(f)}\n\n`);
+      if (paced) await new Promise((r) => setTimeout(r, paced));
+    }
     res.end("data: [DONE]\n\n");
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

@@ -1,0 +1,30 @@
+import { initServer } from "@ts-rest/express";
+import { contract } from "@svc/contract";
+import type { Services } from "../app.js";
+import { tenantOf } from "../http/principal.js";
+import { runEventStream } from "../runs/sse.js";
+
+const s = initServer();
+
+/** Runs (2-6) and their extensions: start and stream, re-attach, answer, cancel, report usage, read. */
+export function runRoutes({ runs, runStore, runBus, logger }: Services) {
+  return {
+    createRun: s.route(contract.createRun, async ({ req, res, body }) => {
+      const { runId } = await runs.start(tenantOf(req), body);
+      // The id goes out with the headers, before the first event.
+      res.setHeader("Service-Run-Id", runId);
+      return { status: 200, body: runEventStream(runStore, runBus, logger, runId, 0, res) as never };
+    }),
+    getRunEvents: s.route(contract.getRunEvents, async ({ req, res, params, headers, query }) => {
+      const run = await runs.find(tenantOf(req as never), params.id);
+      const after = headers["last-event-id"] !== undefined ? Number(headers["last-event-id"]) : (query.after ?? 0);
+      res.setHeader("Service-Run-Id", run.id);
+      return { status: 200, body: runEventStream(runStore, runBus, logger, run.id, after, res) as never };
+    }),
+    getRun: s.route(contract.getRun, async ({ req, params }) => ({ status: 200, body: await runs.get(tenantOf(req), params.id) })),
+    submitToolResult: s.route(contract.submitToolResult, async ({ req, params, body }) => ({ status: 200, body: await runs.answerToolCall(tenantOf(req), params.id, body) })),
+    submitApproval: s.route(contract.submitApproval, async ({ req, params, body }) => ({ status: 200, body: await runs.answerApproval(tenantOf(req), params.id, body) })),
+    cancelRun: s.route(contract.cancelRun, async ({ req, params, body }) => ({ status: 200, body: await runs.cancel(tenantOf(req), params.id, body) })),
+    reportRunUsage: s.route(contract.reportRunUsage, async ({ req, params, body }) => ({ status: 200, body: await runs.reportUsage(tenantOf(req), params.id, body) })),
+  };
+}

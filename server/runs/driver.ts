@@ -1,0 +1,233 @@
+import type { Job, JobEvent } from "@svc/contract";
+import type { Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
+import type { WorkerHub, JobHandle } from "../workers/hub.js";
+import { periodOf, type CostClassValue } from "../ledger/metering.js";
+import type { RunBus } from "./bus.js";
+import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
+
+export interface DriverDeps {
+  store: RunStore;
+  bus: RunBus;
+  hub: WorkerHub;
+  clock: Clock;
+  log: Logger;
+  /** How often a waiting driver looks at the database even without a wake (a lost notification). */
+  pollMs: number;
+}
+
+/** How the loop ended well: the output, why it stopped, and writes to make with the completion. */
+export interface RunEnd {
+  output: string;
+  stopReason: string;
+  patch?: RunPatch;
+  extra?: Omit<Writes, "events" | "patch">;
+}
+
+/** Ends a run with a reason (a limit, a failure, a cancel). */
+export class RunStop extends Error {
+  constructor(
+    readonly stopReason: string,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+/** The run was cancelled on request. */
+export class Cancelled extends Error {
+  constructor(readonly reason: string | null) {
+    super("cancelled");
+  }
+}
+/** This instance can no longer drive the run (lease lost, machine moved, shutting down): stop without a word. */
+export class Abandoned extends Error {}
+
+const COST_CLASS: Record<string, CostClassValue> = { "user-hardware": "user_hardware", "user-subscription": "user_subscription", app: "app_served" };
+
+/**
+ * What drives one run on this instance: its events (numbered, stored, then handed
+ * to readers here), its waits for answers (woken by this instance's endpoints, a
+ * notification, or a poll), its end. The agent loop itself is in a subclass: a
+ * model runtime's turns, or an agent CLI's own loop relayed.
+ */
+export abstract class RunDriver {
+  protected seq: number;
+  protected readonly costClass: CostClassValue;
+  private buffer: StoredEvent[] = [];
+  private writing: Promise<void> = Promise.resolve();
+  private flushScheduled = false;
+  private wakeUp: (() => void) | null = null;
+  private woken = false;
+  protected abandoned = false;
+  protected job: JobHandle | null = null;
+  /** The run's tokens so far (stored, plus what this driver added). */
+  protected readonly tokens: { inputTokens: number; outputTokens: number };
+
+  constructor(
+    protected readonly deps: DriverDeps,
+    protected run: RunRow,
+  ) {
+    this.seq = run.last_seq;
+    this.costClass = COST_CLASS[run.route_kind ?? "user-hardware"];
+    this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };
+  }
+
+  get id(): string {
+    return this.run.id;
+  }
+
+  /** The agent loop; resolves when the run has ended (or was abandoned). */
+  protected abstract loop(): Promise<RunEnd>;
+
+  async drive(): Promise<void> {
+    try {
+      if (this.seq === 0) {
+        this.emit("run_started", {
+          runId: this.run.id,
+          route: this.run.route_kind,
+          costClass: this.costClass,
+          machineId: this.run.machine_id,
+          runtime: this.run.runtime_name,
+          model: this.run.model,
+        });
+        await this.flush({ status: "running" });
+      }
+      const { output, stopReason, patch, extra } = await this.loop();
+      this.emit("run_completed", { output, usage: { ...this.tokens, costClass: this.costClass, amountMicros: 0 }, stopReason });
+      // The last turn's own writes go with the completion: one write.
+      await this.flush({ ...patch, status: "completed", output, stopReason, finished: true }, extra);
+    } catch (err) {
+      await this.end(err);
+    }
+  }
+
+  /** Ends the run as failed without running it (nobody could drive it). */
+  fail(stop: RunStop): Promise<void> {
+    return this.end(stop);
+  }
+
+  /** Records how the run ended: cancelled, or failed with its reason. */
+  private async end(err: unknown): Promise<void> {
+    this.job?.cancel("the run ended");
+    if (err instanceof Abandoned || this.abandoned) return;
+    try {
+      if (err instanceof Cancelled) {
+        this.emit("run_cancelled", { ...(err.reason ? { reason: err.reason } : {}), output: this.partialOutput() });
+        await this.flush({ status: "cancelled", stopReason: "cancelled", finished: true });
+      } else {
+        const stop = err instanceof RunStop ? err : new RunStop("internal_error", "internal_error", "The service failed while driving the run.");
+        if (!(err instanceof RunStop)) this.deps.log.error({ err, runId: this.run.id }, "run driver failed");
+        this.emit("run_failed", { error: { code: stop.code, message: stop.message }, stopReason: stop.stopReason });
+        await this.flush({ status: "failed", stopReason: stop.stopReason, error: { code: stop.code, message: stop.message }, finished: true });
+      }
+    } catch (final) {
+      if (!(final instanceof Abandoned)) this.deps.log.error({ err: final, runId: this.run.id }, "could not record the end of a run");
+    }
+  }
+
+  /** An answer or a cancel may have arrived. */
+  wake(): void {
+    this.woken = true;
+    this.wakeUp?.();
+  }
+
+  /** Another instance owns the run now, or this one is stopping: drop it without writing. */
+  abandon(): void {
+    this.abandoned = true;
+    this.job?.cancel("the run moved to another instance");
+    this.wake();
+  }
+
+  /** What the model said so far in the current turn (kept on a cancel). */
+  protected partialOutput(): string {
+    return "";
+  }
+
+  protected emit(kind: string, data: Record<string, unknown>): void {
+    this.buffer.push({ seq: ++this.seq, kind, data: { kind, ...data } });
+  }
+
+  /** Stores buffered events (and a patch, rows) in one write, then hands the events to this instance's readers. */
+  protected flush(patch?: RunPatch, extra: Omit<Writes, "events" | "patch"> = {}): Promise<void> {
+    const events = this.buffer;
+    this.buffer = [];
+    const step = this.writing.then(async () => {
+      if (this.abandoned) throw new Abandoned();
+      const owned = await this.deps.store.write(this.run.id, this.deps.clock.now(), { events, patch, ...extra });
+      if (!owned) {
+        this.abandoned = true;
+        throw new Abandoned();
+      }
+      if (events.length) this.deps.bus.publish(this.run.id, events);
+    });
+    this.writing = step.catch(() => {});
+    return step;
+  }
+
+  /** Text deltas are written in batches: whatever arrived before the next turn of the event loop. */
+  protected flushSoon(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      this.flush().catch(() => {});
+    });
+  }
+
+  /** Waits for a wake or `ms`, whichever is first. */
+  protected async waitWake(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return;
+    }
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, Math.max(0, ms));
+      this.wakeUp = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    this.wakeUp = null;
+    this.woken = false;
+  }
+
+  /** Reads the run's inputs; a cancel or a lost lease ends the wait. */
+  protected async inputs(): Promise<RunInputs> {
+    if (this.abandoned) throw new Abandoned();
+    const inputs = await this.deps.store.inputs(this.run.id);
+    if (inputs.cancel) throw new Cancelled(inputs.cancel.reason);
+    return inputs;
+  }
+
+  /** Sends a job to the run's machine, connected to this instance. */
+  protected dispatch(job: Job, onEvent: (e: JobEvent) => void): JobHandle {
+    const owner = { appId: this.run.app_id, environment: this.run.environment, endUserId: this.run.end_user_id };
+    try {
+      this.job = this.deps.hub.dispatch(owner, this.run.machine_id!, job, onEvent);
+      return this.job;
+    } catch {
+      // The machine is connected elsewhere now (or nowhere): its holder takes the run over.
+      void this.deps.store.release(this.run.id).catch(() => {});
+      throw new Abandoned();
+    }
+  }
+
+  /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */
+  protected usage(turn: number, inputTokens: number, outputTokens: number): { row: NewUsageRow } {
+    this.tokens.inputTokens += inputTokens;
+    this.tokens.outputTokens += outputTokens;
+    this.emit("usage", { turn, usage: { inputTokens, outputTokens, costClass: this.costClass, amountMicros: 0 } });
+    return {
+      row: {
+        cost_class: this.costClass,
+        kind: "tokens",
+        input_tokens: inputTokens,
+        output_tokens: outputTokens,
+        amount_micros: 0,
+        period: periodOf(this.deps.clock.now()),
+        unique_key: `tokens:${this.run.id}:${turn}`,
+      },
+    };
+  }
+}

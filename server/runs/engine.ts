@@ -1,0 +1,143 @@
+import type { Clock } from "../clock.js";
+import type { Notifications } from "../db/open.js";
+import type { Logger } from "../logger.js";
+import type { WorkerHub } from "../workers/hub.js";
+import { AgentRunDriver } from "./agent-relay.js";
+import type { RunBus } from "./bus.js";
+import { RunStop, type DriverDeps, type RunDriver } from "./driver.js";
+import { ModelRunDriver } from "./model-loop.js";
+import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
+
+export interface EngineOptions {
+  leaseSeconds: number;
+  orphanSeconds: number;
+  pollMs?: number;
+}
+
+/**
+ * Which runs this instance drives, and the rules that move runs between
+ * instances. A run is driven where its machine's connection is held, under a
+ * lease renewed every third of its length. New runs for a machine held
+ * elsewhere are announced to that instance; a sweep (the fallback for lost
+ * notifications, and the takeover after a crash) claims what this instance can
+ * drive whose lease lapsed, and fails what nobody could drive for too long.
+ */
+export class RunEngine {
+  private readonly drivers = new Map<string, RunDriver>();
+  private readonly deps: DriverDeps;
+  private timers: NodeJS.Timeout[] = [];
+  private stops: (() => Promise<void>)[] = [];
+  private closing = false;
+
+  constructor(
+    private readonly store: RunStore,
+    private readonly bus: RunBus,
+    hub: WorkerHub,
+    private readonly notifications: Notifications,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+    private readonly options: EngineOptions,
+  ) {
+    this.deps = { store, bus, hub, clock, log, pollMs: options.pollMs ?? 1000 };
+  }
+
+  get instance(): string {
+    return this.store.instance;
+  }
+
+  async start(): Promise<void> {
+    this.stops.push(
+      await this.notifications.listen(RUN_INPUT_CHANNEL, (runId) => this.drivers.get(runId)?.wake()),
+      await this.notifications.listen(RUN_EVENT_CHANNEL, (runId) => this.bus.wake(runId)),
+      await this.notifications.listen(RUN_DISPATCH_CHANNEL, (payload) => {
+        const [instance, runId] = payload.split(" ");
+        if (instance === this.instance && runId) void this.claim(runId);
+      }),
+    );
+    const leaseMs = this.options.leaseSeconds * 1000;
+    this.every(leaseMs / 3, () => this.renew());
+    this.every(Math.min(leaseMs / 3, 1000), () => this.sweep());
+  }
+
+  /** Drives a run this instance just created with its lease (its machine is connected here). */
+  drive(run: RunRow): void {
+    if (this.closing || this.drivers.has(run.id)) return;
+    const driver = run.runtime_name && run.route_kind === "user-subscription" ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
+    this.drivers.set(run.id, driver);
+    void driver.drive().finally(() => this.drivers.delete(run.id));
+  }
+
+  /** Wakes the run's driver: here directly, elsewhere through a notification. */
+  async wake(runId: string): Promise<void> {
+    const local = this.drivers.get(runId);
+    if (local) return local.wake();
+    await this.notifications.notify(RUN_INPUT_CHANNEL, runId);
+  }
+
+  /** Asks the instance holding a machine to drive a new run. */
+  async announce(instance: string, runId: string): Promise<void> {
+    await this.notifications.notify(RUN_DISPATCH_CHANNEL, `${instance} ${runId}`);
+  }
+
+  /** Is this machine's worker connected to this instance (so its runs are driven here)? */
+  holdsMachine(machineId: string): boolean {
+    return this.deps.hub.holds(machineId);
+  }
+
+  isDriving(runId: string): boolean {
+    return this.drivers.has(runId);
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const t of this.timers) clearInterval(t);
+    for (const d of this.drivers.values()) d.abandon();
+    await Promise.all(this.stops.map((s) => s().catch(() => {})));
+  }
+
+  private every(ms: number, fn: () => Promise<void>): void {
+    let busy = false;
+    const t = setInterval(() => {
+      if (busy || this.closing) return;
+      busy = true;
+      fn()
+        .catch((err) => this.log.warn({ err }, "run engine task failed"))
+        .finally(() => (busy = false));
+    }, ms);
+    t.unref();
+    this.timers.push(t);
+  }
+
+  private leaseUntil(): Date {
+    return new Date(this.clock.now().getTime() + this.options.leaseSeconds * 1000);
+  }
+
+  private async claim(runId?: string): Promise<void> {
+    if (this.closing || (runId && this.drivers.has(runId))) return;
+    const runs = await this.store.claim(this.clock.now(), this.leaseUntil(), runId);
+    for (const run of runs) {
+      this.log.info({ runId: run.id, resumed: run.last_seq > 0 }, "run claimed");
+      this.drive(run);
+    }
+  }
+
+  private async renew(): Promise<void> {
+    const ids = [...this.drivers.keys()];
+    const held = await this.store.renew(ids, this.leaseUntil());
+    for (const id of ids) if (!held.has(id)) this.drivers.get(id)?.abandon();
+  }
+
+  /** Takes over runs this instance can drive; fails runs nobody could drive for too long; catches lost wakes. */
+  private async sweep(): Promise<void> {
+    await this.claim();
+    const before = new Date(this.clock.now().getTime() - this.options.orphanSeconds * 1000);
+    for (const run of await this.store.claimOrphans(before, this.leaseUntil())) {
+      this.log.warn({ runId: run.id, machineId: run.machine_id }, "run orphaned: its machine is connected nowhere");
+      const driver = run.route_kind === "user-subscription" ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
+      this.drivers.set(run.id, driver);
+      void driver.fail(new RunStop("worker_lost", "worker_lost", "The user's machine has been unreachable for too long; the run cannot go on.")).finally(() => this.drivers.delete(run.id));
+    }
+    for (const d of this.drivers.values()) d.wake();
+    this.bus.wakeAll();
+  }
+}

@@ -1,0 +1,228 @@
+import type { JobEvent } from "@svc/contract";
+import { randomId } from "../crypto.js";
+import { periodOf } from "../ledger/metering.js";
+import { Abandoned, RunDriver, RunStop, type RunEnd } from "./driver.js";
+import type { ChatMsg, NewApproval, NewToolCall, RunInputs, ToolSpec } from "./store.js";
+
+export const DEFAULT_MAX_TURNS = 20;
+export const DEFAULT_ANSWER_TIMEOUT_MS = 10 * 60 * 1000;
+
+type Call = NonNullable<ChatMsg["tool_calls"]>[number];
+interface TurnResult {
+  text: string;
+  calls: { name: string; arguments: string }[];
+  usage: { inputTokens: number; outputTokens: number };
+  finishReason: string;
+}
+
+/**
+ * The agent loop on a model runtime, owned by the service: a model turn on the
+ * user's machine; the model's tool calls out to the app (after its approval when
+ * the tool asks for one); their results back into the conversation; the next
+ * turn; until the model answers or a limit stops it. The conversation is saved at
+ * each turn's end, so another instance can take the run over where it stands.
+ */
+export class ModelRunDriver extends RunDriver {
+  private turnText = "";
+  private readonly tools: ToolSpec[] = this.run.request.tools ?? [];
+  private readonly limits = {
+    maxTurns: this.run.request.limits?.maxTurns ?? DEFAULT_MAX_TURNS,
+    toolMs: this.run.request.limits?.toolResultTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
+    approvalMs: this.run.request.limits?.approvalTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
+  };
+
+  protected override partialOutput(): string {
+    return this.turnText;
+  }
+
+  protected async loop(): Promise<RunEnd> {
+    const { request } = this.run;
+    let transcript: ChatMsg[] = this.run.transcript ?? [...(request.system ? [{ role: "system", content: request.system }] : []), { role: "user", content: request.prompt }];
+    let turns = this.run.turns;
+    const last = transcript.at(-1);
+    if (last?.role === "assistant" && last.tool_calls?.length) {
+      transcript = await this.awaitAnswers(transcript);
+    } else if (this.seq > 1) {
+      // Taken over mid-turn: that turn runs again; readers drop its text so far.
+      this.emit("turn_restarted", { turn: turns + 1, reason: "the instance driving the run was lost; the turn runs again" });
+    }
+    for (;;) {
+      await this.inputs();
+      if (turns >= this.limits.maxTurns) throw new RunStop("max_turns", "max_turns", `The run reached its limit of ${this.limits.maxTurns} model turns.`);
+      await this.checkSpendCeiling();
+      const turn = turns + 1;
+      const r = await this.modelTurn(turn, transcript);
+      turns = turn;
+      const calls: Call[] = r.calls.map((c) => ({ id: randomId("call_", 20), type: "function", function: { name: c.name, arguments: c.arguments } }));
+      transcript = [...transcript, { role: "assistant", content: r.text || null, ...(calls.length ? { tool_calls: calls } : {}) }];
+      const { row } = this.usage(turn, r.usage.inputTokens, r.usage.outputTokens);
+      const patch = { turns, transcript, output: r.text, addInputTokens: r.usage.inputTokens, addOutputTokens: r.usage.outputTokens };
+      if (calls.length === 0) return { output: r.text, stopReason: r.finishReason === "stop" ? "end_turn" : r.finishReason, patch, extra: { usage: [row] } };
+      const { toolCalls, approvals } = this.announce(calls);
+      await this.flush({ ...patch, status: "waiting" }, { usage: [row], toolCalls, approvals });
+      transcript = await this.awaitAnswers(transcript);
+    }
+  }
+
+  /** Between turns: a plan's spend ceiling, once reached, stops the run. */
+  private async checkSpendCeiling(): Promise<void> {
+    const ceiling = this.run.request.spendCeilingMicros;
+    if (ceiling === undefined) return;
+    const spent = await this.deps.store.spend(this.run.end_user_id, periodOf(this.deps.clock.now()));
+    if (spent >= BigInt(ceiling)) throw new RunStop("spend_ceiling", "spend_ceiling_reached", `The user's spend this period (${spent} micros) reached the plan's ceiling of ${ceiling} micros.`);
+  }
+
+  /** One model turn on the user's runtime; text streams out as it comes, a cancel stops it. */
+  private async modelTurn(turn: number, messages: ChatMsg[]): Promise<TurnResult> {
+    this.turnText = "";
+    const calls: TurnResult["calls"] = [];
+    const result = new Promise<TurnResult>((resolve, reject) => {
+      this.dispatch(
+        {
+          kind: "model_turn",
+          runtime: this.run.runtime_name!,
+          model: this.run.model,
+          messages: messages as never,
+          ...(this.tools.length ? { tools: this.tools.map((t) => ({ type: "function" as const, function: { name: t.name, description: t.description, parameters: t.parameters } })) } : {}),
+        },
+        (e: JobEvent) => {
+          if (e.type === "text_delta") {
+            this.turnText += e.text;
+            this.emit("text_delta", { turn, text: e.text });
+            this.flushSoon();
+          } else if (e.type === "tool_call") calls.push({ name: e.name, arguments: e.arguments });
+          else if (e.type === "done") resolve({ text: this.turnText || e.output, calls, usage: e.usage, finishReason: e.finishReason });
+          else if (e.type === "failed") reject(e.code === "worker_lost" ? this.workerLost() : new RunStop("runtime_error", e.code, e.message));
+        },
+      );
+    });
+    result.catch(() => {});
+    let finished = false;
+    // While the turn runs, a cancel (or a lost lease) is looked for at each wake.
+    const watch = (async () => {
+      while (!finished) {
+        await this.waitWake(this.deps.pollMs);
+        if (!finished) await this.inputs();
+      }
+    })();
+    try {
+      return await Promise.race([result, watch.then(() => result)]);
+    } finally {
+      finished = true;
+      this.wake();
+      this.job = null;
+    }
+  }
+
+  /** The machine's connection dropped mid-turn: whichever instance it reconnects to takes the run over (or it fails as orphaned). */
+  private workerLost(): Error {
+    void this.deps.store.release(this.run.id).catch(() => {});
+    this.abandoned = true;
+    return new Abandoned();
+  }
+
+  /** The rows and events of a turn's calls: a tool call, or first an approval request for tools that ask for one. */
+  private announce(calls: Call[]): { toolCalls: NewToolCall[]; approvals: NewApproval[] } {
+    const toolCalls: NewToolCall[] = [];
+    const approvals: NewApproval[] = [];
+    const now = this.deps.clock.now().getTime();
+    for (const call of calls) {
+      const spec = this.tools.find((t) => t.name === call.function.name);
+      if (!spec) continue; // answered to the model as an unknown tool, without asking the app
+      const args = parseArguments(call.function.arguments);
+      if (spec.needsApproval) {
+        const deadlineAt = new Date(now + this.limits.approvalMs).toISOString();
+        const approvalId = approvalIdOf(call.id);
+        approvals.push({ approval_id: approvalId, kind: "tool", request: { callId: call.id, tool: spec.name, arguments: args }, deadline_at: deadlineAt });
+        this.emit("approval_request", { approvalId, what: "tool", tool: spec.name, callId: call.id, arguments: args, ...(spec.description ? { description: spec.description } : {}), deadlineAt });
+      } else {
+        toolCalls.push(this.toolCall(call, args, now));
+      }
+    }
+    return { toolCalls, approvals };
+  }
+
+  private toolCall(call: Call, args: unknown, now: number): NewToolCall {
+    const deadlineAt = new Date(now + this.limits.toolMs).toISOString();
+    this.emit("tool_call", { callId: call.id, name: call.function.name, arguments: args, deadlineAt });
+    return { call_id: call.id, name: call.function.name, arguments: args, deadline_at: deadlineAt };
+  }
+
+  /** Waits until every call of the last turn is answered (or denied), then adds the results to the conversation. */
+  private async awaitAnswers(transcript: ChatMsg[]): Promise<ChatMsg[]> {
+    const calls = transcript.at(-1)!.tool_calls!;
+    for (;;) {
+      const inputs = await this.inputs();
+      const now = this.deps.clock.now().getTime();
+      const { results, granted, nextDeadline } = this.collect(calls, inputs, now);
+      if (granted.length) {
+        await this.flush({ status: "waiting" }, { toolCalls: granted });
+        continue;
+      }
+      if (results) {
+        await this.flush({ status: "running" });
+        return [...transcript, ...results];
+      }
+      await this.waitWake(Math.min(this.deps.pollMs, nextDeadline - now));
+    }
+  }
+
+  /** Where the answers stand: all results (or null while some are open), calls granted since, and the nearest deadline. */
+  private collect(calls: Call[], inputs: RunInputs, now: number) {
+    const results: ChatMsg[] = [];
+    const granted: NewToolCall[] = [];
+    let open = false;
+    let nextDeadline = Infinity;
+    const waitOn = (deadlineAt: string, stop: RunStop) => {
+      const at = Date.parse(deadlineAt);
+      if (at <= now) throw stop;
+      nextDeadline = Math.min(nextDeadline, at);
+      open = true;
+    };
+    for (const call of calls) {
+      const name = call.function.name;
+      const spec = this.tools.find((t) => t.name === name);
+      if (!spec) {
+        results.push(toolMessage(call.id, `Error: there is no tool named ${name}.`));
+        continue;
+      }
+      if (spec.needsApproval) {
+        const a = inputs.approvals.get(approvalIdOf(call.id));
+        if (!a) throw new RunStop("internal_error", "internal_error", `The approval of call ${call.id} is missing.`);
+        if (!a.answered) {
+          waitOn(a.deadline_at, new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${a.approval_id} (${name}) in time.`));
+          continue;
+        }
+        if (a.decision !== "allow") {
+          results.push(toolMessage(call.id, `Error: the user denied this call${a.reason ? `: ${a.reason}` : "."}`));
+          continue;
+        }
+      }
+      const tc = inputs.toolCalls.get(call.id);
+      if (!tc) {
+        granted.push(this.toolCall(call, parseArguments(call.function.arguments), now));
+        open = true;
+        continue;
+      }
+      if (!tc.answered) {
+        waitOn(tc.deadline_at, new RunStop("tool_result_timeout", "tool_result_timeout", `No result for tool call ${call.id} (${name}) in time.`));
+        continue;
+      }
+      const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);
+      results.push(toolMessage(call.id, tc.is_error ? `Error: ${text}` : text));
+    }
+    return { results: open ? null : results, granted, nextDeadline };
+  }
+}
+
+const approvalIdOf = (callId: string) => `apr_${callId.replace(/^call_/, "")}`;
+const toolMessage = (id: string, content: string): ChatMsg => ({ role: "tool", tool_call_id: id, content });
+
+/** The model's arguments as JSON when they are JSON, else the text as written. */
+function parseArguments(text: string): unknown {
+  try {
+    return JSON.parse(text || "{}");
+  } catch {
+    return text;
+  }
+}

@@ -1,0 +1,81 @@
+import type { Sql } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import type { Tenant } from "../keys/keys.js";
+import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
+import type { CostClassValue } from "../ledger/metering.js";
+
+export type RouteKindValue = "user-hardware" | "user-subscription" | "app";
+
+/** Where a run goes: a runtime on one of the user's machines, or back to the app. */
+export type Route =
+  | { kind: "user-hardware" | "user-subscription"; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: "model" | "agent"; model: string | null }
+  | { kind: "app"; costClass: "app_served" };
+
+export const DEFAULT_RUN_ROUTE: RouteKindValue[] = ["user-hardware", "user-subscription", "app"];
+export const DEFAULT_CHAT_ROUTE: RouteKindValue[] = ["user-hardware", "app"];
+
+/** Model servers before OpenAI-compatible extras, then by name: a stable choice for `auto`. */
+const MODEL_RUNTIME_ORDER = ["ollama", "llamacpp", "lmstudio"];
+
+interface Candidate {
+  machine_id: string;
+  instance: string;
+  runtime: string;
+  kind: "model" | "agent";
+  cost_class: CostClassValue;
+  models: string[];
+  busy: boolean;
+}
+
+/**
+ * Picks the compute for a run: only machines of this user, of this app and
+ * environment, not removed, connected now with a heartbeat inside the timeout,
+ * and with a runtime that serves the model asked for. Route kinds are tried in
+ * the order asked; null when nothing fits and `app` is not allowed.
+ */
+export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKindValue[]): Promise<Route | null> {
+  const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
+  const rows = await sql.query<Candidate>(
+    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.cost_class, r.models, r.busy
+       FROM machines m JOIN runtimes r ON r.machine_id = m.id
+      WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
+        AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4
+      ORDER BY r.busy, m.last_heartbeat_at DESC`,
+    [tenant.appId, tenant.environment, endUserId, since],
+  );
+  for (const kind of prefer) {
+    if (kind === "app") return { kind: "app", costClass: "app_served" };
+    const wanted = kind === "user-hardware" ? "model" : "agent";
+    const fits = rows.filter((r) => r.kind === wanted).sort(byPreference);
+    for (const r of fits) {
+      const served = modelServed(r, model);
+      if (served !== undefined) {
+        return { kind, costClass: r.cost_class, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, model: served };
+      }
+    }
+  }
+  return null;
+}
+
+function byPreference(a: Candidate, b: Candidate): number {
+  if (a.busy !== b.busy) return a.busy ? 1 : -1;
+  const rank = (n: string) => (MODEL_RUNTIME_ORDER.indexOf(n) + 1 || MODEL_RUNTIME_ORDER.length + 1);
+  return rank(a.runtime) - rank(b.runtime) || a.runtime.localeCompare(b.runtime);
+}
+
+/**
+ * The model this runtime would run for `asked`, or undefined when it cannot:
+ * `auto` takes its first model (an agent CLI its own default, null); `<runtime>/<model>`
+ * names the runtime; a bare name must be one of its models (or, for an agent CLI, its name).
+ */
+function modelServed(r: Candidate, asked: string): string | null | undefined {
+  const models = Array.isArray(r.models) ? r.models : [];
+  if (asked === "auto") return r.kind === "agent" ? null : models[0];
+  if (r.kind === "agent" && asked === r.runtime) return null;
+  const slash = asked.indexOf("/");
+  if (slash > 0 && asked.slice(0, slash) === r.runtime) {
+    const m = asked.slice(slash + 1);
+    return r.kind === "agent" ? m : models.includes(m) ? m : undefined;
+  }
+  return r.kind === "model" && models.includes(asked) ? asked : undefined;
+}

@@ -1,0 +1,206 @@
+import type { z } from "zod";
+import type { CreateRunRequest, Run as RunView, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import type { Tenant } from "../keys/keys.js";
+import { ApiError } from "../errors.js";
+import { randomId } from "../crypto.js";
+import { checkAllowance, countRun, entitlementOf, lockUser, periodOf } from "../ledger/metering.js";
+import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
+import type { RunEngine } from "./engine.js";
+import { ACTIVE_STATUSES, type RunRow, type RunStore } from "./store.js";
+
+type RunRecord = NonNullable<Awaited<ReturnType<Database["prisma"]["run"]["findFirst"]>>>;
+
+/**
+ * What the app does to runs: start one (attributed, counted, routed), answer its
+ * tool calls and approvals, cancel it, report the usage of a run it served
+ * itself, read it. Any instance answers any of these; the run's driver (on the
+ * instance holding its machine) is woken by the engine.
+ */
+export class RunService {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly store: RunStore,
+    private readonly engine: RunEngine,
+    private readonly leaseSeconds: number,
+  ) {}
+
+  /**
+   * Starts a run: the user's row locked while the plan is checked and the run
+   * counted, so concurrent starts never pass the allowance; then it is driven
+   * here or announced to the instance holding its machine. A handback is counted
+   * too and answered 409 `serve_in_app` with the run's id.
+   */
+  async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string }> {
+    const prisma = this.db.prisma;
+    const endUser = await prisma.endUser.upsert({
+      where: { appId_environment_externalId: { ...tenant, externalId: body.user } },
+      create: { id: randomId("eu_", 20), ...tenant, externalId: body.user },
+      update: {},
+    });
+    const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, body.model, body.route?.prefer ?? DEFAULT_RUN_ROUTE);
+    if (!route) throw new ApiError("no_compute", `User ${body.user} has no reachable compute for model ${body.model} on the routes asked (${(body.route?.prefer ?? DEFAULT_RUN_ROUTE).join(", ")}).`);
+    const now = this.clock.now();
+    const runId = randomId("run_", 24);
+    const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
+    const leaseExpiresAt = new Date(now.getTime() + this.leaseSeconds * 1000);
+    const request = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
+    const model = route.kind !== "app" && route.model ? route.model : body.model;
+    await prisma.$transaction(async (tx) => {
+      await lockUser(tx, endUser.id);
+      const entitlement = await entitlementOf(tx, tenant, endUser.id);
+      await checkAllowance(tx, tenant, endUser.id, periodOf(now), entitlement);
+      await tx.run.create({
+        data: {
+          id: runId,
+          ...tenant,
+          endUserId: endUser.id,
+          source: "runs",
+          model,
+          request: { ...request, ...(entitlement.spendCeilingMicros !== null ? { spendCeilingMicros: String(entitlement.spendCeilingMicros) } : {}) } as object,
+          status: route.kind === "app" ? "handed_back" : "queued",
+          routeKind: route.kind,
+          machineId: route.kind === "app" ? null : route.machineId,
+          runtimeName: route.kind === "app" ? null : route.runtime,
+          leaseOwner: local ? this.engine.instance : null,
+          leaseExpiresAt: local ? leaseExpiresAt : null,
+          finishedAt: route.kind === "app" ? now : null,
+          createdAt: now,
+        },
+      });
+      await countRun(tx, { id: runId, ...tenant, endUserId: endUser.id, costClass: route.costClass }, periodOf(now));
+    });
+    if (route.kind === "app") {
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for this run: serve it in the app and report its usage to POST /v1/runs/${runId}/usage. The run is counted.`, {
+        headers: { "Service-Run-Id": runId },
+      });
+    }
+    if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, model, request, route));
+    else await this.engine.announce(route.instance, runId);
+    return { runId };
+  }
+
+  async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {
+    await this.find(tenant, runId, body.user);
+    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now()))) {
+      await this.whyNot(tenant, runId, "tool_calls", "call_id", body.callId, "tool call");
+    }
+    await this.engine.wake(runId);
+    return { runId, callId: body.callId, accepted: true as const };
+  }
+
+  async answerApproval(tenant: Tenant, runId: string, body: z.infer<typeof ApprovalRequest>) {
+    await this.find(tenant, runId, body.user);
+    const decision: "allow" | "deny" = body.decision === "allow" ? "allow" : "deny";
+    const reason = body.reason ?? (decision === "deny" && body.decision !== "deny" ? `decision: ${body.decision}` : null);
+    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now()))) {
+      await this.whyNot(tenant, runId, "approvals", "approval_id", body.approvalId, "approval");
+    }
+    await this.engine.wake(runId);
+    return { runId, approvalId: body.approvalId, decision };
+  }
+
+  /** Asks the driver to stop; what was produced stays produced. */
+  async cancel(tenant: Tenant, runId: string, body: { reason?: string; user?: string } | undefined) {
+    const run = await this.find(tenant, runId, body?.user);
+    if (!(ACTIVE_STATUSES as readonly string[]).includes(run.status)) throw new ApiError("run_finished", `Run ${runId} has already ended (${run.status}).`);
+    await this.db.prisma.run.updateMany({ where: { id: runId, cancelRequestedAt: null }, data: { cancelRequestedAt: this.clock.now(), cancelReason: body?.reason ?? null } });
+    await this.engine.wake(runId);
+    return { runId, status: "stopping" };
+  }
+
+  /** The usage of a run the app served itself after a handback: accepted once, as one ledger row. */
+  async reportUsage(tenant: Tenant, runId: string, body: z.infer<typeof RunUsage>) {
+    const run = await this.find(tenant, runId, body.user);
+    if (run.status !== "handed_back") throw new ApiError("invalid_request", `Run ${runId} was served by the service (${run.status}); usage is reported only for runs handed back with serve_in_app.`);
+    const now = this.clock.now();
+    const amount = BigInt(body.costMicros ?? 0);
+    await this.db.prisma.$transaction(async (tx) => {
+      const claimed = await tx.run.updateMany({
+        where: { id: runId, usageReportedAt: null },
+        data: { usageReportedAt: now, inputTokens: BigInt(body.inputTokens), outputTokens: BigInt(body.outputTokens) },
+      });
+      if (claimed.count !== 1) throw new ApiError("usage_already_reported", `Usage of run ${runId} was already reported.`);
+      await tx.usageRow.create({
+        data: {
+          ...tenant,
+          endUserId: run.endUserId,
+          runId,
+          costClass: "app_served",
+          kind: "app_usage",
+          inputTokens: BigInt(body.inputTokens),
+          outputTokens: BigInt(body.outputTokens),
+          amountMicros: amount,
+          period: periodOf(run.createdAt),
+          uniqueKey: `usage:${runId}`,
+          createdAt: now,
+        },
+      });
+    });
+    return { runId, costClass: "app_served" as const, inputTokens: body.inputTokens, outputTokens: body.outputTokens, amountMicros: Number(amount) };
+  }
+
+  async get(tenant: Tenant, runId: string): Promise<z.infer<typeof RunView>> {
+    const r = await this.find(tenant, runId);
+    const error = r.error as { code: string; message: string } | null;
+    return {
+      id: r.id,
+      user: r.endUser.externalId,
+      status: r.status,
+      model: r.model,
+      route: r.routeKind as "user-hardware" | "user-subscription" | "app" | null,
+      costClass: r.routeKind === "app" ? "app_served" : r.routeKind === "user-subscription" ? "user_subscription" : r.routeKind ? "user_hardware" : null,
+      machineId: r.machineId,
+      runtime: r.runtimeName,
+      turns: r.turns,
+      output: r.output,
+      stopReason: r.stopReason,
+      error,
+      usage: { inputTokens: Number(r.inputTokens), outputTokens: Number(r.outputTokens) },
+      lastEventId: r.lastSeq,
+      createdAt: r.createdAt.toISOString(),
+      finishedAt: r.finishedAt?.toISOString() ?? null,
+    };
+  }
+
+  /** The run, if it is this app's and environment's (and this user's, when one is named); 404 otherwise, the same as an unknown id. */
+  async find(tenant: Tenant, runId: string, user?: string): Promise<RunRecord & { endUser: { externalId: string } }> {
+    const run = await this.db.prisma.run.findFirst({ where: { id: runId, appId: tenant.appId, environment: tenant.environment }, include: { endUser: { select: { externalId: true } } } });
+    if (!run || (user !== undefined && run.endUser.externalId !== user)) throw new ApiError("not_found", `No run ${runId}${user !== undefined ? ` for user ${user}` : ""}.`);
+    return run;
+  }
+
+  /** Why an answer was not taken: the run ended, it was answered already, or there is no such call. */
+  private async whyNot(tenant: Tenant, runId: string, table: "tool_calls" | "approvals", column: string, id: string, what: string): Promise<never> {
+    const run = await this.find(tenant, runId);
+    const rows = await this.db.query<{ answered: boolean }>(`SELECT answered_at IS NOT NULL AS answered FROM ${table} WHERE run_id = $1 AND ${column} = $2`, [runId, id]);
+    if (rows[0]?.answered) throw new ApiError("already_answered", `The ${what} ${id} of run ${runId} has already been answered.`);
+    if (!(ACTIVE_STATUSES as readonly string[]).includes(run.status)) throw new ApiError("run_finished", `Run ${runId} has already ended (${run.status}).`);
+    throw new ApiError("not_found", `Run ${runId} has no open ${what} ${id}.`);
+  }
+}
+
+function newRunRow(id: string, tenant: Tenant, endUserId: string, model: string, request: RunRow["request"], route: Exclude<Route, { kind: "app" }>): RunRow {
+  return {
+    id,
+    app_id: tenant.appId,
+    environment: tenant.environment,
+    end_user_id: endUserId,
+    model,
+    request,
+    status: "queued",
+    route_kind: route.kind,
+    machine_id: route.machineId,
+    runtime_name: route.runtime,
+    turns: 0,
+    transcript: null,
+    output: null,
+    input_tokens: 0,
+    output_tokens: 0,
+    last_seq: 0,
+    cancel_requested_at: null,
+    cancel_reason: null,
+  };
+}

@@ -1,0 +1,280 @@
+import type { Database } from "../db/open.js";
+import type { Tenant } from "../keys/keys.js";
+import type { CostClassValue } from "../ledger/metering.js";
+
+/**
+ * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
+ * leases) is written here in single statements, so each step is one round trip
+ * and atomic: an event, the row it announces and the ledger row it records land
+ * together or not at all. Cold paths (starting a run, reads) use Prisma.
+ */
+
+/** Wakes the readers of a run's stream on every instance (payload: run id). */
+export const RUN_EVENT_CHANNEL = "svc_run_event";
+/** Wakes the run's driver: an answer, a cancel (payload: run id). */
+export const RUN_INPUT_CHANNEL = "svc_run_input";
+/** Asks the instance holding a machine to drive a new run (payload: `<instance> <run id>`). */
+export const RUN_DISPATCH_CHANNEL = "svc_run_dispatch";
+
+export const ACTIVE_STATUSES = ["queued", "running", "waiting"] as const;
+
+export interface RunRow {
+  id: string;
+  app_id: string;
+  environment: "test" | "live";
+  end_user_id: string;
+  model: string;
+  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; limits?: { maxTurns?: number; toolResultTimeoutMs?: number; approvalTimeoutMs?: number } };
+  status: string;
+  route_kind: string | null;
+  machine_id: string | null;
+  runtime_name: string | null;
+  turns: number;
+  transcript: ChatMsg[] | null;
+  output: string | null;
+  /** int8: a string from Postgres, a bigint from PGlite. */
+  input_tokens: string | number | bigint;
+  output_tokens: string | number | bigint;
+  last_seq: number;
+  cancel_requested_at: Date | null;
+  cancel_reason: string | null;
+}
+
+export interface ToolSpec {
+  name: string;
+  description?: string;
+  parameters?: Record<string, unknown>;
+  needsApproval?: boolean;
+}
+
+export type ChatMsg = { role: string; content?: string | null; tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[]; tool_call_id?: string };
+
+export interface StoredEvent {
+  seq: number;
+  kind: string;
+  data: Record<string, unknown>;
+}
+
+export interface RunPatch {
+  status?: "running" | "waiting" | "completed" | "failed" | "cancelled";
+  turns?: number;
+  transcript?: ChatMsg[];
+  output?: string;
+  addInputTokens?: number;
+  addOutputTokens?: number;
+  stopReason?: string;
+  error?: { code: string; message: string };
+  finished?: boolean;
+}
+
+export interface NewToolCall {
+  call_id: string;
+  name: string;
+  arguments: unknown;
+  deadline_at: string;
+}
+export interface NewApproval {
+  approval_id: string;
+  kind: "tool" | "permission";
+  request: unknown;
+  deadline_at: string;
+}
+export interface NewUsageRow {
+  cost_class: CostClassValue;
+  kind: string;
+  input_tokens: number;
+  output_tokens: number;
+  amount_micros: number;
+  period: string;
+  unique_key: string;
+}
+
+export interface Writes {
+  events?: StoredEvent[];
+  patch?: RunPatch;
+  toolCalls?: NewToolCall[];
+  approvals?: NewApproval[];
+  usage?: NewUsageRow[];
+}
+
+const RUN_COLUMNS = `id, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
+
+export class RunStore {
+  constructor(
+    private readonly db: Database,
+    readonly instance: string,
+  ) {}
+
+  /**
+   * Writes a step of a run in one statement, only while this instance holds the
+   * run's lease (the run's row is locked for it, so a takeover waits, then sees
+   * everything written). False: the lease was lost and nothing was written.
+   */
+  async write(runId: string, now: Date, w: Writes): Promise<boolean> {
+    const params: unknown[] = [runId, this.instance, now];
+    const p = (v: unknown) => (params.push(v), `$${params.length}`);
+    const ctes = [`r AS (SELECT id, app_id, environment, end_user_id, $3::timestamptz AS at FROM runs WHERE id = $1 AND lease_owner = $2 FOR UPDATE)`];
+    if (w.events?.length) {
+      ctes.push(`ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
+        SELECT r.id, r.app_id, r.environment, x.seq, x.kind, x.data, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.events))}::jsonb) AS x(seq int, kind text, data jsonb) RETURNING 1)`);
+    }
+    if (w.toolCalls?.length) {
+      ctes.push(`tc AS (INSERT INTO tool_calls (run_id, app_id, environment, call_id, name, arguments, deadline_at, created_at)
+        SELECT r.id, r.app_id, r.environment, x.call_id, x.name, x.arguments, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.toolCalls))}::jsonb) AS x(call_id text, name text, arguments jsonb, deadline_at timestamptz) RETURNING 1)`);
+    }
+    if (w.approvals?.length) {
+      ctes.push(`ap AS (INSERT INTO approvals (run_id, app_id, environment, approval_id, kind, request, deadline_at, created_at)
+        SELECT r.id, r.app_id, r.environment, x.approval_id, x.kind, x.request, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.approvals))}::jsonb) AS x(approval_id text, kind text, request jsonb, deadline_at timestamptz) RETURNING 1)`);
+    }
+    if (w.usage?.length) {
+      ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, amount_micros, period, unique_key, created_at)
+        SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens, x.amount_micros, x.period, x.unique_key, $3
+          FROM r, jsonb_to_recordset(${p(JSON.stringify(w.usage))}::jsonb) AS x(cost_class text, kind text, input_tokens bigint, output_tokens bigint, amount_micros bigint, period text, unique_key text)
+        ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1)`);
+    }
+    const sets: string[] = [];
+    const last = w.events?.at(-1)?.seq;
+    if (last !== undefined) sets.push(`last_seq = GREATEST(last_seq, ${p(last)})`);
+    const patch = w.patch ?? {};
+    if (patch.status) sets.push(`status = ${p(patch.status)}::"RunStatus"`);
+    if (patch.turns !== undefined) sets.push(`turns = ${p(patch.turns)}`);
+    if (patch.transcript) sets.push(`transcript = ${p(JSON.stringify(patch.transcript))}::jsonb`);
+    if (patch.output !== undefined) sets.push(`output = ${p(patch.output)}`);
+    if (patch.addInputTokens) sets.push(`input_tokens = input_tokens + ${p(patch.addInputTokens)}`);
+    if (patch.addOutputTokens) sets.push(`output_tokens = output_tokens + ${p(patch.addOutputTokens)}`);
+    if (patch.stopReason) sets.push(`stop_reason = ${p(patch.stopReason)}`);
+    if (patch.error) sets.push(`error = ${p(JSON.stringify(patch.error))}::jsonb`);
+    if (patch.finished) sets.push(`finished_at = $3`, `lease_expires_at = NULL`);
+    if (sets.length) ctes.push(`up AS (UPDATE runs SET ${sets.join(", ")} WHERE id IN (SELECT id FROM r) RETURNING 1)`);
+    // Readers on other instances learn of new events by a notification (Postgres only:
+    // an embedded database has one instance, whose readers hear the driver directly).
+    const notify = w.events?.length && this.db.kind === "postgres" ? `, pg_notify('${RUN_EVENT_CHANNEL}', $1)` : "";
+    const rows = await this.db.query<{ owned: number }>(`WITH ${ctes.join(",\n")} SELECT (SELECT count(*) FROM r)::int AS owned${notify}`, params);
+    return rows[0]?.owned === 1;
+  }
+
+  async load(runId: string): Promise<RunRow | null> {
+    const rows = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`, [runId]);
+    return rows[0] ?? null;
+  }
+
+  /**
+   * Takes the lease of runs this instance can drive: active, unleased or with a
+   * lapsed lease, on a machine whose connection this instance holds. A run is taken
+   * by one instance only (the update re-checks the lease under the row lock).
+   */
+  async claim(now: Date, until: Date, runId?: string): Promise<RunRow[]> {
+    return this.db.query<RunRow>(
+      `UPDATE runs SET lease_owner = $1, lease_expires_at = $3
+         FROM machines m
+        WHERE m.id = runs.machine_id AND m.connected_instance = $1 AND m.revoked_at IS NULL
+          AND runs.status IN ('queued', 'running', 'waiting')
+          AND (runs.lease_owner IS NULL OR runs.lease_expires_at IS NULL OR runs.lease_expires_at < $2 OR runs.lease_owner = $1)
+          ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1)"}
+      RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
+      runId ? [this.instance, now, until, runId] : [this.instance, now, until],
+    );
+  }
+
+  /**
+   * Runs no instance can drive: active, with no live lease since `before` (the
+   * machine never came back anywhere). Taken here only to be failed.
+   */
+  async claimOrphans(before: Date, until: Date): Promise<RunRow[]> {
+    return this.db.query<RunRow>(
+      `UPDATE runs SET lease_owner = $1, lease_expires_at = $3
+        WHERE status IN ('queued', 'running', 'waiting')
+          AND ((lease_owner IS NULL AND created_at < $2) OR lease_expires_at < $2)
+      RETURNING ${RUN_COLUMNS}`,
+      [this.instance, before, until],
+    );
+  }
+
+  /** Extends the leases of the runs driven here; returns the ids still held. */
+  async renew(runIds: string[], until: Date): Promise<Set<string>> {
+    if (runIds.length === 0) return new Set();
+    const rows = await this.db.query<{ id: string }>(
+      `UPDATE runs SET lease_expires_at = $3 WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN ('queued', 'running', 'waiting') RETURNING id`,
+      [this.instance, runIds, until],
+    );
+    return new Set(rows.map((r) => r.id));
+  }
+
+  /** What the run's driver waits on, in one read: its calls' and approvals' answers and a cancel. */
+  async inputs(runId: string): Promise<RunInputs> {
+    const rows = await this.db.query<{ cancel_requested_at: Date | null; cancel_reason: string | null; tool_calls: AnsweredCall[] | null; approvals: AnsweredApproval[] | null }>(
+      `SELECT r.cancel_requested_at, r.cancel_reason,
+              (SELECT jsonb_agg(jsonb_build_object('call_id', t.call_id, 'result', t.result, 'is_error', t.is_error, 'answered', t.answered_at IS NOT NULL, 'deadline_at', t.deadline_at)) FROM tool_calls t WHERE t.run_id = r.id) AS tool_calls,
+              (SELECT jsonb_agg(jsonb_build_object('approval_id', a.approval_id, 'request', a.request, 'decision', a.decision, 'reason', a.reason, 'answered', a.answered_at IS NOT NULL, 'deadline_at', a.deadline_at)) FROM approvals a WHERE a.run_id = r.id) AS approvals
+         FROM runs r WHERE r.id = $1`,
+      [runId],
+    );
+    const r = rows[0];
+    return {
+      cancel: r?.cancel_requested_at ? { reason: r.cancel_reason } : null,
+      toolCalls: new Map((r?.tool_calls ?? []).map((c) => [c.call_id, c])),
+      approvals: new Map((r?.approvals ?? []).map((a) => [a.approval_id, a])),
+    };
+  }
+
+  /** What the user's ledger rows of a period amount to, in micros (spend ceilings). */
+  async spend(endUserId: string, period: string): Promise<bigint> {
+    const rows = await this.db.query<{ total: string | null }>(`SELECT sum(amount_micros)::text AS total FROM usage_rows WHERE end_user_id = $1 AND period = $2`, [endUserId, period]);
+    return BigInt(rows[0]?.total ?? 0);
+  }
+
+  /** Gives up the lease at once (the machine moved): the instance holding it now takes the run over. */
+  async release(runId: string): Promise<void> {
+    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`, [runId, this.instance]);
+  }
+
+  /** Stored events after `after`, in order. */
+  async events(runId: string, after: number, limit = 500): Promise<StoredEvent[]> {
+    return this.db.query<StoredEvent>(`SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [runId, after, limit]);
+  }
+
+  /** Records a tool result once: false when there is no such open call of this tenant's active run. */
+  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE tool_calls SET result = $5::jsonb, is_error = $6, answered_at = $7
+        WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND call_id = $4 AND answered_at IS NULL
+          AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND status IN ('queued', 'running', 'waiting'))
+      RETURNING 1`,
+      [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now],
+    );
+    return rows.length === 1;
+  }
+
+  /** Records an approval decision once: false when there is no such open approval of this tenant's active run. */
+  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: "allow" | "deny", reason: string | null, now: Date): Promise<boolean> {
+    const rows = await this.db.query(
+      `UPDATE approvals SET decision = $5, reason = $6, answered_at = $7
+        WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL
+          AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND status IN ('queued', 'running', 'waiting'))
+      RETURNING 1`,
+      [runId, t.appId, t.environment, approvalId, decision, reason, now],
+    );
+    return rows.length === 1;
+  }
+}
+
+export interface RunInputs {
+  cancel: { reason: string | null } | null;
+  toolCalls: Map<string, AnsweredCall>;
+  approvals: Map<string, AnsweredApproval>;
+}
+export interface AnsweredCall {
+  call_id: string;
+  result: unknown;
+  is_error: boolean | null;
+  answered: boolean;
+  deadline_at: string;
+}
+export interface AnsweredApproval {
+  approval_id: string;
+  request: { callId?: string; tool: string; arguments?: unknown; requestId?: string };
+  decision: string | null;
+  reason: string | null;
+  answered: boolean;
+  deadline_at: string;
+}
