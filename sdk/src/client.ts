@@ -1,4 +1,4 @@
-import { initClient, tsRestFetchApi, type ApiFetcherArgs } from "@ts-rest/core";
+import { initClient, type ApiFetcherArgs } from "@ts-rest/core";
 import { contract } from "@svc/contract";
 import { ConnectionError, SvcError } from "./errors.js";
 
@@ -16,31 +16,48 @@ export interface SvcClientOptions {
 const env = (name: string): string | undefined =>
   typeof process !== "undefined" ? (process.env?.[name] as string | undefined) : undefined;
 
+/** The options with their defaults applied: what every request of the SDK is made with. */
+export interface ResolvedClientOptions {
+  apiKey: string;
+  /** Ends in `/v1`, no trailing slash. */
+  baseUrl: string;
+  /** The base URL without `/v1`: the contract's paths start with `/v1` (or `/c/<pk>/v1`). */
+  origin: string;
+  timeoutMs: number;
+  fetch: typeof fetch;
+}
+
+export function resolveClientOptions(options: SvcClientOptions = {}): ResolvedClientOptions {
+  const apiKey = options.apiKey ?? env("SVC_API_KEY");
+  const baseUrl = (options.baseUrl ?? env("SVC_BASE_URL"))?.replace(/\/+$/, "");
+  if (!apiKey) throw new Error("svc: no app key: pass { apiKey } or set SVC_API_KEY.");
+  if (!baseUrl) throw new Error("svc: no base URL: pass { baseUrl } (ending in /v1) or set SVC_BASE_URL.");
+  return { apiKey, baseUrl, origin: baseUrl.replace(/\/v1$/, ""), timeoutMs: options.timeoutMs ?? 60_000, fetch: options.fetch ?? fetch };
+}
+
 /**
  * The typed client of the contract: each method returns the 2xx body and throws a
  * `SvcError` subclass (by status and code, with the request id) for anything else.
  * Calls are never retried here: starting a run is not idempotent.
  */
 export function createSvcClient(options: SvcClientOptions = {}) {
-  const apiKey = options.apiKey ?? env("SVC_API_KEY");
-  const baseUrl = (options.baseUrl ?? env("SVC_BASE_URL"))?.replace(/\/+$/, "");
-  if (!apiKey) throw new Error("svc: no app key: pass { apiKey } or set SVC_API_KEY.");
-  if (!baseUrl) throw new Error("svc: no base URL: pass { baseUrl } (ending in /v1) or set SVC_BASE_URL.");
-  // The contract's paths start with /v1 (or /c/<pk>/v1); the base URL ends in /v1.
-  const origin = baseUrl.replace(/\/v1$/, "");
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const fetchImpl = options.fetch ?? fetch;
+  const { apiKey, origin, timeoutMs, fetch: fetchImpl } = resolveClientOptions(options);
 
   const raw = initClient(contract, {
     baseUrl: origin,
     baseHeaders: { authorization: `Bearer ${apiKey}` },
     throwOnUnknownStatus: false,
-    api: async (args: ApiFetcherArgs) => {
-      const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(args.fetchOptions?.signal ? [args.fetchOptions.signal] : [])]);
+    // ts-rest's own fetcher (`tsRestFetchApi`) always calls the global fetch: this one
+    // does the same with the `fetch` option, and a deadline on every request.
+    api: async ({ path, method, headers, body, fetchOptions }: ApiFetcherArgs) => {
+      const signal = AbortSignal.any([AbortSignal.timeout(timeoutMs), ...(fetchOptions?.signal ? [fetchOptions.signal] : [])]);
       try {
-        return await tsRestFetchApi({ ...args, fetchOptions: { ...args.fetchOptions, signal }, customFetch: fetchImpl } as ApiFetcherArgs);
+        const res = await fetchImpl(path, { ...fetchOptions, method, headers, body, signal });
+        const type = res.headers.get("content-type") ?? "";
+        const text = await res.text();
+        return { status: res.status, body: /\bjson\b/.test(type) ? parseJson(text) : text, headers: res.headers };
       } catch (err) {
-        throw new ConnectionError(`svc: ${args.method} ${args.path} got no answer: ${(err as Error).message}`, { cause: err });
+        throw new ConnectionError(`svc: ${method} ${path} got no answer: ${(err as Error).message}`, { cause: err });
       }
     },
   });
@@ -54,6 +71,15 @@ export function createSvcClient(options: SvcClientOptions = {}) {
     };
   }
   return client as unknown as Unwrapped<typeof raw>;
+}
+
+/** A JSON body, or its text when it is not JSON after all (a proxy's error page). */
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 /** The body of the 200 answer among a route's possible answers. */

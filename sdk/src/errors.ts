@@ -8,6 +8,11 @@ export class SvcError extends Error {
   readonly requestId: string | null;
   /** The `interval` of a `slow_down`, the `param` of an invalid request, when present. */
   readonly param?: string;
+  /**
+   * The run the answer was about (its `Service-Run-Id` header), when there is one: a run
+   * refused after it was counted, or handed back with `serve_in_app`, still has an id.
+   */
+  readonly runId: string | null;
 
   constructor(status: number, body: unknown, headers?: Headers) {
     const parsed = ErrorEnvelope.safeParse(body);
@@ -19,6 +24,7 @@ export class SvcError extends Error {
     this.type = e?.type ?? null;
     this.requestId = e?.requestId ?? headers?.get("request-id") ?? null;
     this.param = e?.param;
+    this.runId = headers?.get("service-run-id") ?? null;
   }
 
   /** The error class for a status and code, built the one way (as the OpenAI SDK does). */
@@ -43,11 +49,20 @@ export class RateLimitError extends SvcError {}
 export class InternalServerError extends SvcError {}
 /** 501: the endpoint is not built yet on this server. */
 export class NotImplementedError extends InternalServerError {}
-/** The request never got an answer (network, timeout, abort). */
+/** The request never got an answer (network, timeout, abort), or a run's stream could not be re-attached. */
 export class ConnectionError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
-    this.name = "ConnectionError";
+    this.name = new.target.name;
+  }
+}
+/** The caller stopped reading (its `signal` aborted, or it left the `for await` loop). The run itself goes on. */
+export class UserAbortError extends ConnectionError {}
+/** A run event that does not match the contract: the service and this SDK disagree, so guessing would be worse. */
+export class MalformedEventError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "MalformedEventError";
   }
 }
 

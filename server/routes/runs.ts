@@ -2,6 +2,7 @@ import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
 import type { Services } from "../app.js";
 import { tenantOf } from "../http/principal.js";
+import { ApiError } from "../errors.js";
 import { runEventStream } from "../runs/sse.js";
 
 const s = initServer();
@@ -17,6 +18,7 @@ export function runRoutes({ runs, runStore, runBus, logger }: Services) {
     }),
     getRunEvents: s.route(contract.getRunEvents, async ({ req, res, params, headers, query }) => {
       const run = await runs.find(tenantOf(req as never), params.id);
+      if (run.status === "handed_back") throw new ApiError("run_finished", `Run ${run.id} was handed back to the app (serve_in_app): the service streamed nothing for it.`);
       const after = headers["last-event-id"] !== undefined ? Number(headers["last-event-id"]) : (query.after ?? 0);
       res.setHeader("Service-Run-Id", run.id);
       return { status: 200, body: runEventStream(runStore, runBus, logger, run.id, after, res) as never };

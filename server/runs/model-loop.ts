@@ -1,7 +1,7 @@
 import type { JobEvent } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { periodOf } from "../ledger/metering.js";
-import { Abandoned, RunDriver, RunStop, type RunEnd } from "./driver.js";
+import { Abandoned, Cancelled, RunDriver, RunStop, type RunEnd } from "./driver.js";
 import type { ChatMsg, NewApproval, NewToolCall, RunInputs, ToolSpec } from "./store.js";
 
 export const DEFAULT_MAX_TURNS = 20;
@@ -41,7 +41,11 @@ export class ModelRunDriver extends RunDriver {
     let turns = this.run.turns;
     const last = transcript.at(-1);
     if (last?.role === "assistant" && last.tool_calls?.length) {
+      // `running` here: its answers were all in and the next turn had begun (its
+      // results join the transcript only at that turn's end), so it runs again.
+      const nextTurnBegun = this.run.status === "running";
       transcript = await this.awaitAnswers(transcript);
+      if (nextTurnBegun) this.emit("turn_restarted", { turn: turns + 1, reason: "the instance driving the run was lost; the turn runs again" });
     } else if (this.seq > 1) {
       // Taken over mid-turn: that turn runs again; readers drop its text so far.
       this.emit("turn_restarted", { turn: turns + 1, reason: "the instance driving the run was lost; the turn runs again" });
@@ -107,6 +111,10 @@ export class ModelRunDriver extends RunDriver {
     })();
     try {
       return await Promise.race([result, watch.then(() => result)]);
+    } catch (err) {
+      // Cancelled, or the lease lost: the worker stops the turn.
+      this.job?.cancel(err instanceof Cancelled ? "the run was cancelled" : "the run stopped");
+      throw err;
     } finally {
       finished = true;
       this.wake();

@@ -6,6 +6,7 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { checkAllowance, countRun, entitlementOf, lockUser, periodOf } from "../ledger/metering.js";
+import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import type { RunEngine } from "./engine.js";
 import { ACTIVE_STATUSES, type RunRow, type RunStore } from "./store.js";
@@ -35,11 +36,7 @@ export class RunService {
    */
   async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string }> {
     const prisma = this.db.prisma;
-    const endUser = await prisma.endUser.upsert({
-      where: { appId_environment_externalId: { ...tenant, externalId: body.user } },
-      create: { id: randomId("eu_", 20), ...tenant, externalId: body.user },
-      update: {},
-    });
+    const endUser = { id: await ensureEndUser(prisma, tenant, body.user) };
     const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, body.model, body.route?.prefer ?? DEFAULT_RUN_ROUTE);
     if (!route) throw new ApiError("no_compute", `User ${body.user} has no reachable compute for model ${body.model} on the routes asked (${(body.route?.prefer ?? DEFAULT_RUN_ROUTE).join(", ")}).`);
     const now = this.clock.now();

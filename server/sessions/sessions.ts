@@ -1,3 +1,4 @@
+import { ensureEndUser } from "../users/end-users.js";
 import { SESSION_TOKEN_PREFIX } from "@svc/contract";
 import type { Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
@@ -32,11 +33,7 @@ export class SessionService {
     const token = `${SESSION_TOKEN_PREFIX}${randomToken(32)}`;
     const expiresAt = new Date(this.clock.now().getTime() + SESSION_TTL_SECONDS * 1000);
     await this.prisma.$transaction(async (tx) => {
-      const endUser = await tx.endUser.upsert({
-        where: { appId_environment_externalId: { ...tenant, externalId: user } },
-        create: { id: randomId("eu_", 20), ...tenant, externalId: user, email: email ?? null },
-        update: email ? { email } : {},
-      });
+      const endUser = { id: await ensureEndUser(tx, tenant, user, email) };
       await tx.endUserSession.create({
         data: { id: randomId("ses_", 20), ...tenant, endUserId: endUser.id, tokenHash: hashSecret(token), expiresAt },
       });

@@ -1,0 +1,95 @@
+import type { SvcClient } from "./client.js";
+import { SvcError } from "./errors.js";
+import { isTransient, sleep } from "./http.js";
+import type { ApprovalAnswer, ApprovalHandler, RunEventOf, RunTool } from "./types.js";
+
+/** What answering a run's calls needs. */
+export interface Answerer {
+  api: SvcClient;
+  runId: string;
+  user?: string;
+  tools: Map<string, RunTool>;
+  onApproval?: ApprovalHandler;
+  /** Aborts when the driver stops: an answer nobody reads any more is not posted. */
+  signal: AbortSignal;
+  /** Tries for a post that got no answer (answers are safe to repeat: the service refuses a second one). */
+  retries: number;
+}
+
+/**
+ * Runs the tool the call names and posts its result: the return value, or
+ * `{ error }` with `isError` when it threw, when it has no `run`, or when no
+ * tool has that name (the model is told, rather than the run waiting for a
+ * result that never comes).
+ */
+export async function answerToolCall(a: Answerer, call: RunEventOf<"tool_call">): Promise<void> {
+  const tool = a.tools.get(call.name);
+  let result: unknown;
+  let isError = false;
+  try {
+    if (!tool) throw new Error(`The app has no tool named "${call.name}".`);
+    if (!tool.run) throw new Error(`The app's tool "${call.name}" has no run function.`);
+    result = (await tool.run(call.arguments, { runId: a.runId, callId: call.callId, signal: a.signal })) ?? null;
+    JSON.stringify(result); // a result that cannot be sent is the tool's error, not a lost connection
+  } catch (err) {
+    result = { error: err instanceof Error ? err.message : String(err) };
+    isError = true;
+  }
+  await post(a, () =>
+    a.api.submitToolResult({ params: { id: a.runId }, fetchOptions: { signal: a.signal }, body: { callId: call.callId, user: a.user, result, ...(isError ? { isError } : {}) } }),
+  );
+}
+
+/** Asks `onApproval` and posts its decision. No handler, or a handler that throws, denies: a run never proceeds on a guess. */
+export async function answerApproval(a: Answerer, req: RunEventOf<"approval_request">): Promise<void> {
+  let answer: ApprovalAnswer;
+  try {
+    answer = a.onApproval
+      ? await a.onApproval({
+          approvalId: req.approvalId,
+          what: req.what,
+          tool: req.tool,
+          ...(req.callId !== undefined ? { callId: req.callId } : {}),
+          arguments: req.arguments,
+          ...(req.description !== undefined ? { description: req.description } : {}),
+          runId: a.runId,
+        })
+      : { decision: "deny", reason: "the app has no approval handler" };
+  } catch (err) {
+    answer = { decision: "deny", reason: err instanceof Error ? err.message : String(err) };
+  }
+  const allow = answer === true || (typeof answer === "object" && answer !== null && answer.decision === "allow");
+  const reason = typeof answer === "object" && answer !== null && typeof answer.reason === "string" ? answer.reason.slice(0, 4096) : undefined;
+  await post(a, () =>
+    a.api.submitApproval({
+      params: { id: a.runId },
+      fetchOptions: { signal: a.signal },
+      body: { approvalId: req.approvalId, user: a.user, decision: allow ? "allow" : "deny", ...(reason !== undefined ? { reason } : {}) },
+    }),
+  );
+}
+
+/**
+ * Posts an answer, again after a passing failure. A 409 `already_answered` (a
+ * call answered before a reconnect) or `run_finished` (the run ended meanwhile)
+ * means there is nothing left to answer; any other error is the caller's.
+ */
+async function post(a: Answerer, send: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    if (a.signal.aborted) return;
+    try {
+      await send();
+      return;
+    } catch (err) {
+      if (err instanceof SvcError && (err.code === "already_answered" || err.code === "run_finished")) return;
+      if (a.signal.aborted) return;
+      if (!isTransient(err) || attempt >= a.retries) throw err;
+      await sleep(backoffMs(attempt), a.signal).catch(() => {});
+    }
+  }
+}
+
+/** 200 ms, doubling, at most 5 s. */
+export function backoffMs(attempt: number): number {
+  return Math.min(200 * 2 ** attempt, 5_000);
+}

@@ -1,0 +1,271 @@
+import type { RunEvent } from "@svc/contract";
+import { answerApproval, answerToolCall, backoffMs, type Answerer } from "./answers.js";
+import type { ResolvedClientOptions, SvcClient } from "./client.js";
+import { ConnectionError, MalformedEventError, UserAbortError } from "./errors.js";
+import { isTransient, openEventStream, sleep } from "./http.js";
+import { RunTally } from "./run-result.js";
+import { readRunEvents } from "./sse.js";
+import type { ApprovalHandler, CancelRunResponse, RunResult, RunTool } from "./types.js";
+
+/** What the run driver is built on: shared by every run of one `Svc`. */
+export interface RunDriverDeps {
+  http: ResolvedClientOptions;
+  api: SvcClient;
+  /** Re-attach attempts in a row without a new event before giving up. */
+  maxReconnects: number;
+}
+
+/** The first connection: a run's event stream, or a run the app served itself. */
+export type FirstConnection = { response: Response; runId: string | null } | { handedBack: RunResult };
+
+export interface RunStreamOptions {
+  /** Opens the first connection (POST /runs, or GET /runs/:id/events); `knowRunId` as soon as the id is known. */
+  start: (signal: AbortSignal, knowRunId: (id: string) => void) => Promise<FirstConnection>;
+  user?: string;
+  tools?: RunTool[];
+  onApproval?: ApprovalHandler;
+  signal?: AbortSignal;
+  /** The sequence of the last event already seen (re-attaching). */
+  after?: number;
+}
+
+/**
+ * A run as it happens: its events in order (`for await`), its id, its result.
+ *
+ * The driver starts at once and runs on its own: it answers tool calls and
+ * approvals and re-attaches a dropped stream whether or not anyone iterates, and
+ * buffers the events for whoever does. Iterate once; `result()` can be awaited
+ * instead of, or after, iterating.
+ *
+ * Stopping to read (the `signal` aborting, or leaving the `for await` loop)
+ * stops this driver, not the run: the service keeps it going (waiting for
+ * answers until their deadlines). `cancel()` cancels the run.
+ */
+export class RunStream implements AsyncIterable<RunEvent> {
+  /** The run's id, from the `Service-Run-Id` header: known before any event. Rejects if the run could not be started. */
+  readonly runId: Promise<string>;
+  #knowId!: (id: string) => void;
+  #noId!: (err: unknown) => void;
+  #id: string | null = null;
+
+  readonly #deps: RunDriverDeps;
+  readonly #opts: RunStreamOptions;
+  /** Aborted when the driver stops, for whatever reason: ends the reading and tells the tools still running. */
+  readonly #halt = new AbortController();
+  readonly #signal: AbortSignal;
+  /** Why the driver was stopped from inside (a failed answer, the loop left), when it was. */
+  #stopError: unknown = null;
+
+  readonly #tally = new RunTally();
+  readonly #queue: RunEvent[] = [];
+  #wake: (() => void) | null = null;
+  #ended: { error: unknown } | { error?: undefined } | null = null;
+  #iterated = false;
+  readonly #result: Promise<RunResult>;
+
+  #lastSeen: number | null;
+  /** Re-attach attempts since the last new event. */
+  #failures = 0;
+  #lastDrop: unknown = null;
+  /** Calls and approvals answered (or being answered): never twice. */
+  readonly #answered = new Set<string>();
+  #answerer: Answerer | null = null;
+
+  constructor(deps: RunDriverDeps, opts: RunStreamOptions) {
+    this.#deps = deps;
+    this.#opts = opts;
+    this.#lastSeen = opts.after ?? null;
+    this.#signal = opts.signal ? AbortSignal.any([opts.signal, this.#halt.signal]) : this.#halt.signal;
+    this.runId = new Promise<string>((resolve, reject) => {
+      this.#knowId = (id) => {
+        this.#id ??= id;
+        resolve(id);
+      };
+      this.#noId = reject;
+    });
+    this.#result = this.#drive().then(
+      (result) => (this.#end(), result),
+      (err: unknown) => {
+        this.#end(err);
+        throw err;
+      },
+    );
+    // Nobody has to await these: a run whose failure nobody asks about is not an unhandled rejection.
+    this.runId.catch(() => {});
+    this.#result.catch(() => {});
+  }
+
+  /** How the run ended. Resolves once a final event came (or the run was handed back); the events need not be iterated. */
+  result(): Promise<RunResult> {
+    return this.#result;
+  }
+
+  /** Asks the service to cancel the run (best effort): the stream then ends with `run_cancelled`. */
+  async cancel(reason?: string): Promise<CancelRunResponse> {
+    const id = await this.runId;
+    return this.#deps.api.cancelRun({ params: { id }, body: { ...(reason !== undefined ? { reason } : {}), user: this.#opts.user } });
+  }
+
+  /** The sequence number of the last event received: `svc.runs.events(runId, { after })` re-attaches from there. */
+  get lastEventId(): number | null {
+    return this.#lastSeen;
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<RunEvent> {
+    if (this.#iterated) throw new Error("svc: a RunStream can be iterated only once.");
+    this.#iterated = true;
+    return {
+      next: async (): Promise<IteratorResult<RunEvent>> => {
+        for (;;) {
+          // Events that came before a failure are still delivered, in order, then the failure.
+          if (this.#queue.length) return { value: this.#queue.shift()!, done: false };
+          if (this.#ended) {
+            const { error } = this.#ended;
+            this.#ended = {};
+            if (error !== undefined) throw error;
+            return { value: undefined, done: true };
+          }
+          await new Promise<void>((wake) => (this.#wake = wake));
+        }
+      },
+      return: async (): Promise<IteratorResult<RunEvent>> => {
+        this.#stop(new UserAbortError(`svc: the loop over run ${this.#id ?? "(not started)"} was left: this client stopped reading; the run goes on.`));
+        this.#queue.length = 0;
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  async #drive(): Promise<RunResult> {
+    try {
+      const first = await this.#opts.start(this.#signal, (id) => this.#knowId(id));
+      if ("handedBack" in first) return first.handedBack;
+      if (first.runId) this.#knowId(first.runId);
+      let response: Response | null = first.response;
+      for (;;) {
+        await this.#read(response);
+        if (this.#tally.final) return await this.#finish();
+        response = await this.#reattach();
+      }
+    } catch (err) {
+      throw this.#stopError ?? err;
+    }
+  }
+
+  /** Reads one connection until its final event or until it drops (returns), or the driver stops (throws). */
+  async #read(response: Response): Promise<void> {
+    try {
+      for await (const frame of readRunEvents(response.body!, this.#signal)) {
+        if (frame.id !== null) {
+          // A re-attached stream starts after Last-Event-ID; this guards against a server that repeats anyway.
+          if (this.#lastSeen !== null && frame.id <= this.#lastSeen) continue;
+          this.#lastSeen = frame.id;
+        }
+        this.#failures = 0;
+        if (frame.data) this.#take(frame.data);
+        if (this.#tally.final) return;
+      }
+      if (!this.#signal.aborted) this.#lastDrop = new ConnectionError("svc: the stream ended before the run's final event.");
+    } catch (err) {
+      if (err instanceof MalformedEventError) throw err;
+      if (!this.#signal.aborted) this.#lastDrop = err;
+    }
+    if (this.#signal.aborted) throw this.#abortError();
+  }
+
+  #take(event: RunEvent): void {
+    if (event.kind === "run_started") this.#knowId(event.runId);
+    this.#tally.add(event);
+    this.#queue.push(event);
+    this.#notify();
+    if (event.kind === "tool_call") this.#answer(`tool:${event.callId}`, (a) => answerToolCall(a, event));
+    if (event.kind === "approval_request") this.#answer(`approval:${event.approvalId}`, (a) => answerApproval(a, event));
+  }
+
+  /** Answers in the background: events keep flowing while a tool runs; a failed answer stops the driver. */
+  #answer(key: string, answer: (a: Answerer) => Promise<void>): void {
+    if (this.#answered.has(key)) return;
+    this.#answered.add(key);
+    const a = this.#answererFor();
+    if (!a) return this.#stop(new ConnectionError("svc: the run asked for an answer before its id was known."));
+    Promise.resolve(a)
+      .then(answer)
+      .catch((err: unknown) => this.#stop(err));
+  }
+
+  #answererFor(): Answerer | null {
+    if (!this.#id) return null;
+    return (this.#answerer ??= {
+      api: this.#deps.api,
+      runId: this.#id,
+      user: this.#opts.user,
+      tools: new Map((this.#opts.tools ?? []).map((t) => [t.name, t])),
+      onApproval: this.#opts.onApproval,
+      signal: this.#signal,
+      retries: this.#deps.maxReconnects,
+    });
+  }
+
+  /** Opens `GET /runs/:id/events` after the last event seen, with backoff; gives up after `maxReconnects` tries in a row. */
+  async #reattach(): Promise<Response> {
+    const id = this.#id;
+    if (!id) throw new ConnectionError("svc: the run's stream ended before its id was known: it cannot be re-attached.", { cause: this.#lastDrop });
+    for (;;) {
+      if (this.#failures >= this.#deps.maxReconnects) {
+        throw new ConnectionError(
+          `svc: the stream of run ${id} dropped and ${this.#failures} attempt(s) to re-attach failed; re-attach later with runs.events("${id}"${this.#lastSeen !== null ? `, { after: ${this.#lastSeen} }` : ""}).`,
+          { cause: this.#lastDrop },
+        );
+      }
+      await sleep(backoffMs(this.#failures), this.#signal).catch(() => {
+        throw this.#abortError();
+      });
+      this.#failures++;
+      try {
+        const headers: Record<string, string> = this.#lastSeen !== null ? { "last-event-id": String(this.#lastSeen) } : {};
+        return await openEventStream(this.#deps.http, { method: "GET", path: `/runs/${encodeURIComponent(id)}/events`, headers }, this.#signal);
+      } catch (err) {
+        if (this.#signal.aborted) throw this.#abortError();
+        if (!isTransient(err)) throw err;
+        this.#lastDrop = err;
+      }
+    }
+  }
+
+  /** The result; where the run ran comes from `run_started`, or from the run itself when the stream was joined later. */
+  async #finish(): Promise<RunResult> {
+    const id = this.#id!;
+    this.#halt.abort(); // the run is over: tools still running are told, their results are not posted
+    if (!this.#tally.started) {
+      const run = await this.#deps.api.getRun({ params: { id } }).catch(() => null);
+      if (run) ({ route: this.#tally.route, machineId: this.#tally.machineId, runtime: this.#tally.runtime } = run);
+    }
+    return this.#tally.result(id);
+  }
+
+  #abortError(): unknown {
+    return (
+      this.#stopError ??
+      new UserAbortError(`svc: stopped reading run ${this.#id ?? "(not started)"}: aborted; the run goes on.`, { cause: this.#opts.signal?.reason })
+    );
+  }
+
+  /** Stops the driver from inside; the first reason is the one reported. */
+  #stop(err: unknown): void {
+    if (this.#ended || this.#stopError) return;
+    this.#stopError = err;
+    this.#halt.abort();
+  }
+
+  #end(err?: unknown): void {
+    this.#ended = err === undefined ? {} : { error: err };
+    if (!this.#id) this.#noId(err ?? new Error("svc: the run has no id."));
+    this.#halt.abort();
+    this.#notify();
+  }
+
+  #notify(): void {
+    this.#wake?.();
+    this.#wake = null;
+  }
+}

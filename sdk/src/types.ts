@@ -1,0 +1,120 @@
+import type { CreateRunRequest, Run, RunEvent } from "@svc/contract";
+import type { SvcClient } from "./client.js";
+
+/** A route kind: where a run's compute comes from. */
+export type RouteKind = Extract<RunEvent, { kind: "run_started" }>["route"];
+/** One run event of the stream, by its `kind`. */
+export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
+
+/** What a tool's `run` gets besides its arguments. */
+export interface ToolContext {
+  runId: string;
+  callId: string;
+  /** Aborts when the driver stops (the run ended, or the caller stopped reading): the result is no longer wanted. */
+  signal: AbortSignal;
+}
+
+/** An app tool: its definition is sent to the service, its `run` stays in the app and answers the run's calls. */
+export interface RunTool {
+  name: string;
+  description?: string;
+  /** JSON Schema of the arguments. */
+  parameters?: Record<string, unknown>;
+  /** Each call first asks the app for an approval (`onApproval`). */
+  needsApproval?: boolean;
+  /** Answers a call: the return value is the tool result (JSON); a thrown error is sent as an error result. */
+  run?: (args: unknown, ctx: ToolContext) => unknown | Promise<unknown>;
+}
+
+/** An approval the run waits for: a tool marked `needsApproval`, or an agent runtime's permission request. */
+export interface ApprovalRequest {
+  approvalId: string;
+  what: "tool" | "permission";
+  tool: string;
+  /** For `what: "tool"`: the call that runs once allowed. */
+  callId?: string;
+  arguments: unknown;
+  description?: string;
+  runId: string;
+}
+
+/** `true` or `{ decision: "allow" }` grants; anything else denies (with its `reason`). */
+export type ApprovalAnswer = boolean | { decision: "allow" | "deny" | (string & {}); reason?: string };
+export type ApprovalHandler = (req: ApprovalRequest) => ApprovalAnswer | Promise<ApprovalAnswer>;
+
+/** What the app is handed when the user has no reachable compute (`serve_in_app`): the run is counted, the app serves it. */
+export interface Handback {
+  runId: string;
+  user: string;
+  prompt: string;
+  model: string;
+  system?: string;
+  tools: RunTool[];
+  /** The caller's `signal`, if any. */
+  signal?: AbortSignal;
+}
+
+/** What the app's own serving of a handed-back run produced and used; the usage is reported to the service. */
+export interface ServedInApp {
+  output: string;
+  usage: { inputTokens: number; outputTokens: number; model?: string; costMicros?: number };
+}
+
+export interface RunCreateParams {
+  /** The app's id for its end user. */
+  user: string;
+  prompt: string;
+  /** `auto` (default) lets the service pick; otherwise a model or `<runtime>/<model>` alias. */
+  model?: string;
+  system?: string;
+  tools?: RunTool[];
+  route?: { prefer: RouteKind[] };
+  limits?: CreateRunRequest["limits"];
+  metadata?: Record<string, string>;
+  /** Answers `approval_request` events. Without it every approval is denied. */
+  onApproval?: ApprovalHandler;
+  /** Serves the run in the app on `serve_in_app`. Without it that answer throws `ServeInAppError`. */
+  serveInApp?: (handback: Handback) => Promise<ServedInApp>;
+  /**
+   * Stops this client's reading (and its tool calls). It does not cancel the run:
+   * a dropped stream never does. Use `cancel()` for that.
+   */
+  signal?: AbortSignal;
+}
+
+export interface RunEventsOptions {
+  /** Only the events after this sequence number (the `id` of the last event seen). Default: all of them. */
+  after?: number;
+  /** The run's user, sent with every answer (the service checks it matches). */
+  user?: string;
+  /**
+   * Tools and approvals to answer while re-attached. Each `tool_call` and
+   * `approval_request` delivered is answered, so pass `after` to skip those
+   * already answered (an answer given twice is refused and ignored, but the tool
+   * would run twice).
+   */
+  tools?: RunTool[];
+  onApproval?: ApprovalHandler;
+  signal?: AbortSignal;
+}
+
+export type RunStatusFinal = "completed" | "failed" | "cancelled" | "handed_back";
+
+/** How a run ended, as this client saw it. */
+export interface RunResult {
+  runId: string;
+  status: RunStatusFinal;
+  /** The final output; for a failed run, the text streamed before it failed. */
+  output: string;
+  usage: { inputTokens: number; outputTokens: number };
+  /** Null when the stream was re-attached after `run_started` and the run could not be read. */
+  route: RouteKind | null;
+  machineId: string | null;
+  runtime: string | null;
+  /** e.g. `end_turn`, `max_turns`; `cancelled` for a cancelled run, `serve_in_app` for a handed-back one. */
+  stopReason: string | null;
+  error?: { code: string; message: string };
+}
+
+export type { Run, RunEvent };
+export type CancelRunResponse = Awaited<ReturnType<SvcClient["cancelRun"]>>;
