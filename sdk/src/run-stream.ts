@@ -29,6 +29,9 @@ export interface RunStreamOptions {
   after?: number;
 }
 
+/** The service sends a keep-alive every 15 s: a stream silent for three of them is taken as dropped and re-attached. */
+const STREAM_IDLE_MS = 45_000;
+
 /**
  * A run as it happens: its events in order (`for await`), its id, its result.
  *
@@ -155,7 +158,7 @@ export class RunStream implements AsyncIterable<RunEvent> {
   /** Reads one connection until its final event or until it drops (returns), or the driver stops (throws). */
   async #read(response: Response): Promise<void> {
     try {
-      for await (const frame of readRunEvents(response.body!, this.#signal)) {
+      for await (const frame of readRunEvents(response.body!, this.#signal, STREAM_IDLE_MS)) {
         if (frame.id !== null) {
           // A re-attached stream starts after Last-Event-ID; this guards against a server that repeats anyway.
           if (this.#lastSeen !== null && frame.id <= this.#lastSeen) continue;

@@ -23,7 +23,7 @@ export interface RunEventFrame {
  * dropped connection never yields half an event. Leaving the loop early closes
  * the body, and with it the connection, as does `signal` aborting.
  */
-export async function* readSse(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<SseFrame> {
+export async function* readSse(body: ReadableStream<Uint8Array>, signal?: AbortSignal, idleMs?: number): AsyncGenerator<SseFrame> {
   const ready: SseFrame[] = [];
   const parser = createParser({
     onEvent: (e) => ready.push({ id: e.id, event: e.event, data: e.data }),
@@ -35,9 +35,17 @@ export async function* readSse(body: ReadableStream<Uint8Array>, signal?: AbortS
   // Stop at once on abort, even with a `fetch` that does not end the body on its signal.
   const stop = () => void reader.cancel(signal?.reason).catch(() => {});
   signal?.addEventListener("abort", stop, { once: true });
+  // A connection silent for longer than the server's keep-alives is half-open: end it, so the caller re-attaches.
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    if (idleMs === undefined) return;
+    clearTimeout(idle);
+    idle = setTimeout(() => void reader.cancel(new Error("idle")).catch(() => {}), idleMs);
+  };
   try {
     for (;;) {
       if (signal?.aborted) return;
+      arm();
       const { done, value } = await reader.read();
       if (done) break;
       parser.feed(decoder.decode(value, { stream: true }));
@@ -46,6 +54,7 @@ export async function* readSse(body: ReadableStream<Uint8Array>, signal?: AbortS
     parser.feed(decoder.decode());
     while (ready.length) yield ready.shift()!;
   } finally {
+    clearTimeout(idle);
     signal?.removeEventListener("abort", stop);
     await reader.cancel().catch(() => {});
   }
@@ -77,6 +86,6 @@ export function parseRunEventFrame(frame: SseFrame): RunEventFrame {
 }
 
 /** The run events of an event-stream body, in order, each with its sequence number. */
-export async function* readRunEvents(body: ReadableStream<Uint8Array>, signal?: AbortSignal): AsyncGenerator<RunEventFrame> {
-  for await (const frame of readSse(body, signal)) yield parseRunEventFrame(frame);
+export async function* readRunEvents(body: ReadableStream<Uint8Array>, signal?: AbortSignal, idleMs?: number): AsyncGenerator<RunEventFrame> {
+  for await (const frame of readSse(body, signal, idleMs)) yield parseRunEventFrame(frame);
 }
