@@ -203,6 +203,26 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     }
   });
 
+  it.skipIf(skip)("checks the plan's spend ceiling between turns: spend reached meanwhile stops the run before its next turn", async () => {
+    const tenant = { appId: server.dev.appId, environment: server.dev.environment };
+    await server.db.prisma.plan.create({ data: { id: "plan_capped", ...tenant, slug: "capped", name: "Capped", allowance: null, overage: true, spendCeilingMicros: 1000n, isDefault: true } });
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const run = svc.runs.create({ user: "alice", prompt: "weather", tools: [{ name: "weather", run: async () => (await held, "sunny") }] });
+      await pollUntil(async () => run.lastEventId, (id) => id !== null && id >= 3);
+      // While the run waits on its tool, the same user's handed-back run costs the app 5000 micros.
+      const handback = svc.runs.create({ user: "alice", prompt: "x", route: { prefer: ["app"] }, serveInApp: async () => ({ output: "y", usage: { inputTokens: 1, outputTokens: 1, costMicros: 5000 } }) });
+      expect((await handback.result()).status).toBe("handed_back");
+      release();
+      const result = await run.result();
+      expect(result).toMatchObject({ status: "failed", stopReason: "spend_ceiling", error: { code: "spend_ceiling_reached" } });
+      expect((await svc.runs.get(await run.runId)).turns).toBe(1);
+    } finally {
+      await server.db.prisma.plan.update({ where: { id: "plan_capped" }, data: { isDefault: false, archivedAt: new Date() } });
+    }
+  });
+
   it.skipIf(skip)("re-attaches after a dropped stream: the rest arrives with no gap and no duplicate, and the run went on meanwhile", async () => {
     // A fetch that cuts the run's first stream right after its first tool call.
     let cut = false;

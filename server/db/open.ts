@@ -112,7 +112,8 @@ async function openPostgres(url: string): Promise<Database> {
     },
     close: async () => {
       await prisma.$disconnect();
-      await pool.end();
+      // A query still in flight (a write some event started as the server stops) must not hold the shutdown forever.
+      await Promise.race([pool.end(), new Promise((r) => setTimeout(r, 5000).unref())]);
     },
   };
 }

@@ -43,12 +43,14 @@ export class RunService {
     const runId = randomId("run_", 24);
     const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
     const leaseExpiresAt = new Date(now.getTime() + this.leaseSeconds * 1000);
-    const request = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
+    const request: RunRow["request"] & Record<string, unknown> = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
     const model = route.kind !== "app" && route.model ? route.model : body.model;
     await prisma.$transaction(async (tx) => {
       await lockUser(tx, endUser.id);
       const entitlement = await entitlementOf(tx, tenant, endUser.id);
       await checkAllowance(tx, tenant, endUser.id, periodOf(now), entitlement);
+      // The driver checks the plan's spend ceiling between turns.
+      if (entitlement.spendCeilingMicros !== null) request.spendCeilingMicros = String(entitlement.spendCeilingMicros);
       await tx.run.create({
         data: {
           id: runId,
@@ -56,7 +58,7 @@ export class RunService {
           endUserId: endUser.id,
           source: "runs",
           model,
-          request: { ...request, ...(entitlement.spendCeilingMicros !== null ? { spendCeilingMicros: String(entitlement.spendCeilingMicros) } : {}) } as object,
+          request: request as object,
           status: route.kind === "app" ? "handed_back" : "queued",
           routeKind: route.kind,
           machineId: route.kind === "app" ? null : route.machineId,

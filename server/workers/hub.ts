@@ -31,6 +31,9 @@ export class WorkerHub {
   /** Every open connection, hello said or not: a revocation or a shutdown reaches them all. */
   private readonly all = new Set<WorkerConnection>();
   private stopListening: (() => Promise<void>) | null = null;
+  /** Writes started by connection events (a machine marked offline): shutdown waits for them before the database closes. */
+  private readonly pending = new Set<Promise<unknown>>();
+  private closing = false;
 
   constructor(
     private readonly machines: MachineService,
@@ -74,9 +77,12 @@ export class WorkerHub {
   }
 
   async close(): Promise<void> {
+    // From here on `close` marks its machines offline itself; a socket closing meanwhile starts no write the database's close would cut.
+    this.closing = true;
     await this.stopListening?.();
     for (const conn of this.all) conn.close(WORKER_CLOSE.goingAway, "the server is shutting down");
     await Promise.all([...this.connections.values()].map((c) => this.machines.markDisconnected(c.identity.machineId, this.instance).catch(() => {})));
+    await Promise.all(this.pending);
     this.wss.close();
   }
 
@@ -107,7 +113,10 @@ export class WorkerHub {
       if (this.connections.get(machineId) !== conn) return;
       this.connections.delete(machineId);
       this.log.info({ machineId, code }, "worker disconnected");
-      void this.machines.markDisconnected(machineId, this.instance).catch((err) => this.log.error({ err, machineId }, "could not mark a machine offline"));
+      if (this.closing) return;
+      const write = this.machines.markDisconnected(machineId, this.instance).catch((err) => this.log.error({ err, machineId }, "could not mark a machine offline"));
+      this.pending.add(write);
+      void write.finally(() => this.pending.delete(write));
     });
   }
 
