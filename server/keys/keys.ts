@@ -163,7 +163,11 @@ export class KeyService {
   async verifyAppKey(presented: string): Promise<Tenant & { keyId: string }> {
     const parsed = parseAppKey(presented);
     if (!parsed) throw new ApiError("invalid_credential", "The app key is malformed: expected sk_svc_<id>.<secret>.");
-    const k = await this.prisma.appKey.findUnique({ where: { id: parsed.id } });
+    // Raw SQL: this runs on every app request, and a raw query skips Prisma's query compilation.
+    const [k] = await this.prisma.$queryRawUnsafe<{ id: string; appId: string; environment: Environment; secretHash: string; revokedAt: Date | null; expiresAt: Date | null; lastUsedAt: Date | null }[]>(
+      `SELECT id, app_id AS "appId", environment, secret_hash AS "secretHash", revoked_at AS "revokedAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt" FROM app_keys WHERE id = $1`,
+      parsed.id,
+    );
     // Compare even when the id is unknown, so timing does not tell which ids exist.
     const ok = secretMatches(parsed.secret, k?.secretHash ?? UNKNOWN_KEY_HASH);
     if (!k || !ok) throw new ApiError("invalid_credential", "The app key is not valid.");

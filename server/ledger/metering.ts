@@ -1,6 +1,12 @@
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Sql } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
+
+/**
+ * The ledger's part of a run start: the user's plan, its allowance check and the
+ * run's count, in plain SQL inside the start's transaction (this is on every
+ * run's path; each statement is one round trip).
+ */
 
 /** A Prisma transaction client (inside `$transaction`). */
 export type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
@@ -29,15 +35,20 @@ const UNLIMITED: Entitlement = { planId: null, unit: "runs", allowance: null, ov
  * The user's plan: their live subscription's, else the app's default plan, else
  * unlimited (an app that configured no plan meters without stopping anyone).
  */
-export async function entitlementOf(tx: Tx, tenant: Tenant, endUserId: string): Promise<Entitlement> {
-  const sub = await tx.subscription.findFirst({
-    where: { ...tenant, endUserId, status: { in: ["active", "trialing"] } },
-    include: { plan: true },
-    orderBy: { createdAt: "desc" },
-  });
-  const plan = sub?.plan ?? (await tx.plan.findFirst({ where: { ...tenant, isDefault: true, archivedAt: null } }));
+export async function entitlementOf(sql: Sql, tenant: Tenant, endUserId: string): Promise<Entitlement> {
+  const rows = await sql.query<{ id: string; allowance_unit: "runs" | "tokens"; allowance: string | bigint | null; overage: boolean; spend_ceiling_micros: string | bigint | null }>(
+    `SELECT p.id, p.allowance_unit, p.allowance, p.overage, p.spend_ceiling_micros FROM plans p
+      WHERE p.id = COALESCE(
+        (SELECT s.plan_id FROM subscriptions s
+          WHERE s.app_id = $1 AND s.environment = $2::"Environment" AND s.end_user_id = $3 AND s.status IN ('active', 'trialing')
+          ORDER BY s.created_at DESC LIMIT 1),
+        (SELECT d.id FROM plans d WHERE d.app_id = $1 AND d.environment = $2::"Environment" AND d.is_default AND d.archived_at IS NULL ORDER BY d.created_at LIMIT 1))`,
+    [tenant.appId, tenant.environment, endUserId],
+  );
+  const plan = rows[0];
   if (!plan) return UNLIMITED;
-  return { planId: plan.id, unit: plan.allowanceUnit, allowance: plan.allowance, overage: plan.overage, spendCeilingMicros: plan.spendCeilingMicros };
+  const big = (v: string | bigint | null) => (v === null ? null : BigInt(v));
+  return { planId: plan.id, unit: plan.allowance_unit, allowance: big(plan.allowance), overage: plan.overage, spendCeilingMicros: big(plan.spend_ceiling_micros) };
 }
 
 /**
@@ -45,27 +56,21 @@ export async function entitlementOf(tx: Tx, tenant: Tenant, endUserId: string): 
  * allowance of this period is used. Call it with the user's row locked, so
  * concurrent starts of one user are decided one after another and never overshoot.
  */
-export async function checkAllowance(tx: Tx, tenant: Tenant, endUserId: string, period: string, e: Entitlement): Promise<void> {
+export async function checkAllowance(sql: Sql, tenant: Tenant, endUserId: string, period: string, e: Entitlement): Promise<void> {
   if (e.overage || e.allowance === null) return;
-  const used = await tx.usageRow.aggregate({
-    where: { ...tenant, endUserId, period, ...(e.unit === "runs" ? { kind: "run" } : {}) },
-    _count: true,
-    _sum: { inputTokens: true, outputTokens: true },
-  });
-  const consumed = e.unit === "runs" ? BigInt(used._count) : (used._sum.inputTokens ?? 0n) + (used._sum.outputTokens ?? 0n);
+  const [used] = await sql.query<{ consumed: string }>(
+    e.unit === "runs"
+      ? `SELECT count(*)::text AS consumed FROM usage_rows WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND period = $4 AND kind = 'run'`
+      : `SELECT COALESCE(sum(input_tokens + output_tokens), 0)::text AS consumed FROM usage_rows WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND period = $4`,
+    [tenant.appId, tenant.environment, endUserId, period],
+  );
+  const consumed = BigInt(used.consumed);
   if (consumed >= e.allowance) {
     throw new ApiError("allowance_exhausted", `The user's plan allows ${e.allowance} ${e.unit} this period and ${consumed} are used: nothing was run.`);
   }
 }
 
 /** Locks the user's row for the rest of the transaction: run starts of one user are counted one at a time. */
-export async function lockUser(tx: Tx, endUserId: string): Promise<void> {
-  await tx.$queryRaw`SELECT id FROM end_users WHERE id = ${endUserId} FOR UPDATE`;
-}
-
-/** The ledger row of a run start: written in the transaction that creates the run, once (its unique key). */
-export async function countRun(tx: Tx, run: { id: string; endUserId: string; costClass: CostClassValue } & Tenant, period: string): Promise<void> {
-  await tx.usageRow.create({
-    data: { appId: run.appId, environment: run.environment, endUserId: run.endUserId, runId: run.id, costClass: run.costClass, kind: "run", period, uniqueKey: `run:${run.id}` },
-  });
+export async function lockUser(sql: Sql, endUserId: string): Promise<void> {
+  await sql.query(`SELECT id FROM end_users WHERE id = $1 FOR UPDATE`, [endUserId]);
 }

@@ -48,7 +48,10 @@ export class RunEngine {
   async start(): Promise<void> {
     this.stops.push(
       await this.notifications.listen(RUN_INPUT_CHANNEL, (runId) => this.drivers.get(runId)?.wake()),
-      await this.notifications.listen(RUN_EVENT_CHANNEL, (runId) => this.bus.wake(runId)),
+      await this.notifications.listen(RUN_EVENT_CHANNEL, (payload) => {
+        const [runId, writer] = payload.split(" ");
+        if (writer !== this.instance) this.bus.wake(runId);
+      }),
       await this.notifications.listen(RUN_DISPATCH_CHANNEL, (payload) => {
         const [instance, runId] = payload.split(" ");
         if (instance === this.instance && runId) void this.claim(runId);

@@ -50,8 +50,11 @@ export class ModelRunDriver extends RunDriver {
       // Taken over mid-turn: that turn runs again; readers drop its text so far.
       this.emit("turn_restarted", { turn: turns + 1, reason: "the instance driving the run was lost; the turn runs again" });
     }
+    // Right after the answers were read, the inputs are fresh: no second read before the turn.
+    let fresh = false;
     for (;;) {
-      await this.inputs();
+      if (!fresh) await this.inputs();
+      fresh = false;
       if (turns >= this.limits.maxTurns) throw new RunStop("max_turns", "max_turns", `The run reached its limit of ${this.limits.maxTurns} model turns.`);
       await this.checkSpendCeiling();
       const turn = turns + 1;
@@ -65,6 +68,7 @@ export class ModelRunDriver extends RunDriver {
       const { toolCalls, approvals } = this.announce(calls);
       await this.flush({ ...patch, status: "waiting" }, { usage: [row], toolCalls, approvals });
       transcript = await this.awaitAnswers(transcript);
+      fresh = true;
     }
   }
 
@@ -168,7 +172,8 @@ export class ModelRunDriver extends RunDriver {
         continue;
       }
       if (results) {
-        await this.flush({ status: "running" });
+        // Not awaited: the next turn starts at once; writes stay in order, and a lost lease shows at the next one.
+        this.flush({ status: "running" }).catch(() => {});
         return [...transcript, ...results];
       }
       await this.waitWake(Math.min(this.deps.pollMs, nextDeadline - now));

@@ -5,7 +5,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { checkAllowance, countRun, entitlementOf, lockUser, periodOf } from "../ledger/metering.js";
+import { checkAllowance, entitlementOf, lockUser, periodOf } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import type { RunEngine } from "./engine.js";
@@ -35,8 +35,7 @@ export class RunService {
    * too and answered 409 `serve_in_app` with the run's id.
    */
   async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string }> {
-    const prisma = this.db.prisma;
-    const endUser = { id: await ensureEndUser(prisma, tenant, body.user) };
+    const endUser = { id: await ensureEndUser(this.db, tenant, body.user) };
     const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, body.model, body.route?.prefer ?? DEFAULT_RUN_ROUTE);
     if (!route) throw new ApiError("no_compute", `User ${body.user} has no reachable compute for model ${body.model} on the routes asked (${(body.route?.prefer ?? DEFAULT_RUN_ROUTE).join(", ")}).`);
     const now = this.clock.now();
@@ -45,31 +44,32 @@ export class RunService {
     const leaseExpiresAt = new Date(now.getTime() + this.leaseSeconds * 1000);
     const request: RunRow["request"] & Record<string, unknown> = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
     const model = route.kind !== "app" && route.model ? route.model : body.model;
-    await prisma.$transaction(async (tx) => {
-      await lockUser(tx, endUser.id);
-      const entitlement = await entitlementOf(tx, tenant, endUser.id);
-      await checkAllowance(tx, tenant, endUser.id, periodOf(now), entitlement);
+    await this.db.transaction(async (sql) => {
+      await lockUser(sql, endUser.id);
+      const entitlement = await entitlementOf(sql, tenant, endUser.id);
+      await checkAllowance(sql, tenant, endUser.id, periodOf(now), entitlement);
       // The driver checks the plan's spend ceiling between turns.
       if (entitlement.spendCeilingMicros !== null) request.spendCeilingMicros = String(entitlement.spendCeilingMicros);
-      await tx.run.create({
-        data: {
+      const app = route.kind === "app";
+      await this.store.insertRun(
+        sql,
+        {
           id: runId,
           ...tenant,
           endUserId: endUser.id,
-          source: "runs",
           model,
-          request: request as object,
-          status: route.kind === "app" ? "handed_back" : "queued",
+          request,
+          status: app ? "handed_back" : "queued",
           routeKind: route.kind,
-          machineId: route.kind === "app" ? null : route.machineId,
-          runtimeName: route.kind === "app" ? null : route.runtime,
+          machineId: app ? null : route.machineId,
+          runtime: app ? null : route.runtime,
           leaseOwner: local ? this.engine.instance : null,
           leaseExpiresAt: local ? leaseExpiresAt : null,
-          finishedAt: route.kind === "app" ? now : null,
           createdAt: now,
         },
-      });
-      await countRun(tx, { id: runId, ...tenant, endUserId: endUser.id, costClass: route.costClass }, periodOf(now));
+        route.costClass,
+        periodOf(now),
+      );
     });
     if (route.kind === "app") {
       throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for this run: serve it in the app and report its usage to POST /v1/runs/${runId}/usage. The run is counted.`, {
@@ -82,8 +82,9 @@ export class RunService {
   }
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {
-    await this.find(tenant, runId, body.user);
-    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now()))) {
+    // The happy path is one statement; only a refused answer looks further, to say why.
+    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now(), body.user))) {
+      await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "tool_calls", "call_id", body.callId, "tool call");
     }
     await this.engine.wake(runId);
@@ -91,10 +92,10 @@ export class RunService {
   }
 
   async answerApproval(tenant: Tenant, runId: string, body: z.infer<typeof ApprovalRequest>) {
-    await this.find(tenant, runId, body.user);
     const decision: "allow" | "deny" = body.decision === "allow" ? "allow" : "deny";
     const reason = body.reason ?? (decision === "deny" && body.decision !== "deny" ? `decision: ${body.decision}` : null);
-    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now()))) {
+    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now(), body.user))) {
+      await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "approvals", "approval_id", body.approvalId, "approval");
     }
     await this.engine.wake(runId);

@@ -1,4 +1,4 @@
-import type { Database } from "../db/open.js";
+import type { Database, Sql } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
 
@@ -97,6 +97,10 @@ export interface Writes {
   usage?: NewUsageRow[];
 }
 
+/** An answer's condition: its run ($1) is active, and of the user named ($8) when one is. */
+const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.id = r.end_user_id
+  WHERE r.id = $1 AND r.status IN ('queued', 'running', 'waiting') AND ($8::text IS NULL OR u.external_id = $8))`;
+
 const RUN_COLUMNS = `id, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
 
 export class RunStore {
@@ -148,9 +152,31 @@ export class RunStore {
     if (sets.length) ctes.push(`up AS (UPDATE runs SET ${sets.join(", ")} WHERE id IN (SELECT id FROM r) RETURNING 1)`);
     // Readers on other instances learn of new events by a notification (Postgres only:
     // an embedded database has one instance, whose readers hear the driver directly).
-    const notify = w.events?.length && this.db.kind === "postgres" ? `, pg_notify('${RUN_EVENT_CHANNEL}', $1)` : "";
+    // The payload names the writer, whose own readers heard the events already.
+    const notify = w.events?.length && this.db.kind === "postgres" ? `, pg_notify('${RUN_EVENT_CHANNEL}', $1 || ' ' || $2)` : "";
     const rows = await this.db.query<{ owned: number }>(`WITH ${ctes.join(",\n")} SELECT (SELECT count(*) FROM r)::int AS owned${notify}`, params);
     return rows[0]?.owned === 1;
+  }
+
+  /**
+   * A new run's row and its ledger row (`kind: run`, unique key `run:<id>`), in
+   * one statement: a run is counted exactly when it exists.
+   */
+  async insertRun(
+    sql: Sql,
+    run: { id: string; appId: string; environment: string; endUserId: string; model: string; request: unknown; status: "queued" | "handed_back"; routeKind: string; machineId: string | null; runtime: string | null; leaseOwner: string | null; leaseExpiresAt: Date | null; createdAt: Date },
+    costClass: CostClassValue,
+    period: string,
+  ): Promise<void> {
+    await sql.query(
+      `WITH inserted AS (
+         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, machine_id, runtime_name, lease_owner, lease_expires_at, created_at, finished_at)
+         VALUES ($1, $2, $3::"Environment", $4, 'runs', $5, $6::jsonb, $7::"RunStatus", $8, $9, $10, $11, $12, $13, CASE WHEN $7 = 'handed_back' THEN $13::timestamptz END)
+         RETURNING id, app_id, environment, end_user_id, created_at)
+       INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, period, unique_key, created_at)
+       SELECT app_id, environment, end_user_id, id, $14::"CostClass", 'run', $15, 'run:' || id, created_at FROM inserted`,
+      [run.id, run.appId, run.environment, run.endUserId, run.model, JSON.stringify(run.request), run.status, run.routeKind, run.machineId, run.runtime, run.leaseOwner, run.leaseExpiresAt, run.createdAt, costClass, period],
+    );
   }
 
   async load(runId: string): Promise<RunRow | null> {
@@ -234,25 +260,25 @@ export class RunStore {
   }
 
   /** Records a tool result once: false when there is no such open call of this tenant's active run. */
-  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date): Promise<boolean> {
+  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date, user?: string): Promise<boolean> {
     const rows = await this.db.query(
       `UPDATE tool_calls SET result = $5::jsonb, is_error = $6, answered_at = $7
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND call_id = $4 AND answered_at IS NULL
-          AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND status IN ('queued', 'running', 'waiting'))
+          AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1`,
-      [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now],
+      [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now, user ?? null],
     );
     return rows.length === 1;
   }
 
   /** Records an approval decision once: false when there is no such open approval of this tenant's active run. */
-  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: "allow" | "deny", reason: string | null, now: Date): Promise<boolean> {
+  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: "allow" | "deny", reason: string | null, now: Date, user?: string): Promise<boolean> {
     const rows = await this.db.query(
       `UPDATE approvals SET decision = $5, reason = $6, answered_at = $7
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL
-          AND EXISTS (SELECT 1 FROM runs WHERE id = $1 AND status IN ('queued', 'running', 'waiting'))
+          AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1`,
-      [runId, t.appId, t.environment, approvalId, decision, reason, now],
+      [runId, t.appId, t.environment, approvalId, decision, reason, now, user ?? null],
     );
     return rows.length === 1;
   }

@@ -1,0 +1,204 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { parseConfig } from "../server/config.js";
+import { createLogger } from "../server/logger.js";
+import { startServer, type RunningServer } from "../server/server.js";
+import type { DatabaseTarget } from "../server/db/open.js";
+
+/** The repository root (the cwd of the processes the bench starts). */
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+const tempDirs: string[] = [];
+export function tempDir(prefix: string): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+export function removeTempDirs(): void {
+  for (const d of tempDirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+}
+
+export interface BenchServer extends RunningServer {
+  appKey: string;
+  connectKey: string;
+}
+
+/**
+ * The real server in this process, as the tests start it (test/helpers/server.ts),
+ * but on the system clock and at the default log level (SVC_BENCH_LOG_LEVEL to
+ * change it), its lines serialised as in production, then dropped.
+ */
+export async function startBenchServer(database: DatabaseTarget): Promise<BenchServer> {
+  const sink = new Writable({ write: (_chunk, _enc, cb) => cb() });
+  const dataDir = tempDir("svc-bench-");
+  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info" });
+  const printed: string[] = [];
+  const server = await startServer({ config, logger: createLogger(config.logLevel, sink), database, print: (t) => printed.push(t) });
+  const banner = printed.join("");
+  const field = (label: string) => new RegExp(`${label}\\s+(\\S+)`).exec(banner)?.[1] ?? "";
+  return { ...server, appKey: field("app key"), connectKey: field("connect key") };
+}
+
+/**
+ * Pairs a machine for `user` through the real endpoints and writes what
+ * `svc-worker pair` would have written (same as pairViaApi in test/helpers/worker.ts).
+ */
+export async function pairMachine(server: BenchServer, user: string, settings: Record<string, unknown>): Promise<string> {
+  const post = async (p: string, body: unknown, token?: string) => {
+    const res = await fetch(`${server.url}${p}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    });
+    const json = (await res.json()) as Record<string, string>;
+    if (res.status !== 200) throw new Error(`${p} answered ${res.status}: ${JSON.stringify(json)}`);
+    return json;
+  };
+  const code = await post(`/c/${server.connectKey}/v1/device/code`, { hostname: "bench-machine", platform: "linux", arch: "x64", client: "svc-worker" });
+  const { session } = await post("/v1/end_users/session", { user }, server.appKey);
+  await post("/v1/device/approve", { user_code: code.user_code }, session);
+  const t = await post(`/c/${server.connectKey}/v1/device/token`, { device_code: code.device_code });
+  const home = tempDir("svc-bench-worker-");
+  fs.writeFileSync(
+    path.join(home, "credentials.json"),
+    JSON.stringify({ server: t.server_url, connectUrl: t.connect_url, machineId: t.machine_id, pairingToken: t.pairing_token, environment: t.environment, appName: t.app_name, pairedAt: new Date().toISOString() }),
+    { mode: 0o600 },
+  );
+  fs.writeFileSync(path.join(home, "config.json"), JSON.stringify(settings), { mode: 0o600 });
+  return home;
+}
+
+/** Every child still running: killed when the bench exits, however it exits (and the temp folders go). */
+const children = new Set<Child>();
+process.on("exit", () => {
+  for (const c of children) c.stop();
+  removeTempDirs();
+});
+
+/** A child process of the bench, in its own process group; its output kept until `quiet()`. */
+export class Child {
+  out = "";
+  private keep = true;
+  constructor(readonly child: ChildProcess) {
+    children.add(this);
+    child.once("exit", () => children.delete(this));
+    // Quiet, only the last few KB are kept (for an error message).
+    const take = (c: Buffer) => {
+      this.out += c;
+      if (!this.keep && this.out.length > 8192) this.out = this.out.slice(-4096);
+    };
+    child.stdout!.on("data", take);
+    child.stderr!.on("data", take);
+  }
+  async waitFor(pattern: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const m = pattern.exec(this.out);
+      if (m) return m;
+      if (this.child.exitCode !== null || Date.now() > deadline) throw new Error(`never printed ${pattern}:\n${this.out}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  /** What it is: running, or how it exited, and the end of its output. */
+  describe(): string {
+    const state = this.child.exitCode !== null || this.child.signalCode !== null ? `exited (${this.child.exitCode ?? this.child.signalCode})` : "running";
+    return `${state}; its last output:\n${this.out.slice(-2000)}`;
+  }
+  /** Keeps only the end of its output from now on (still read, so its pipe never fills). */
+  quiet(): void {
+    this.keep = false;
+    this.out = "";
+  }
+  /** SIGINT to its group (it ends cleanly and writes e.g. a --cpu-prof profile), SIGKILL after `ms`. */
+  async stopGently(ms = 5000): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = new Promise((r) => this.child.once("exit", r));
+    try {
+      process.kill(-this.child.pid!, "SIGINT");
+    } catch {
+      return;
+    }
+    await Promise.race([exited, new Promise((r) => setTimeout(r, ms))]);
+    this.stop();
+  }
+  stop(): void {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    try {
+      process.kill(-this.child.pid!, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export function spawnNode(args: string[], env: NodeJS.ProcessEnv = {}): Child {
+  return new Child(spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"], detached: true }));
+}
+
+/** `svc-worker start` as an end user runs it (node worker/bin/svc-worker.js). */
+export function spawnWorker(home: string, env: NodeJS.ProcessEnv = {}): Child {
+  return spawnNode(["worker/bin/svc-worker.js", "start"], { SVC_WORKER_HOME: home, ...env });
+}
+
+/** A fresh database on the Postgres at `adminUrl`, and how to drop it; null when it cannot be reached. */
+export async function scratchPostgres(adminUrl: string): Promise<{ url: string; drop(): Promise<void> } | { error: string }> {
+  const withClient = async <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => {
+    const c = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 3000 });
+    await c.connect();
+    try {
+      return await fn(c);
+    } finally {
+      await c.end().catch(() => {});
+    }
+  };
+  const name = `svc_bench_${Date.now().toString(36)}_${process.pid}`;
+  try {
+    await withClient((c) => c.query(`CREATE DATABASE ${name}`));
+  } catch (err) {
+    return { error: (err as Error).message || String(err) };
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), drop: () => withClient((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => {}) };
+}
+
+/** Nearest-rank percentile of samples (ms). */
+export function percentile(samples: number[], p: number): number {
+  if (samples.length === 0) return NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+/** CPU time (user + system, ms) used so far by the processes of a process group (Linux /proc; NaN elsewhere). */
+export function groupCpuMs(pgid: number): number {
+  let ticks = 0;
+  try {
+    for (const d of fs.readdirSync("/proc")) {
+      if (!/^\d+$/.test(d)) continue;
+      let stat: string;
+      try {
+        stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      } catch {
+        continue; // gone meanwhile
+      }
+      // After "(comm) ": state, ppid, pgrp, ... utime (14th field), stime (15th), in clock ticks (100 a second).
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(f[2]) === pgid) ticks += Number(f[11]) + Number(f[12]);
+    }
+  } catch {
+    return NaN;
+  }
+  return ticks * 10;
+}
+
+/** CPU time (ms) this process has used so far. */
+export function ownCpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+

@@ -1,0 +1,381 @@
+/**
+ * Runs through the service against the same agent loop in-process.
+ *
+ *   npm run bench:runs            (node --conditions=svc-source --import tsx bench/runs.ts)
+ *
+ * A run here is the prompt, three tool round trips and a final answer. Both paths
+ * call the same model stand-in (a separate process) with the same requests, and
+ * the same tool functions in this process:
+ *
+ *  - baseline: the worker's own OpenAI-compatible adapter called directly, the
+ *    transcript kept here (what an app doing the loop itself does);
+ *  - service: POST /v1/runs and its event stream with raw fetch + SSE, tool
+ *    results posted back, the server in this process, a real `svc-worker start`
+ *    process driving the model.
+ *
+ * A round trip is timed from the tool's result being ready (just before it is
+ * posted / appended) to the next tool call (or the end of the run) being in hand.
+ * Latency runs one run at a time, baseline and service alternating; throughput
+ * keeps 16 runs in flight. Both on embedded PGlite and, when reachable, Postgres.
+ *
+ * Options (environment): SVC_BENCH_RUNS (latency runs per path, default 150),
+ * SVC_BENCH_SECONDS (throughput window, default 5), SVC_BENCH_DATABASES
+ * (pglite,postgres), SVC_BENCH_POSTGRES_URL (admin URL, default
+ * postgres://postgres@127.0.0.1:5432/postgres; a scratch database is created and dropped).
+ */
+import os from "node:os";
+import { performance } from "node:perf_hooks";
+import { OpenAICompatibleRuntime } from "../worker/src/runtimes/openai-compatible.js";
+import type { JobEvent } from "@svc/contract";
+import { sseFrames } from "../test/helpers/sse.js";
+import { groupCpuMs, ownCpuMs, pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer, type BenchServer, type Child } from "./lib.js";
+import type { DatabaseTarget } from "../server/db/open.js";
+
+const LATENCY_RUNS = Number(process.env.SVC_BENCH_RUNS ?? 150);
+const WARMUP_RUNS = 30;
+const PARALLEL = 16;
+const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
+const DATABASES = (process.env.SVC_BENCH_DATABASES ?? "pglite,postgres").split(",");
+const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+
+/** A run that takes longer than this fails the bench (something is stuck). */
+const RUN_TIMEOUT_MS = 30_000;
+
+const TARGET = { addedMedianMs: 1.5, addedP99Ms: 5, runsPerSecond: 300 };
+
+const MODEL = "llama3.2:3b";
+const USER = "bench-user";
+const PROMPT = "Plan my afternoon in Paris.";
+/** The app's tools, called in this process on both paths. */
+const TOOLS: Record<string, (args: unknown) => unknown> = {
+  weather: () => ({ temp: 21, sky: "clear" }),
+  museums: () => ({ open: ["Louvre", "Orsay"] }),
+  cafes: () => ({ near: ["Café de Flore"] }),
+};
+const TOOL_SPECS = Object.keys(TOOLS).map((name) => ({ name, parameters: { type: "object", properties: { city: { type: "string" } } } }));
+const ROUND_TRIPS = TOOL_SPECS.length;
+
+type Samples = number[];
+
+// ---------------------------------------------------------------- baseline
+
+type Msg = { role: string; content?: string | null; tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[]; tool_call_id?: string };
+
+/** The loop an app would run itself: the worker's adapter against the model, tools here. */
+function baselineLoop(modelUrl: string) {
+  const runtime = new OpenAICompatibleRuntime({ name: "ollama", kind: "model", costClass: "user_hardware", models: [MODEL] }, modelUrl);
+  const tools = TOOL_SPECS.map((t) => ({ type: "function" as const, function: { name: t.name, description: undefined, parameters: t.parameters } }));
+
+  /** One model turn; `at` is when its tool call (or, without one, its end) was in hand. */
+  async function turn(messages: Msg[]) {
+    let at = 0;
+    let text = "";
+    const calls: { id: string; name: string; arguments: string }[] = [];
+    let failure: string | null = null;
+    const onEvent = (e: JobEvent) => {
+      if (e.type === "tool_call") {
+        if (!at) at = performance.now();
+        calls.push({ id: e.id, name: e.name, arguments: e.arguments });
+      } else if (e.type === "text_delta") text += e.text;
+      else if (e.type === "done") {
+        if (!at) at = performance.now();
+        text ||= e.output;
+      } else if (e.type === "failed") failure = `${e.code}: ${e.message}`;
+    };
+    const signal = AbortSignal.timeout(RUN_TIMEOUT_MS);
+    await runtime.run({ kind: "model_turn", runtime: "ollama", model: MODEL, messages: messages as never, tools }, { emit: onEvent, signal, askPermission: async () => ({ allow: true }) });
+    if (failure) throw new Error(`baseline turn failed: ${failure}`);
+    return { at, text, calls };
+  }
+
+  return async function run(samples: Samples | null): Promise<void> {
+    let messages: Msg[] = [{ role: "user", content: PROMPT }];
+    let ready = 0;
+    let toolCalls = 0;
+    for (let i = 0; i < 20; i++) {
+      const r = await turn(messages);
+      if (ready) samples?.push(r.at - ready);
+      if (r.calls.length === 0) {
+        if (toolCalls !== ROUND_TRIPS) throw new Error(`baseline: ${toolCalls} tool calls, expected ${ROUND_TRIPS}`);
+        return;
+      }
+      const results: Msg[] = r.calls.map((c) => ({ role: "tool", tool_call_id: c.id, content: JSON.stringify(TOOLS[c.name](JSON.parse(c.arguments))) }));
+      toolCalls += r.calls.length;
+      ready = performance.now();
+      messages = [...messages, { role: "assistant", content: r.text || null, tool_calls: r.calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }, ...results];
+    }
+    throw new Error("baseline: no final answer after 20 turns");
+  };
+}
+
+// ---------------------------------------------------------------- service
+
+/** The app's side of a run through the service: raw fetch and SSE, tool results posted as calls come. */
+function serviceLoop(server: BenchServer) {
+  const headers = { authorization: `Bearer ${server.appKey}`, "content-type": "application/json" };
+  const body = JSON.stringify({ user: USER, prompt: PROMPT, tools: TOOL_SPECS, route: { prefer: ["user-hardware"] } });
+  return async function run(samples: Samples | null): Promise<void> {
+    const res = await fetch(`${server.url}/v1/runs`, { method: "POST", headers, body, signal: AbortSignal.timeout(RUN_TIMEOUT_MS) });
+    if (res.status !== 200) throw new Error(`POST /v1/runs answered ${res.status}: ${await res.text()}`);
+    const runId = res.headers.get("service-run-id");
+    // Each post settles to its failure or null, so none is left rejected if the stream fails first.
+    const posts: Promise<string | null>[] = [];
+    let ready = 0;
+    let toolCalls = 0;
+    let completed = false;
+    for await (const f of sseFrames(res)) {
+      if (f.event === "tool_call" || f.event === "run_completed") {
+        if (ready) samples?.push(performance.now() - ready);
+        ready = 0;
+      }
+      if (f.event === "tool_call") {
+        const { callId, name, arguments: args } = f.data as { callId: string; name: string; arguments: unknown };
+        const result = TOOLS[name](args);
+        toolCalls++;
+        ready = performance.now();
+        posts.push(
+          fetch(`${server.url}/v1/runs/${runId}/tool_result`, { method: "POST", headers, body: JSON.stringify({ callId, result }) })
+            .then(async (r) => (r.status === 200 ? (await r.arrayBuffer(), null) : `tool_result answered ${r.status}: ${await r.text()}`))
+            .catch((err: Error) => `tool_result failed: ${err.message} (${(err.cause as Error | undefined)?.message ?? ""})`),
+        );
+      } else if (f.event === "run_completed") completed = true;
+      else if (f.event === "run_failed" || f.event === "run_cancelled") throw new Error(`run ${runId} ended with ${f.event}: ${JSON.stringify(f.data)}`);
+    }
+    const failed = (await Promise.all(posts)).filter((e) => e !== null);
+    if (failed.length) throw new Error(`run ${runId}: ${failed.join("; ")}`);
+    if (!completed || toolCalls !== ROUND_TRIPS) throw new Error(`run ${runId}: completed=${completed}, ${toolCalls} tool calls`);
+  };
+}
+
+// ---------------------------------------------------------------- measuring
+
+type Loop = (samples: Samples | null) => Promise<void>;
+
+/**
+ * A warm-up run, tried twice: the first requests after a pause may meet a
+ * keep-alive connection the other side is closing just then (a client race, not
+ * the service's doing). Measured runs are never retried.
+ */
+async function warmUp(loop: Loop): Promise<void> {
+  await loop(null).catch(() => loop(null));
+}
+
+/** One run at a time, baseline and service alternating (which goes first alternates too). */
+async function latency(baseline: Loop, service: Loop) {
+  for (let i = 0; i < WARMUP_RUNS; i++) {
+    await warmUp(baseline);
+    await warmUp(service);
+  }
+  const b: Samples = [];
+  const s: Samples = [];
+  for (let i = 0; i < LATENCY_RUNS; i++) {
+    if (i % 2 === 0) {
+      await baseline(b);
+      await service(s);
+    } else {
+      await service(s);
+      await baseline(b);
+    }
+  }
+  return { b, s };
+}
+
+/** Process groups whose CPU time is counted per run (the worker, the model stand-in). */
+const counted: Record<string, number> = {};
+
+/**
+ * `PARALLEL` runs kept in flight: `warmSeconds` of warm-up (a failure there is
+ * tolerated, see warmUp), then a window of `seconds` in which only runs that
+ * complete inside it count, with the round trips and the CPU time of that window;
+ * in-flight runs then finish uncounted.
+ */
+async function throughput(loop: Loop, warmSeconds: number, seconds: number) {
+  const cpu = (): Record<string, number> => ({ bench: ownCpuMs(), ...Object.fromEntries(Object.entries(counted).map(([k, pgid]) => [k, groupCpuMs(pgid)])) });
+  const started = performance.now();
+  const from = started + warmSeconds * 1000;
+  const until = from + seconds * 1000;
+  let runs = 0;
+  const samples: Samples = [];
+  let cpuFrom: Record<string, number> | null = null;
+  const window = setTimeout(() => (cpuFrom = cpu()), from - started);
+  let cpuUntil: Record<string, number> | null = null;
+  const end = setTimeout(() => (cpuUntil = cpu()), until - started);
+  await Promise.all(
+    Array.from({ length: PARALLEL }, async () => {
+      while (performance.now() < until) {
+        const mine: Samples = [];
+        const inWarmUp = performance.now() < from;
+        try {
+          await loop(mine);
+        } catch (err) {
+          if (inWarmUp) continue;
+          throw err;
+        }
+        const now = performance.now();
+        if (now >= from && now <= until) {
+          runs++;
+          samples.push(...mine);
+        }
+      }
+    }),
+  ).finally(() => (clearTimeout(window), clearTimeout(end)));
+  const a = cpuFrom ?? cpu();
+  const b = cpuUntil ?? cpu();
+  const cpuPerRun = Object.fromEntries(Object.entries(b).map(([k, v]) => [k, (v - a[k]) / runs]));
+  return { perSecond: runs / seconds, runs, samples, cpuPerRun };
+}
+
+interface PathResult {
+  median: number;
+  p99: number;
+  rps: number;
+  loadMedian: number;
+  loadP99: number;
+  /** CPU ms per run under load: this process (app side, and the server on the service path), the worker, the model stand-in. */
+  cpu: Record<string, number>;
+}
+
+interface Result {
+  db: string;
+  base: PathResult;
+  svc: PathResult;
+  samples: number;
+  runs: number;
+}
+
+/** What to undo before leaving, also on Ctrl-C (children are killed on exit in any case). */
+const cleanups = {
+  list: new Set<() => Promise<void>>(),
+  /** Registers `fn`; the returned function runs it once (and unregisters it). */
+  add(fn: () => Promise<void>): () => Promise<void> {
+    const once = async () => {
+      if (this.list.delete(once)) await fn();
+    };
+    this.list.add(once);
+    return once;
+  },
+  async run(): Promise<void> {
+    for (const fn of [...this.list].reverse()) await fn();
+  },
+};
+
+async function benchOn(db: string, target: DatabaseTarget, modelUrl: string): Promise<Result> {
+  const server = await startBenchServer(target);
+  const close = cleanups.add(() => server.close());
+  let worker: Child | null = null;
+  try {
+    const home = await pairMachine(server, USER, { runtimes: { ollama: modelUrl, llamacpp: false, lmstudio: false } });
+    worker = spawnWorker(home);
+    await worker.waitFor(/Connected/);
+    worker.quiet();
+    counted.worker = worker.child.pid!;
+    const baseline = baselineLoop(modelUrl);
+    const service = serviceLoop(server);
+
+    process.stdout.write(`  ${db}: latency (${WARMUP_RUNS} warm-up + ${LATENCY_RUNS} runs per path, alternating)...\n`);
+    const { b, s } = await latency(baseline, service);
+
+    process.stdout.write(`  ${db}: throughput (${PARALLEL} in parallel, 1 s warm-up + ${SECONDS} s per path)...\n`);
+    const bt = await throughput(baseline, 1, SECONDS);
+    const st = await throughput(service, 1, SECONDS);
+    return {
+      db,
+      base: { median: percentile(b, 50), p99: percentile(b, 99), rps: bt.perSecond, loadMedian: percentile(bt.samples, 50), loadP99: percentile(bt.samples, 99), cpu: bt.cpuPerRun },
+      svc: { median: percentile(s, 50), p99: percentile(s, 99), rps: st.perSecond, loadMedian: percentile(st.samples, 50), loadP99: percentile(st.samples, 99), cpu: st.cpuPerRun },
+      samples: s.length,
+      runs: st.runs,
+    };
+  } catch (err) {
+    if (worker) (err as Error).message += `\nthe worker: ${worker.describe()}`;
+    throw err;
+  } finally {
+    worker?.stop();
+    await close();
+  }
+}
+
+// ---------------------------------------------------------------- report
+
+function table(results: Result[]): string {
+  const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "-");
+  const cpu = (c: Record<string, number>) => [c.bench, c.worker, c.model].map((n) => f(n, 1)).join(" / ");
+  const rows: string[][] = [["database", "measure", "in-process", "service", "added / ratio", "target", ""]];
+  for (const r of results) {
+    const addMed = r.svc.median - r.base.median;
+    const addP99 = r.svc.p99 - r.base.p99;
+    const ratio = r.svc.rps / r.base.rps;
+    rows.push(
+      [r.db, "round trip median, ms", f(r.base.median), f(r.svc.median), `+${f(addMed)}`, `≤ +${TARGET.addedMedianMs}`, addMed <= TARGET.addedMedianMs ? "PASS" : "MISS"],
+      [r.db, "round trip p99, ms", f(r.base.p99), f(r.svc.p99), `+${f(addP99)}`, `≤ +${TARGET.addedP99Ms}`, addP99 <= TARGET.addedP99Ms ? "PASS" : "MISS"],
+      [r.db, `runs/s, ${PARALLEL} in parallel`, f(r.base.rps, 0), f(r.svc.rps, 0), `${f(ratio)}×`, `≥ ${TARGET.runsPerSecond}`, r.svc.rps >= TARGET.runsPerSecond ? "PASS" : "MISS"],
+      [r.db, `  round trip under that load, median / p99, ms`, `${f(r.base.loadMedian)} / ${f(r.base.loadP99)}`, `${f(r.svc.loadMedian)} / ${f(r.svc.loadP99)}`, "", "", ""],
+      [r.db, `  CPU ms per run: bench process / worker / model`, cpu(r.base.cpu), cpu(r.svc.cpu), "", "", ""],
+    );
+  }
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return rows.map((row) => "  " + row.map((c, i) => (i >= 2 && i <= 4 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd()).join("\n");
+}
+
+async function main() {
+  const startedAt = performance.now();
+  process.stdout.write(`bench:runs: a run = ${ROUND_TRIPS} tool round trips + a final answer; in-process loop vs. through the service (server here, real svc-worker process, same model stand-in)\n`);
+  process.stdout.write(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at start (other processes on the machine skew the numbers)\n`);
+  const model = spawnNode(["--import", "tsx", "bench/model-standin.ts"]);
+  const results: Result[] = [];
+  const skipped: string[] = [];
+  process.once("SIGINT", () => stop(130)).once("SIGTERM", () => stop(130));
+  process.once("unhandledRejection", (err) => {
+    process.stderr.write(`bench:runs failed: ${(err as Error)?.stack ?? String(err)}\n`);
+    stop(1);
+  });
+  try {
+    const modelUrl = (await model.waitFor(/^(http:\/\/\S+)$/m))[1];
+    model.quiet();
+    counted.model = model.child.pid!;
+    for (const db of DATABASES) {
+      if (db === "pglite") results.push(await benchOn("pglite", { kind: "pglite", dataDir: null }, modelUrl));
+      else if (db === "postgres") {
+        const scratch = await scratchPostgres(POSTGRES_URL);
+        if ("error" in scratch) {
+          skipped.push(`  postgres: SKIPPED, not reachable at ${POSTGRES_URL} (${scratch.error}); set SVC_BENCH_POSTGRES_URL to bench it.`);
+          continue;
+        }
+        const drop = cleanups.add(() =>
+          scratch.drop().catch((err) => {
+            process.stderr.write(`could not drop the scratch database: ${(err as Error).message}\n`);
+          }),
+        );
+        try {
+          results.push(await benchOn("postgres", { kind: "postgres", url: scratch.url }, modelUrl));
+        } finally {
+          await drop();
+        }
+      } else throw new Error(`unknown database ${db} in SVC_BENCH_DATABASES`);
+    }
+  } finally {
+    model.stop();
+    await cleanups.run();
+    removeTempDirs();
+  }
+  process.stdout.write(`\n${table(results)}\n`);
+  for (const line of skipped) process.stdout.write(`${line}\n`);
+  for (const r of results) process.stdout.write(`  ${r.db}: ${r.samples} round trips per path for latency; ${r.runs} service runs in the throughput window\n`);
+  process.stdout.write(`  added = service − in-process, per percentile, measured interleaved in this run; ratio = service runs/s ÷ in-process runs/s. Total ${((performance.now() - startedAt) / 1000).toFixed(0)} s.\n`);
+  const missed = results.some((r) => r.svc.median - r.base.median > TARGET.addedMedianMs || r.svc.p99 - r.base.p99 > TARGET.addedP99Ms || r.svc.rps < TARGET.runsPerSecond);
+  process.exitCode = process.env.SVC_BENCH_STRICT === "1" && missed ? 1 : 0;
+}
+
+/** Set once the bench is being stopped (Ctrl-C): undoes what it did, then exits. */
+let stopping: Promise<never> | null = null;
+function stop(code: number): Promise<never> {
+  stopping ??= cleanups.run().finally(() => process.exit(code)) as Promise<never>;
+  return stopping;
+}
+
+try {
+  await main();
+} catch (err) {
+  // Stopped midway, the runs in flight fail: what matters is that the clean-up ends.
+  if (stopping) await stopping;
+  throw err;
+}
