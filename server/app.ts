@@ -67,7 +67,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     runEngine,
     runs: new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds),
     urls,
-    keys: new KeyService(db.prisma, clock),
+    keys: new KeyService(db.prisma, clock, db),
     sessions: new SessionService(db.prisma, clock),
     limiter,
     deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds),

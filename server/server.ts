@@ -53,6 +53,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
     const urls = new PublicUrls(config);
     const services = createServices(db, clock, config, urls, logger);
+    cleanup.push(await services.keys.listen());
     const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy }, services);
     const server: Server = await new Promise((resolve, reject) => {
       const s = app.listen(config.port, config.host, () => resolve(s));

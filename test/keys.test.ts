@@ -114,3 +114,38 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     for (const s of [app.appKey.split(".")[1], session.token, "B".repeat(43), "SECRETCODE"]) expect(all).not.toContain(s);
   });
 });
+
+/**
+ * Verified app keys are cached for a few seconds on each instance: a change made
+ * on another instance must still stop the key at once (it is announced).
+ */
+const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
+describe.skipIf(postgres.skip)("a key changed on one instance, on another sharing the Postgres", () => {
+  let a: TestServer;
+  let b: TestServer;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    if (postgres.skip) return;
+    const made = await postgres.db.create();
+    drop = made.drop;
+    a = await startTestServer(made.target);
+    b = await startTestServer(made.target);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await drop?.();
+  });
+  const status = async (s: TestServer, key: string) => (await s.fetch("/v1/plans", { headers: bearer(key) })).status;
+
+  it("is refused on the first instance right after the second revokes or rotates it without grace", async () => {
+    const app = await a.services.keys.createApp("Cached", "test");
+    expect(await status(a, app.appKey)).toBe(501); // verified, and now cached on A
+    await b.services.keys.revoke(app.appKey);
+    await expect.poll(() => status(a, app.appKey), { timeout: 1000, interval: 20 }).toBe(401);
+    const other = await a.services.keys.createKeys(app.appId, "test");
+    expect(await status(a, other.appKey)).toBe(501);
+    await b.services.keys.rotate(other.appKey, 0);
+    await expect.poll(() => status(a, other.appKey), { timeout: 1000, interval: 20 }).toBe(401);
+  });
+});

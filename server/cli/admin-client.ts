@@ -49,7 +49,8 @@ async function direct<T>(config: Config, fn: (call: Call) => Promise<T>): Promis
   const db = await openDatabase(config.database);
   try {
     await migrate(db);
-    const keys = new KeyService(db.prisma, systemClock);
+    // Its changes are announced to running instances (on Postgres), which drop the keys from their caches.
+    const keys = new KeyService(db.prisma, systemClock, db);
     return await fn((op, args) => runOperation(keys, op, args));
   } finally {
     await db.close();

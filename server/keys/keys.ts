@@ -1,4 +1,4 @@
-import type { Prisma } from "../db/open.js";
+import type { Notifications, Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, secretMatches } from "../crypto.js";
@@ -30,6 +30,22 @@ export interface KeyInfo extends Tenant {
   state: "active" | "expiring" | "expired" | "revoked";
 }
 
+/** Announces a changed app key (payload: its id) to every instance, which drops it from its cache. */
+export const APP_KEY_CHANGED_CHANNEL = "svc_app_key_changed";
+/** How long a verified app key's row is reused: short, should a change's notification be lost. */
+const KEY_CACHE_MS = 5_000;
+
+interface CachedKey {
+  id: string;
+  appId: string;
+  environment: Environment;
+  secretHash: string;
+  revokedAt: Date | null;
+  expiresAt: Date | null;
+  lastUsedAt: Date | null;
+  readAt: number;
+}
+
 /** Default grace period of a rotated key: 24 hours. */
 export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
 
@@ -38,10 +54,25 @@ export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
  * verification of presented keys. App key secrets are stored only as hashes.
  */
 export class KeyService {
+  /** App key rows recently read, by id: the check runs on every app request. */
+  private readonly cache = new Map<string, CachedKey>();
+
   constructor(
     private readonly prisma: Prisma,
     private readonly clock: Clock,
+    private readonly notifications?: Notifications,
   ) {}
+
+  /** Drops cached keys changed by any instance (or the CLI); returns how to stop listening. */
+  async listen(): Promise<() => Promise<void>> {
+    if (!this.notifications) return async () => {};
+    return this.notifications.listen(APP_KEY_CHANGED_CHANNEL, (id) => this.cache.delete(id));
+  }
+
+  private async changed(id: string): Promise<void> {
+    this.cache.delete(id);
+    await this.notifications?.notify(APP_KEY_CHANGED_CHANNEL, id);
+  }
 
   async createApp(name: string, environment: Environment): Promise<NewKeys> {
     const appId = randomId("app_", 16);
@@ -115,25 +146,27 @@ export class KeyService {
    */
   async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS): Promise<{ kind: "app" | "connect"; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
     const expiresAt = new Date(this.clock.now().getTime() + graceSeconds * 1000);
-    return this.prisma.$transaction(async (tx) => {
+    const result = await this.prisma.$transaction(async (tx) => {
       const found = await this.findLiveKey(tx, ref);
       if (found.kind === "app") {
         const next = newAppKey();
         await tx.appKey.create({ data: { id: next.id, appId: found.appId, environment: found.environment, secretHash: hashSecret(next.secret), hint: next.hint } });
         await tx.appKey.update({ where: { id: found.id }, data: { expiresAt, replacedBy: next.id } });
-        return { kind: "app", key: next.key, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment };
+        return { kind: "app", key: next.key, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment } as const;
       }
       const next = newConnectKey();
       await tx.connectKey.create({ data: { key: next, appId: found.appId, environment: found.environment } });
       await tx.connectKey.update({ where: { key: found.id }, data: { expiresAt } });
-      return { kind: "connect", key: next, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment };
+      return { kind: "connect", key: next, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment } as const;
     });
+    if (result.kind === "app") await this.changed(result.replaced);
+    return result;
   }
 
   /** Stops a key at once. */
   async revoke(ref: string): Promise<KeyInfo> {
     const revokedAt = this.clock.now();
-    return this.prisma.$transaction(async (tx) => {
+    const info = await this.prisma.$transaction(async (tx) => {
       const found = await this.findLiveKey(tx, ref);
       if (found.kind === "app") {
         const k = await tx.appKey.update({ where: { id: found.id }, data: { revokedAt } });
@@ -142,6 +175,8 @@ export class KeyService {
       const k = await tx.connectKey.update({ where: { key: found.id }, data: { revokedAt } });
       return this.info("connect", k.key, k.key, k);
     });
+    if (info.kind === "app") await this.changed(info.id);
+    return info;
   }
 
   /** `ref`: an app key id, a full app key, or a connect key. */
@@ -163,11 +198,7 @@ export class KeyService {
   async verifyAppKey(presented: string): Promise<Tenant & { keyId: string }> {
     const parsed = parseAppKey(presented);
     if (!parsed) throw new ApiError("invalid_credential", "The app key is malformed: expected sk_svc_<id>.<secret>.");
-    // Raw SQL: this runs on every app request, and a raw query skips Prisma's query compilation.
-    const [k] = await this.prisma.$queryRawUnsafe<{ id: string; appId: string; environment: Environment; secretHash: string; revokedAt: Date | null; expiresAt: Date | null; lastUsedAt: Date | null }[]>(
-      `SELECT id, app_id AS "appId", environment, secret_hash AS "secretHash", revoked_at AS "revokedAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt" FROM app_keys WHERE id = $1`,
-      parsed.id,
-    );
+    const k = await this.appKeyRow(parsed.id);
     // Compare even when the id is unknown, so timing does not tell which ids exist.
     const ok = secretMatches(parsed.secret, k?.secretHash ?? UNKNOWN_KEY_HASH);
     if (!k || !ok) throw new ApiError("invalid_credential", "The app key is not valid.");
@@ -177,8 +208,28 @@ export class KeyService {
     // "Last used" to the minute: at most one write per key per minute on the request path.
     if (!k.lastUsedAt || now.getTime() - k.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
       await this.prisma.appKey.update({ where: { id: k.id }, data: { lastUsedAt: now } });
+      k.lastUsedAt = now;
     }
     return { appId: k.appId, environment: k.environment, keyId: k.id };
+  }
+
+  /**
+   * An app key's row, from the cache while it is fresh. A change made here or
+   * announced by another instance drops it at once; a lost announcement costs at
+   * most KEY_CACHE_MS. Raw SQL: this runs on every app request.
+   */
+  private async appKeyRow(id: string): Promise<CachedKey | undefined> {
+    const hit = this.cache.get(id);
+    if (hit && Date.now() - hit.readAt < KEY_CACHE_MS) return hit;
+    const [row] = await this.prisma.$queryRawUnsafe<Omit<CachedKey, "readAt">[]>(
+      `SELECT id, app_id AS "appId", environment, secret_hash AS "secretHash", revoked_at AS "revokedAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt" FROM app_keys WHERE id = $1`,
+      id,
+    );
+    if (!row) return undefined;
+    if (this.cache.size > 10_000) this.cache.clear();
+    const entry = { ...row, readAt: Date.now() };
+    this.cache.set(id, entry);
+    return entry;
   }
 
   /** Resolves the connect key of a pairing path to its app and environment. */
