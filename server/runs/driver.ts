@@ -16,6 +16,12 @@ export interface DriverDeps {
   pollMs: number;
 }
 
+/** An answer this instance stored, handed to the driver with its wake. */
+export type Answer =
+  | { kind: "tool"; callId: string; result: unknown; isError: boolean }
+  | { kind: "approval"; approvalId: string; decision: "allow" | "deny"; reason: string | null }
+  | { kind: "cancel"; reason: string | null };
+
 /** How the loop ended well: the output, why it stopped, and writes to make with the completion. */
 export interface RunEnd {
   output: string;
@@ -58,6 +64,9 @@ export abstract class RunDriver {
   private writing: Promise<void> = Promise.resolve();
   private flushScheduled = false;
   private wakeUp: (() => void) | null = null;
+  /** The run's inputs as last read, kept current by this instance's own answers; `stale` when something else may have changed them. */
+  private known: RunInputs | null = null;
+  private stale = true;
   private woken = false;
   protected abandoned = false;
   protected job: JobHandle | null = null;
@@ -126,10 +135,32 @@ export abstract class RunDriver {
     }
   }
 
-  /** An answer or a cancel may have arrived. */
-  wake(): void {
+  /**
+   * An answer or a cancel may have arrived. An answer taken on this instance
+   * comes with what it was (already stored), so the driver need not read it back;
+   * any other wake (a notification, the sweep) makes it read the database.
+   */
+  wake(answer?: Answer): void {
+    if (!answer || !this.known || !this.apply(this.known, answer)) this.stale = true;
     this.woken = true;
     this.wakeUp?.();
+  }
+
+  private apply(known: RunInputs, a: Answer): boolean {
+    if (a.kind === "cancel") {
+      known.cancel = { reason: a.reason };
+      return true;
+    }
+    if (a.kind === "tool") {
+      const c = known.toolCalls.get(a.callId);
+      if (!c) return false;
+      Object.assign(c, { answered: true, result: a.result, is_error: a.isError });
+      return true;
+    }
+    const ap = known.approvals.get(a.approvalId);
+    if (!ap) return false;
+    Object.assign(ap, { answered: true, decision: a.decision, reason: a.reason });
+    return true;
   }
 
   /** Another instance owns the run now, or this one is stopping: drop it without writing. */
@@ -154,6 +185,8 @@ export abstract class RunDriver {
     this.buffer = [];
     const step = this.writing.then(async () => {
       if (this.abandoned) throw new Abandoned();
+      // New calls or approvals are rows the inputs read so far do not have.
+      if (extra.toolCalls?.length || extra.approvals?.length) this.stale = true;
       const owned = await this.deps.store.write(this.run.id, this.deps.clock.now(), { events, patch, ...extra });
       if (!owned) {
         this.abandoned = true;
@@ -182,7 +215,8 @@ export abstract class RunDriver {
       return;
     }
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, Math.max(0, ms));
+      // Woken by nobody in time: a notification may have been lost, so read again.
+      const timer = setTimeout(() => ((this.stale = true), resolve()), Math.max(0, ms));
       this.wakeUp = () => {
         clearTimeout(timer);
         resolve();
@@ -195,9 +229,12 @@ export abstract class RunDriver {
   /** Reads the run's inputs; a cancel or a lost lease ends the wait. */
   protected async inputs(): Promise<RunInputs> {
     if (this.abandoned) throw new Abandoned();
-    const inputs = await this.deps.store.inputs(this.run.id);
-    if (inputs.cancel) throw new Cancelled(inputs.cancel.reason);
-    return inputs;
+    if (this.stale || !this.known) {
+      this.stale = false;
+      this.known = await this.deps.store.inputs(this.run.id);
+    }
+    if (this.known.cancel) throw new Cancelled(this.known.cancel.reason);
+    return this.known;
   }
 
   /** Sends a job to the run's machine, connected to this instance. */

@@ -4,7 +4,7 @@ import type { Logger } from "../logger.js";
 import type { WorkerHub } from "../workers/hub.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
-import { RunStop, type DriverDeps, type RunDriver } from "./driver.js";
+import { RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
 
@@ -71,9 +71,9 @@ export class RunEngine {
   }
 
   /** Wakes the run's driver: here directly, elsewhere through a notification. */
-  async wake(runId: string): Promise<void> {
+  async wake(runId: string, answer?: Answer): Promise<void> {
     const local = this.drivers.get(runId);
-    if (local) return local.wake();
+    if (local) return local.wake(answer);
     await this.notifications.notify(RUN_INPUT_CHANNEL, runId);
   }
 

@@ -87,7 +87,7 @@ export class RunService {
       await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "tool_calls", "call_id", body.callId, "tool call");
     }
-    await this.engine.wake(runId);
+    await this.engine.wake(runId, { kind: "tool", callId: body.callId, result: body.result ?? null, isError: body.isError ?? false });
     return { runId, callId: body.callId, accepted: true as const };
   }
 
@@ -98,7 +98,7 @@ export class RunService {
       await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "approvals", "approval_id", body.approvalId, "approval");
     }
-    await this.engine.wake(runId);
+    await this.engine.wake(runId, { kind: "approval", approvalId: body.approvalId, decision, reason });
     return { runId, approvalId: body.approvalId, decision };
   }
 
@@ -107,7 +107,7 @@ export class RunService {
     const run = await this.find(tenant, runId, body?.user);
     if (!(ACTIVE_STATUSES as readonly string[]).includes(run.status)) throw new ApiError("run_finished", `Run ${runId} has already ended (${run.status}).`);
     await this.db.prisma.run.updateMany({ where: { id: runId, cancelRequestedAt: null }, data: { cancelRequestedAt: this.clock.now(), cancelReason: body?.reason ?? null } });
-    await this.engine.wake(runId);
+    await this.engine.wake(runId, { kind: "cancel", reason: body?.reason ?? null });
     return { runId, status: "stopping" };
   }
 
