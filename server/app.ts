@@ -27,6 +27,7 @@ import { RunStore } from "./runs/store.js";
 import { RunBus } from "./runs/bus.js";
 import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
+import { ChatService } from "./chat/chat.js";
 
 export interface Services {
   clock: Clock;
@@ -41,6 +42,7 @@ export interface Services {
   runBus: RunBus;
   runEngine: RunEngine;
   runs: RunService;
+  chat: ChatService;
   logger: Logger;
 }
 
@@ -59,13 +61,15 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds });
+  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds);
   return {
     clock,
     logger,
     runStore,
     runBus,
     runEngine,
-    runs: new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds),
+    runs,
+    chat: new ChatService(db, clock, runs, runStore, runBus, logger),
     urls,
     keys: new KeyService(db.prisma, clock, db),
     sessions: new SessionService(db.prisma, clock),

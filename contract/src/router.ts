@@ -50,7 +50,6 @@ const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
-const CHAT = "Chat completions (issue 6)";
 const LEDGER = "Metering, plans and billing (issue 7)";
 
 export const contract = c.router(
@@ -64,7 +63,7 @@ export const contract = c.router(
         "The standard chat-completions request plus `user` (required). `svc/echo` is answered by the service itself; `auto` and aliases route to a model runtime on the user's own machine, never to a subscription runtime. With `stream: true` the answer is `text/event-stream` of `chat.completion.chunk` frames ending in `data: [DONE]`. The run id is in the `Service-Run-Id` header.",
       body: ChatCompletionRequest,
       responses: { 200: ChatCompletion, ...errors(402, 409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: CHAT }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 2
     createRun: {
@@ -148,7 +147,7 @@ export const contract = c.router(
       summary: "List models (OpenAI-compatible)",
       query: z.object({ user: z.string().max(256).optional() }),
       responses: { 200: ModelList, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: CHAT }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 7
     requestDeviceCode: {

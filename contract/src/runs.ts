@@ -134,6 +134,10 @@ export const RunEvent = z.discriminatedUnion("kind", [
     output: z.string(),
     usage: Usage,
     stopReason: z.string().describe("e.g. `end_turn`, `stop`."),
+    toolCalls: z
+      .array(z.object({ id: z.string(), name: z.string(), arguments: z.string() }))
+      .optional()
+      .describe("A chat completion's tool calls, handed back to its caller (who owns the loop)."),
   }),
   z.object({
     kind: z.literal("run_failed"),

@@ -7,6 +7,7 @@ import { pairingRoutes } from "./pairing.js";
 import { sessionRoutes } from "./sessions.js";
 import { computeRoutes } from "./compute.js";
 import { runRoutes } from "./runs.js";
+import { chatRoutes } from "./chat.js";
 
 type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[1];
 
@@ -15,7 +16,7 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * each feature replaces its entries with real handlers.
  */
 export function routes(services: Services): RouterImplementation {
-  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services) };
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services) };
   const all = Object.fromEntries(
     Object.entries(contract).map(([name, route]) => {
       // The contract says which routes are built: a handler and `notBuiltYet` never disagree.

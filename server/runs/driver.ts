@@ -28,6 +28,8 @@ export interface RunEnd {
   stopReason: string;
   patch?: RunPatch;
   extra?: Omit<Writes, "events" | "patch">;
+  /** More to say in `run_completed` (a chat turn's tool calls). */
+  completion?: Record<string, unknown>;
 }
 
 /** Ends a run with a reason (a limit, a failure, a cancel). */
@@ -102,8 +104,8 @@ export abstract class RunDriver {
         });
         await this.flush({ status: "running" });
       }
-      const { output, stopReason, patch, extra } = await this.loop();
-      this.emit("run_completed", { output, usage: { ...this.tokens, costClass: this.costClass, amountMicros: 0 }, stopReason });
+      const { output, stopReason, patch, extra, completion } = await this.loop();
+      this.emit("run_completed", { output, usage: { ...this.tokens, costClass: this.costClass, amountMicros: 0 }, stopReason, ...completion });
       // The last turn's own writes go with the completion: one write.
       await this.flush({ ...patch, status: "completed", output, stopReason, finished: true }, extra);
     } catch (err) {

@@ -6,6 +6,7 @@ import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
 import { RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
 import { ModelRunDriver } from "./model-loop.js";
+import { ChatTurnDriver } from "./chat-turn.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
 
 export interface EngineOptions {
@@ -65,9 +66,15 @@ export class RunEngine {
   /** Drives a run this instance just created with its lease (its machine is connected here). */
   drive(run: RunRow): void {
     if (this.closing || this.drivers.has(run.id)) return;
-    const driver = run.runtime_name && run.route_kind === "user-subscription" ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
+    const driver = this.driverFor(run);
     this.drivers.set(run.id, driver);
     void driver.drive().finally(() => this.drivers.delete(run.id));
+  }
+
+  /** A chat completion is one turn; a run is the agent loop on a model runtime, or an agent CLI's loop relayed. */
+  private driverFor(run: RunRow): RunDriver {
+    if (run.source === "chat") return new ChatTurnDriver(this.deps, run);
+    return run.route_kind === "user-subscription" ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
   }
 
   /** Wakes the run's driver: here directly, elsewhere through a notification. */
@@ -136,7 +143,7 @@ export class RunEngine {
     const before = new Date(this.clock.now().getTime() - this.options.orphanSeconds * 1000);
     for (const run of await this.store.claimOrphans(before, this.leaseUntil())) {
       this.log.warn({ runId: run.id, machineId: run.machine_id }, "run orphaned: its machine is connected nowhere");
-      const driver = run.route_kind === "user-subscription" ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
+      const driver = this.driverFor(run);
       this.drivers.set(run.id, driver);
       void driver.fail(new RunStop("worker_lost", "worker_lost", "The user's machine has been unreachable for too long; the run cannot go on.")).finally(() => this.drivers.delete(run.id));
     }

@@ -7,9 +7,23 @@ import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { checkAllowance, entitlementOf, lockUser, periodOf } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
+import { chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
 import type { RunEngine } from "./engine.js";
-import { ACTIVE_STATUSES, type RunRow, type RunStore } from "./store.js";
+import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
+
+type RunRequest = RunRow["request"] & Record<string, unknown>;
+
+/** What starts a run, from either endpoint. */
+export interface RunSpec {
+  user: string;
+  model: string;
+  prefer: RouteKindValue[];
+  source: RunSource;
+  request: RunRequest;
+  /** Identifies a request, so a retry of it inside `dedupeMs` is the same run. */
+  requestHash?: string;
+  dedupeMs?: number;
+}
 
 type RunRecord = NonNullable<Awaited<ReturnType<Database["prisma"]["run"]["findFirst"]>>>;
 
@@ -28,37 +42,61 @@ export class RunService {
     private readonly leaseSeconds: number,
   ) {}
 
-  /**
-   * Starts a run: the user's row locked while the plan is checked and the run
-   * counted, so concurrent starts never pass the allowance; then it is driven
-   * here or announced to the instance holding its machine. A handback is counted
-   * too and answered 409 `serve_in_app` with the run's id.
-   */
+  /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
   async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string }> {
-    const endUser = { id: await ensureEndUser(this.db, tenant, body.user) };
-    const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, body.model, body.route?.prefer ?? DEFAULT_RUN_ROUTE);
-    if (!route) throw new ApiError("no_compute", `User ${body.user} has no reachable compute for model ${body.model} on the routes asked (${(body.route?.prefer ?? DEFAULT_RUN_ROUTE).join(", ")}).`);
+    const prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
+    const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
+    const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request });
+    if (started.handedBack) {
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for this run: serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
+        headers: { "Service-Run-Id": started.runId },
+      });
+    }
+    return { runId: started.runId };
+  }
+
+  /**
+   * Starts a run of any source: routed, then, with the user's row locked while
+   * the plan is checked and the run counted (so concurrent starts never pass the
+   * allowance), created with its ledger row; then driven here or announced to the
+   * instance holding its machine. A handback is created and counted too. With a
+   * `requestHash`, a run of the same request started within `dedupeMs` is returned
+   * instead (a client's retry), decided under the same lock.
+   */
+  async begin(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; handedBack: boolean; repeated: boolean; model: string }> {
+    const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
+    const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer);
+    if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}).`);
     const now = this.clock.now();
     const runId = randomId("run_", 24);
     const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
     const leaseExpiresAt = new Date(now.getTime() + this.leaseSeconds * 1000);
-    const request: RunRow["request"] & Record<string, unknown> = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
-    const model = route.kind !== "app" && route.model ? route.model : body.model;
-    await this.db.transaction(async (sql) => {
+    const request = spec.request;
+    const model = route.kind !== "app" && route.model ? route.model : spec.model;
+    const app = route.kind === "app";
+    const repeat = await this.db.transaction(async (sql) => {
       await lockUser(sql, endUser.id);
+      if (spec.requestHash) {
+        const [same] = await sql.query<{ id: string; status: string; model: string }>(
+          `SELECT id, status, model FROM runs WHERE app_id = $1 AND environment = $2::"Environment" AND request_hash = $3 AND created_at > $4 ORDER BY created_at DESC LIMIT 1`,
+          [tenant.appId, tenant.environment, spec.requestHash, new Date(now.getTime() - (spec.dedupeMs ?? 0))],
+        );
+        if (same) return same;
+      }
       const entitlement = await entitlementOf(sql, tenant, endUser.id);
       await checkAllowance(sql, tenant, endUser.id, periodOf(now), entitlement);
       // The driver checks the plan's spend ceiling between turns.
       if (entitlement.spendCeilingMicros !== null) request.spendCeilingMicros = String(entitlement.spendCeilingMicros);
-      const app = route.kind === "app";
       await this.store.insertRun(
         sql,
         {
           id: runId,
           ...tenant,
           endUserId: endUser.id,
+          source: spec.source,
           model,
           request,
+          requestHash: spec.requestHash ?? null,
           status: app ? "handed_back" : "queued",
           routeKind: route.kind,
           machineId: app ? null : route.machineId,
@@ -70,15 +108,13 @@ export class RunService {
         route.costClass,
         periodOf(now),
       );
+      return null;
     });
-    if (route.kind === "app") {
-      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for this run: serve it in the app and report its usage to POST /v1/runs/${runId}/usage. The run is counted.`, {
-        headers: { "Service-Run-Id": runId },
-      });
-    }
-    if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, model, request, route));
+    if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model };
+    if (app) return { runId, handedBack: true, repeated: false, model };
+    if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
     else await this.engine.announce(route.instance, runId);
-    return { runId };
+    return { runId, handedBack: false, repeated: false, model };
   }
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {
@@ -182,9 +218,10 @@ export class RunService {
   }
 }
 
-function newRunRow(id: string, tenant: Tenant, endUserId: string, model: string, request: RunRow["request"], route: Exclude<Route, { kind: "app" }>): RunRow {
+function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Exclude<Route, { kind: "app" }>): RunRow {
   return {
     id,
+    source,
     app_id: tenant.appId,
     environment: tenant.environment,
     end_user_id: endUserId,

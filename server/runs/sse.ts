@@ -10,55 +10,71 @@ const KEEP_ALIVE_MS = 15_000;
 const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
 
 /**
- * A run's events as `text/event-stream`, from just after `after` until the run
- * ends: stored events first, then live ones. Every write goes through one queue
- * and carries its sequence, so an event is sent once, in order, with no gap:
- * one that arrives ahead of what was sent makes the reader catch up from the
- * stored rows first. A client that leaves stops the reading, never the run.
+ * Follows a run's events from just after `after` until its final event: stored
+ * events first, then live ones. Every delivery goes through one queue and
+ * carries its sequence, so an event is handed over once, in order, with no gap:
+ * one that arrives ahead of what was delivered makes the follower catch up from
+ * the stored rows first. Returns how to stop following (the run goes on).
  */
-export function runEventStream(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, res: Response): Readable {
-  res.setHeader("content-type", "text/event-stream; charset=utf-8");
-  res.setHeader("cache-control", "no-cache, no-transform");
-  res.setHeader("x-accel-buffering", "no");
-  res.flushHeaders();
-  const out = new PassThrough();
+export function followRun(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, onEvent: (e: StoredEvent) => void, onEnd: () => void): () => void {
   let last = after;
   let done = false;
   let queue: Promise<void> = Promise.resolve();
 
-  const send = (e: StoredEvent) => {
+  const deliver = (e: StoredEvent) => {
     if (done || e.seq !== last + 1) return;
     last = e.seq;
-    out.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`);
-    if (FINAL.has(e.kind)) finish();
+    onEvent(e);
+    if (FINAL.has(e.kind)) stop();
   };
   const catchUp = async () => {
     while (!done) {
       const rows = await store.events(runId, last);
-      for (const e of rows) send(e);
+      for (const e of rows) deliver(e);
       if (rows.length < 500) return;
     }
   };
   const enqueue = (step: () => void | Promise<void>) => {
     queue = queue.then(step).catch((err) => {
-      log.warn({ err, runId }, "run stream could not read events");
+      log.warn({ err, runId }, "could not read a run's events");
     });
   };
   const unsubscribe = bus.subscribe(runId, {
-    event: (e) => enqueue(() => (e.seq === last + 1 ? send(e) : e.seq > last ? catchUp() : undefined)),
+    event: (e) => enqueue(() => (e.seq === last + 1 ? deliver(e) : e.seq > last ? catchUp() : undefined)),
     wake: () => enqueue(catchUp),
   });
-  const keepAlive = setInterval(() => out.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
-  keepAlive.unref();
-  function finish() {
+  function stop() {
     if (done) return;
     done = true;
-    clearInterval(keepAlive);
     unsubscribe();
-    out.end();
+    onEnd();
   }
-  // The client went away (or the answer ended): stop reading; the run goes on.
-  res.on("close", finish);
   enqueue(catchUp);
+  return stop;
+}
+
+/** Starts a `text/event-stream` answer: headers out at once (the run id among them), keep-alive comments while idle. */
+export function eventStreamBody(res: Response): { out: PassThrough; end: () => void } {
+  res.setHeader("content-type", "text/event-stream; charset=utf-8");
+  res.setHeader("cache-control", "no-cache, no-transform");
+  res.setHeader("x-accel-buffering", "no");
+  res.flushHeaders();
+  const out = new PassThrough();
+  const keepAlive = setInterval(() => out.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
+  keepAlive.unref();
+  return {
+    out,
+    end: () => {
+      clearInterval(keepAlive);
+      out.end();
+    },
+  };
+}
+
+/** A run's events as `text/event-stream` (`id:` its sequence, `event:` its kind, JSON `data:`); a client that leaves stops the reading, never the run. */
+export function runEventStream(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, res: Response): Readable {
+  const { out, end } = eventStreamBody(res);
+  const stop = followRun(store, bus, log, runId, after, (e) => out.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`), end);
+  res.on("close", stop);
   return out;
 }

@@ -18,8 +18,12 @@ export const RUN_DISPATCH_CHANNEL = "svc_run_dispatch";
 
 export const ACTIVE_STATUSES = ["queued", "running", "waiting"] as const;
 
+/** Which endpoint started a run: `runs` (the agent loop) or `chat` (one model turn, the caller owns the loop). */
+export type RunSource = "runs" | "chat";
+
 export interface RunRow {
   id: string;
+  source: RunSource;
   app_id: string;
   environment: "test" | "live";
   end_user_id: string;
@@ -101,7 +105,7 @@ export interface Writes {
 const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.id = r.end_user_id
   WHERE r.id = $1 AND r.status IN ('queued', 'running', 'waiting') AND ($8::text IS NULL OR u.external_id = $8))`;
 
-const RUN_COLUMNS = `id, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
+const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
 
 export class RunStore {
   constructor(
@@ -164,18 +168,18 @@ export class RunStore {
    */
   async insertRun(
     sql: Sql,
-    run: { id: string; appId: string; environment: string; endUserId: string; model: string; request: unknown; status: "queued" | "handed_back"; routeKind: string; machineId: string | null; runtime: string | null; leaseOwner: string | null; leaseExpiresAt: Date | null; createdAt: Date },
+    run: { id: string; appId: string; environment: string; endUserId: string; source: RunSource; model: string; request: unknown; requestHash: string | null; status: "queued" | "handed_back"; routeKind: string; machineId: string | null; runtime: string | null; leaseOwner: string | null; leaseExpiresAt: Date | null; createdAt: Date },
     costClass: CostClassValue,
     period: string,
   ): Promise<void> {
     await sql.query(
       `WITH inserted AS (
-         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, machine_id, runtime_name, lease_owner, lease_expires_at, created_at, finished_at)
-         VALUES ($1, $2, $3::"Environment", $4, 'runs', $5, $6::jsonb, $7::"RunStatus", $8, $9, $10, $11, $12, $13, CASE WHEN $7 = 'handed_back' THEN $13::timestamptz END)
+         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, machine_id, runtime_name, lease_owner, lease_expires_at, created_at, finished_at, request_hash)
+         VALUES ($1, $2, $3::"Environment", $4, $16, $5, $6::jsonb, $7::"RunStatus", $8, $9, $10, $11, $12, $13, CASE WHEN $7 = 'handed_back' THEN $13::timestamptz END, $17)
          RETURNING id, app_id, environment, end_user_id, created_at)
        INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, period, unique_key, created_at)
        SELECT app_id, environment, end_user_id, id, $14::"CostClass", 'run', $15, 'run:' || id, created_at FROM inserted`,
-      [run.id, run.appId, run.environment, run.endUserId, run.model, JSON.stringify(run.request), run.status, run.routeKind, run.machineId, run.runtime, run.leaseOwner, run.leaseExpiresAt, run.createdAt, costClass, period],
+      [run.id, run.appId, run.environment, run.endUserId, run.model, JSON.stringify(run.request), run.status, run.routeKind, run.machineId, run.runtime, run.leaseOwner, run.leaseExpiresAt, run.createdAt, costClass, period, run.source, run.requestHash],
     );
   }
 

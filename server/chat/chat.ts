@@ -1,0 +1,164 @@
+import { createHash } from "node:crypto";
+import type { Readable } from "node:stream";
+import type { Response } from "express";
+import type { z } from "zod";
+import type { ChatCompletion, ChatCompletionRequest, ModelList } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import type { Logger } from "../logger.js";
+import type { Tenant } from "../keys/keys.js";
+import { ApiError } from "../errors.js";
+import { randomId } from "../crypto.js";
+import { periodOf } from "../ledger/metering.js";
+import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
+import { ensureEndUser } from "../users/end-users.js";
+import { DEFAULT_CHAT_ROUTE } from "../runs/routing.js";
+import type { RunService } from "../runs/runs.js";
+import type { RunBus } from "../runs/bus.js";
+import type { RunStore, StoredEvent } from "../runs/store.js";
+import { eventStreamBody, followRun } from "../runs/sse.js";
+import { ChunkWriter, CompletionBuilder, type CompletionHead } from "./completions.js";
+
+type Request = z.infer<typeof ChatCompletionRequest>;
+
+/** The model the service answers itself: it repeats the last user message. */
+export const ECHO_MODEL = "svc/echo";
+/** An identical request within this window is a client's retry: the same run, counted once. */
+export const RETRY_WINDOW_MS = 10_000;
+
+/**
+ * The chat-completions endpoint. `svc/echo` is answered here; anything else is
+ * a one-turn run on a model runtime of the user's own machine (never a
+ * subscription CLI), routed, counted and driven like any run, its events turned
+ * into the chat-completions shapes as they come.
+ */
+export class ChatService {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly runs: RunService,
+    private readonly store: RunStore,
+    private readonly bus: RunBus,
+    private readonly log: Logger,
+  ) {}
+
+  async complete(tenant: Tenant, body: Request, res: Response): Promise<z.infer<typeof ChatCompletion> | Readable> {
+    if (body.model === ECHO_MODEL) return this.echo(tenant, body, res);
+    const chat = {
+      messages: body.messages as never,
+      tools: body.tools as never,
+      maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
+      temperature: body.temperature ?? undefined,
+    };
+    const started = await this.runs.begin(tenant, {
+      user: body.user,
+      model: body.model,
+      prefer: DEFAULT_CHAT_ROUTE,
+      source: "chat",
+      request: { prompt: "", chat, model: body.model },
+      requestHash: hashRequest(tenant, body),
+      dedupeMs: RETRY_WINDOW_MS,
+    });
+    res.setHeader("Service-Run-Id", started.runId);
+    if (started.handedBack) {
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable model runtime: serve this completion with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
+        // The OpenAI client retries 409s unless told not to.
+        headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
+      });
+    }
+    const head: CompletionHead = { id: `chatcmpl-${started.runId.slice(4)}`, created: Math.floor(this.clock.now().getTime() / 1000), model: started.model };
+    if (body.stream) return this.streamed(started.runId, head, body.stream_options?.include_usage === true, res);
+    return this.gathered(started.runId, head, res);
+  }
+
+  /** What can be asked for: the service's own model, `auto`, and the models the user's machines serve now. */
+  async models(tenant: Tenant, user: string | undefined): Promise<z.infer<typeof ModelList>> {
+    const created = Math.floor(this.clock.now().getTime() / 1000);
+    const data = [
+      { id: ECHO_MODEL, object: "model" as const, created, owned_by: "svc" },
+      { id: "auto", object: "model" as const, created, owned_by: "svc" },
+    ];
+    if (user) {
+      const since = new Date(this.clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
+      const rows = await this.db.query<{ runtime: string; models: string[] }>(
+        `SELECT DISTINCT r.name AS runtime, r.models FROM machines m JOIN runtimes r ON r.machine_id = m.id JOIN end_users u ON u.id = m.end_user_id
+          WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND u.external_id = $3 AND r.kind = 'model'
+            AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4 ORDER BY r.name`,
+        [tenant.appId, tenant.environment, user, since],
+      );
+      const seen = new Set<string>();
+      for (const r of rows) for (const m of r.models) if (!seen.has(`${r.runtime}/${m}`)) seen.add(`${r.runtime}/${m}`) && data.push({ id: `${r.runtime}/${m}`, object: "model", created, owned_by: r.runtime });
+    }
+    return { object: "list", data };
+  }
+
+  private streamed(runId: string, head: CompletionHead, includeUsage: boolean, res: Response): Readable {
+    const { out, end } = eventStreamBody(res);
+    const writer = new ChunkWriter(head, includeUsage, (frame) => out.write(frame));
+    writer.open();
+    const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end);
+    res.on("close", stop);
+    return out;
+  }
+
+  private gathered(runId: string, head: CompletionHead, res: Response): Promise<z.infer<typeof ChatCompletion>> {
+    const builder = new CompletionBuilder(head);
+    return new Promise((resolve, reject) => {
+      const stop = followRun(this.store, this.bus, this.log, runId, 0, (e: StoredEvent) => builder.event(e), () => {
+        const r = builder.result;
+        if (r && "completion" in r) resolve(r.completion);
+        else reject(new ApiError("service_unavailable", `The user's runtime could not answer: ${r?.error.message ?? "the answer stopped"}.`));
+      });
+      res.on("close", stop);
+    });
+  }
+
+  /**
+   * `svc/echo`: the last user message, back. It checks the key, the base URL and
+   * `user`; it reaches no machine and bills nothing, but leaves its run record and
+   * a ledger row (cost class `free`, kind `echo`, counted against no allowance).
+   */
+  private async echo(tenant: Tenant, body: Request, res: Response): Promise<z.infer<typeof ChatCompletion> | Readable> {
+    const now = this.clock.now();
+    const runId = randomId("run_", 24);
+    const lastUser = [...body.messages].reverse().find((m) => m.role === "user");
+    const text = typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((p) => (p as { text?: string }).text ?? "").join("");
+    const usage = { inputTokens: countWords(body.messages.map((m) => (typeof m.content === "string" ? m.content : "")).join(" ")), outputTokens: countWords(text) };
+    const endUserId = await ensureEndUser(this.db, tenant, body.user);
+    await this.db.query(
+      `WITH inserted AS (
+         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, turns, output, input_tokens, output_tokens, last_seq, created_at, finished_at, stop_reason)
+         VALUES ($1, $2, $3::"Environment", $4, 'chat', $5, '{}'::jsonb, 'completed', 1, $6, $7, $8, 0, $9, $9, 'stop')
+         RETURNING id, app_id, environment, end_user_id, created_at)
+       INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, period, unique_key, created_at)
+       SELECT app_id, environment, end_user_id, id, 'free', 'echo', $7, $8, $10, 'echo:' || id, created_at FROM inserted`,
+      [runId, tenant.appId, tenant.environment, endUserId, ECHO_MODEL, text, usage.inputTokens, usage.outputTokens, now, periodOf(now)],
+    );
+    res.setHeader("Service-Run-Id", runId);
+    const head: CompletionHead = { id: `chatcmpl-${runId.slice(4)}`, created: Math.floor(now.getTime() / 1000), model: ECHO_MODEL };
+    const events: StoredEvent[] = [
+      ...(text.match(/\S+\s*|\s+/g) ?? []).map((piece, i) => ({ seq: i + 1, kind: "text_delta", data: { kind: "text_delta", turn: 1, text: piece } })),
+      { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage, stopReason: "stop" } },
+    ];
+    if (body.stream) {
+      const { out, end } = eventStreamBody(res);
+      const writer = new ChunkWriter(head, body.stream_options?.include_usage === true, (frame) => out.write(frame));
+      writer.open();
+      for (const e of events) writer.event(e);
+      end();
+      return out;
+    }
+    const builder = new CompletionBuilder(head);
+    for (const e of events) builder.event(e);
+    return (builder.result as { completion: z.infer<typeof ChatCompletion> }).completion;
+  }
+}
+
+/** A request's identity for retries: the same app, environment and body (the user is in it). */
+function hashRequest(tenant: Tenant, body: Request): string {
+  return createHash("sha256").update(`${tenant.appId}\n${tenant.environment}\n${JSON.stringify(body)}`).digest("hex");
+}
+
+function countWords(text: string): number {
+  return text.split(/\s+/).filter(Boolean).length;
+}

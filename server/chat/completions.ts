@@ -1,0 +1,121 @@
+import type { z } from "zod";
+import type { ChatCompletion, ChatCompletionChunk } from "@svc/contract";
+import type { StoredEvent } from "../runs/store.js";
+
+type Chunk = z.infer<typeof ChatCompletionChunk>;
+type Completion = z.infer<typeof ChatCompletion>;
+type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
+interface ToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** The identity every chunk and the completion of one answer carry. */
+export interface CompletionHead {
+  id: string;
+  created: number;
+  model: string;
+}
+
+const FINISH: ReadonlySet<string> = new Set(["stop", "length", "tool_calls", "content_filter"]);
+const finishOf = (stopReason: string, toolCalls: ToolCall[]): FinishReason => (toolCalls.length ? "tool_calls" : FINISH.has(stopReason) ? (stopReason as FinishReason) : "stop");
+const usageOf = (u: { inputTokens: number; outputTokens: number }) => ({ prompt_tokens: u.inputTokens, completion_tokens: u.outputTokens, total_tokens: u.inputTokens + u.outputTokens });
+
+/**
+ * Turns a chat run's events into `chat.completion.chunk` frames, as OpenAI
+ * streams them: the role first, content deltas, the tool calls whole, a
+ * finish chunk, the usage chunk when asked for, `[DONE]`. A failure after the
+ * stream began is a final error frame in the envelope's shape.
+ */
+export class ChunkWriter {
+  private started = false;
+
+  constructor(
+    private readonly head: CompletionHead,
+    private readonly includeUsage: boolean,
+    private readonly write: (frame: string) => void,
+  ) {}
+
+  event(e: StoredEvent): void {
+    const d = e.data as Record<string, unknown>;
+    if (e.kind === "text_delta") return this.chunk({ content: d.text as string });
+    if (e.kind === "run_completed") {
+      const toolCalls = (d.toolCalls as ToolCall[] | undefined) ?? [];
+      if (toolCalls.length) {
+        this.chunk({ tool_calls: toolCalls.map((c, index) => ({ index, id: c.id, type: "function" as const, function: { name: c.name, arguments: c.arguments } })) });
+      }
+      this.chunk({}, finishOf(d.stopReason as string, toolCalls));
+      if (this.includeUsage) this.frame({ ...this.base(), choices: [], usage: usageOf(d.usage as { inputTokens: number; outputTokens: number }) });
+      return this.write("data: [DONE]\n\n");
+    }
+    if (e.kind === "run_cancelled") {
+      this.chunk({}, "stop");
+      return this.write("data: [DONE]\n\n");
+    }
+    if (e.kind === "run_failed") {
+      const error = d.error as { code: string; message: string };
+      return this.write(`data: ${JSON.stringify({ error: { type: "api_error", code: error.code, message: `The user's runtime failed: ${error.message}` } })}\n\n`);
+    }
+  }
+
+  /** The first chunk (the role), sent at once so a client sees the stream open. */
+  open(): void {
+    this.chunk({});
+  }
+
+  private chunk(delta: Chunk["choices"][number]["delta"], finish: FinishReason | null = null): void {
+    if (!this.started) {
+      this.started = true;
+      delta = { role: "assistant", ...(delta.content === undefined && !delta.tool_calls ? { content: "" } : {}), ...delta };
+    }
+    this.frame({ ...this.base(), choices: [{ index: 0, delta, finish_reason: finish }] });
+  }
+
+  private base() {
+    return { id: this.head.id, object: "chat.completion.chunk" as const, created: this.head.created, model: this.head.model };
+  }
+
+  private frame(chunk: Chunk): void {
+    this.write(`data: ${JSON.stringify(chunk)}\n\n`);
+  }
+}
+
+/** Gathers a chat run's events into one `chat.completion` (the answer without `stream`). */
+export class CompletionBuilder {
+  private text = "";
+  result: { completion: Completion } | { error: { code: string; message: string } } | null = null;
+
+  constructor(private readonly head: CompletionHead) {}
+
+  event(e: StoredEvent): void {
+    const d = e.data as Record<string, unknown>;
+    if (e.kind === "text_delta") this.text += d.text as string;
+    else if (e.kind === "turn_restarted") this.text = "";
+    else if (e.kind === "run_failed") this.result = { error: d.error as { code: string; message: string } };
+    else if (e.kind === "run_completed" || e.kind === "run_cancelled") {
+      const toolCalls = (d.toolCalls as ToolCall[] | undefined) ?? [];
+      const content = (d.output as string | undefined) ?? this.text;
+      this.result = {
+        completion: {
+          id: this.head.id,
+          object: "chat.completion",
+          created: this.head.created,
+          model: this.head.model,
+          choices: [
+            {
+              index: 0,
+              message: {
+                role: "assistant",
+                content: content || (toolCalls.length ? null : ""),
+                ...(toolCalls.length ? { tool_calls: toolCalls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
+              },
+              finish_reason: e.kind === "run_cancelled" ? "stop" : finishOf(d.stopReason as string, toolCalls),
+            },
+          ],
+          ...(d.usage ? { usage: usageOf(d.usage as { inputTokens: number; outputTokens: number }) } : {}),
+        },
+      };
+    }
+  }
+}

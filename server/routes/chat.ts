@@ -1,0 +1,17 @@
+import { initServer } from "@ts-rest/express";
+import { contract } from "@svc/contract";
+import type { Services } from "../app.js";
+import { tenantOf } from "../http/principal.js";
+
+const s = initServer();
+
+/** Chat completions (1) and the models that can be asked for. */
+export function chatRoutes({ chat }: Services) {
+  return {
+    createChatCompletion: s.route(contract.createChatCompletion, async ({ req, res, body }) => ({
+      status: 200,
+      body: (await chat.complete(tenantOf(req), body, res)) as never,
+    })),
+    listModels: s.route(contract.listModels, async ({ req, query }) => ({ status: 200, body: await chat.models(tenantOf(req as never), query.user) })),
+  };
+}

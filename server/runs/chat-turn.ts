@@ -1,0 +1,61 @@
+import type { JobEvent } from "@svc/contract";
+import { RunDriver, RunStop, type RunEnd } from "./driver.js";
+import type { ChatMsg } from "./store.js";
+
+/** What a chat-completions run asks of the model: the caller's conversation and tools, as sent. */
+export interface ChatParams {
+  messages: ChatMsg[];
+  tools?: { type: "function"; function: { name: string; description?: string; parameters?: Record<string, unknown> } }[];
+  maxTokens?: number;
+  temperature?: number;
+}
+
+/**
+ * A chat completion on the user's model runtime: one model turn with the
+ * caller's messages and tools. The caller owns the loop, so the model's tool
+ * calls end the run and go back to the caller (in `run_completed`), never to an
+ * app tool. Taken over mid-turn, the turn runs again.
+ */
+export class ChatTurnDriver extends RunDriver {
+  private text = "";
+
+  protected override partialOutput(): string {
+    return this.text;
+  }
+
+  protected async loop(): Promise<RunEnd> {
+    const chat = (this.run.request as unknown as { chat: ChatParams }).chat;
+    if (this.seq > 1) this.emit("turn_restarted", { turn: 1, reason: "the instance driving the run was lost; the turn runs again" });
+    const calls: { id: string; name: string; arguments: string }[] = [];
+    const done = await new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
+      this.dispatch(
+        {
+          kind: "model_turn",
+          runtime: this.run.runtime_name!,
+          model: this.run.model,
+          messages: chat.messages as never,
+          ...(chat.tools?.length ? { tools: chat.tools } : {}),
+          ...(chat.maxTokens ? { maxTokens: chat.maxTokens } : {}),
+          ...(chat.temperature !== undefined ? { temperature: chat.temperature } : {}),
+        },
+        (e) => {
+          if (e.type === "text_delta") {
+            this.text += e.text;
+            this.emit("text_delta", { turn: 1, text: e.text });
+            this.flushSoon();
+          } else if (e.type === "tool_call") calls.push({ id: e.id, name: e.name, arguments: e.arguments });
+          else if (e.type === "done") resolve(e);
+          else if (e.type === "failed") reject(new RunStop(e.code === "worker_lost" ? "worker_lost" : "runtime_error", e.code, e.message));
+        },
+      );
+    });
+    const { row } = this.usage(1, done.usage.inputTokens, done.usage.outputTokens);
+    return {
+      output: this.text || done.output,
+      stopReason: done.finishReason,
+      patch: { turns: 1, addInputTokens: done.usage.inputTokens, addOutputTokens: done.usage.outputTokens },
+      extra: { usage: [row] },
+      completion: calls.length ? { toolCalls: calls } : {},
+    };
+  }
+}
