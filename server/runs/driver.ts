@@ -125,12 +125,12 @@ export abstract class RunDriver {
     try {
       if (err instanceof Cancelled) {
         this.emit("run_cancelled", { ...(err.reason ? { reason: err.reason } : {}), output: this.partialOutput() });
-        await this.flush({ status: "cancelled", stopReason: "cancelled", finished: true });
+        await this.flush({ status: "cancelled", stopReason: "cancelled", output: this.partialOutput(), finished: true });
       } else {
         const stop = err instanceof RunStop ? err : new RunStop("internal_error", "internal_error", "The service failed while driving the run.");
         if (!(err instanceof RunStop)) this.deps.log.error({ err, runId: this.run.id }, "run driver failed");
         this.emit("run_failed", { error: { code: stop.code, message: stop.message }, stopReason: stop.stopReason });
-        await this.flush({ status: "failed", stopReason: stop.stopReason, error: { code: stop.code, message: stop.message }, finished: true });
+        await this.flush({ status: "failed", stopReason: stop.stopReason, error: { code: stop.code, message: stop.message }, output: this.partialOutput(), finished: true });
       }
     } catch (final) {
       if (!(final instanceof Abandoned)) this.deps.log.error({ err: final, runId: this.run.id }, "could not record the end of a run");

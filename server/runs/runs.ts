@@ -77,8 +77,9 @@ export class RunService {
     const repeat = await this.db.transaction(async (sql) => {
       await lockUser(sql, endUser.id);
       if (spec.requestHash) {
+        // A run that failed or was cancelled served nothing: a retry of it is a new run.
         const [same] = await sql.query<{ id: string; status: string; model: string }>(
-          `SELECT id, status, model FROM runs WHERE app_id = $1 AND environment = $2::"Environment" AND request_hash = $3 AND created_at > $4 ORDER BY created_at DESC LIMIT 1`,
+          `SELECT id, status, model FROM runs WHERE app_id = $1 AND environment = $2::"Environment" AND request_hash = $3 AND created_at > $4 AND status NOT IN ('failed', 'cancelled') ORDER BY created_at DESC LIMIT 1`,
           [tenant.appId, tenant.environment, spec.requestHash, new Date(now.getTime() - (spec.dedupeMs ?? 0))],
         );
         if (same) return same;
