@@ -67,8 +67,8 @@ export class ChatService {
       });
     }
     const head: CompletionHead = { id: `chatcmpl-${started.runId.slice(4)}`, created: Math.floor(this.clock.now().getTime() / 1000), model: started.model };
-    if (body.stream) return this.streamed(started.runId, head, body.stream_options?.include_usage === true, res);
-    return this.gathered(started.runId, head, res);
+    if (body.stream) return this.streamed(started.runId, head, body.stream_options?.include_usage === true, res, !started.drivenHere);
+    return this.gathered(started.runId, head, res, !started.drivenHere);
   }
 
   /** What can be asked for: the service's own model, `auto`, and the models the user's machines serve now. */
@@ -92,23 +92,23 @@ export class ChatService {
     return { object: "list", data };
   }
 
-  private streamed(runId: string, head: CompletionHead, includeUsage: boolean, res: Response): Readable {
+  private streamed(runId: string, head: CompletionHead, includeUsage: boolean, res: Response, readFirst: boolean): Readable {
     const { out, end } = eventStreamBody(res);
     const writer = new ChunkWriter(head, includeUsage, (frame) => out.write(frame));
     writer.open();
-    const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end);
+    const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end, readFirst);
     res.on("close", stop);
     return out;
   }
 
-  private gathered(runId: string, head: CompletionHead, res: Response): Promise<z.infer<typeof ChatCompletion>> {
+  private gathered(runId: string, head: CompletionHead, res: Response, readFirst: boolean): Promise<z.infer<typeof ChatCompletion>> {
     const builder = new CompletionBuilder(head);
     return new Promise((resolve, reject) => {
       const stop = followRun(this.store, this.bus, this.log, runId, 0, (e: StoredEvent) => builder.event(e), () => {
         const r = builder.result;
         if (r && "completion" in r) resolve(r.completion);
         else reject(new ApiError("service_unavailable", `The user's runtime could not answer: ${r?.error.message ?? "the answer stopped"}.`));
-      });
+      }, readFirst);
       res.on("close", stop);
     });
   }

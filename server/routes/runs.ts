@@ -11,10 +11,10 @@ const s = initServer();
 export function runRoutes({ runs, runStore, runBus, logger }: Services) {
   return {
     createRun: s.route(contract.createRun, async ({ req, res, body }) => {
-      const { runId } = await runs.start(tenantOf(req), body);
+      const { runId, drivenHere } = await runs.start(tenantOf(req), body);
       // The id goes out with the headers, before the first event.
       res.setHeader("Service-Run-Id", runId);
-      return { status: 200, body: runEventStream(runStore, runBus, logger, runId, 0, res) as never };
+      return { status: 200, body: runEventStream(runStore, runBus, logger, runId, 0, res, !drivenHere) as never };
     }),
     getRunEvents: s.route(contract.getRunEvents, async ({ req, res, params, headers, query }) => {
       const run = await runs.find(tenantOf(req as never), params.id);

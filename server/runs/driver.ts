@@ -102,7 +102,8 @@ export abstract class RunDriver {
           runtime: this.run.runtime_name,
           model: this.run.model,
         });
-        await this.flush({ status: "running" });
+        // Not awaited: the first job goes out at once; writes stay in order, and a lost lease shows at the next one.
+        this.flush({ status: "running" }).catch(() => {});
       }
       const { output, stopReason, patch, extra, completion } = await this.loop();
       this.emit("run_completed", { output, usage: { ...this.tokens, costClass: this.costClass, amountMicros: 0 }, stopReason, ...completion });

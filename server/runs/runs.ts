@@ -43,7 +43,7 @@ export class RunService {
   ) {}
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
-  async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string }> {
+  async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string; drivenHere: boolean }> {
     const prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
     const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
     const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request });
@@ -52,7 +52,7 @@ export class RunService {
         headers: { "Service-Run-Id": started.runId },
       });
     }
-    return { runId: started.runId };
+    return { runId: started.runId, drivenHere: started.drivenHere };
   }
 
   /**
@@ -63,7 +63,7 @@ export class RunService {
    * `requestHash`, a run of the same request started within `dedupeMs` is returned
    * instead (a client's retry), decided under the same lock.
    */
-  async begin(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; handedBack: boolean; repeated: boolean; model: string }> {
+  async begin(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; handedBack: boolean; repeated: boolean; model: string; drivenHere: boolean }> {
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
     const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer);
     if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}).`);
@@ -111,11 +111,11 @@ export class RunService {
       );
       return null;
     });
-    if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model };
-    if (app) return { runId, handedBack: true, repeated: false, model };
+    if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
+    if (app) return { runId, handedBack: true, repeated: false, model, drivenHere: false };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
     else await this.engine.announce(route.instance, runId);
-    return { runId, handedBack: false, repeated: false, model };
+    return { runId, handedBack: false, repeated: false, model, drivenHere: local };
   }
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {

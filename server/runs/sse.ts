@@ -16,7 +16,17 @@ const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
  * one that arrives ahead of what was delivered makes the follower catch up from
  * the stored rows first. Returns how to stop following (the run goes on).
  */
-export function followRun(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, onEvent: (e: StoredEvent) => void, onEnd: () => void): () => void {
+export function followRun(
+  store: RunStore,
+  bus: RunBus,
+  log: Logger,
+  runId: string,
+  after: number,
+  onEvent: (e: StoredEvent) => void,
+  onEnd: () => void,
+  /** False for a run this instance has just started and drives: nothing is stored yet, its events come through the bus (the engine's sweep wakes readers should one have slipped by). */
+  readFirst = true,
+): () => void {
   let last = after;
   let done = false;
   let queue: Promise<void> = Promise.resolve();
@@ -49,7 +59,7 @@ export function followRun(store: RunStore, bus: RunBus, log: Logger, runId: stri
     unsubscribe();
     onEnd();
   }
-  enqueue(catchUp);
+  if (readFirst) enqueue(catchUp);
   return stop;
 }
 
@@ -72,9 +82,9 @@ export function eventStreamBody(res: Response): { out: PassThrough; end: () => v
 }
 
 /** A run's events as `text/event-stream` (`id:` its sequence, `event:` its kind, JSON `data:`); a client that leaves stops the reading, never the run. */
-export function runEventStream(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, res: Response): Readable {
+export function runEventStream(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, res: Response, readFirst = true): Readable {
   const { out, end } = eventStreamBody(res);
-  const stop = followRun(store, bus, log, runId, after, (e) => out.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`), end);
+  const stop = followRun(store, bus, log, runId, after, (e) => out.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`), end, readFirst);
   res.on("close", stop);
   return out;
 }
