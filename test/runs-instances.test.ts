@@ -291,6 +291,27 @@ describe.skipIf(postgres.skip)("a run across three instances (A starts it, B hol
     await expectStored(databaseUrl, runId, all.length, 2);
   });
 
+  it("a chat completion posted on A runs on B's worker, plain and streamed, and is read back on C", async () => {
+    const body = (stream: boolean) => JSON.stringify({ model: "auto", user, messages: [{ role: "user", content: `hi ${tagged()}` }], stream, stream_options: { include_usage: true } });
+    const plain = await a.fetch("/v1/chat/completions", { method: "POST", headers: headers(keys), body: body(false) });
+    expect(plain.status).toBe(200);
+    const completion = (await plain.json()) as { choices: { message: { content: string } }[]; usage: unknown };
+    expect(completion.choices[0].message.content).toBe("Hello from the stand-in model.");
+    expect(completion.usage).toEqual({ prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 });
+    const runId = plain.headers.get("service-run-id")!;
+    expect(claimedBy(b, runId)).toHaveLength(1);
+    expect(await getRun(c, keys, runId)).toMatchObject({ status: "completed", output: "Hello from the stand-in model." });
+
+    const streamed = await a.fetch("/v1/chat/completions", { method: "POST", headers: headers(keys), body: body(true) });
+    const text = await streamed.text();
+    const chunks = text.split("\n\n").filter((f) => f.startsWith("data: ")).map((f) => f.slice(6));
+    expect(chunks.at(-1)).toBe("[DONE]");
+    const parsed = chunks.slice(0, -1).map((c) => JSON.parse(c) as { choices: { delta: { content?: string } }[]; usage?: unknown });
+    expect(parsed.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe("Hello from the stand-in model.");
+    expect(parsed.at(-1)!.usage).toEqual({ prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 });
+    expect(claimedBy(b, streamed.headers.get("service-run-id")!)).toHaveLength(1);
+  });
+
   it("an approval answered on C, its tool's result too, the stream on A: completes, every event once", async () => {
     const tag = tagged();
     const answers = answerer(keys, () => c);
