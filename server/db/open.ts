@@ -29,8 +29,6 @@ export interface Notifications {
 export interface Database extends Sql, Notifications {
   kind: "pglite" | "postgres";
   prisma: PrismaClient;
-  /** Runs `fn` in one transaction on one connection: committed when it resolves, rolled back when it throws. */
-  transaction<T>(fn: (sql: Sql) => Promise<T>): Promise<T>;
   /** Runs `fn` on one connection holding a session-level advisory lock (one process at a time). */
   exclusive<T>(lockKey: number, fn: (sql: Sql) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -62,15 +60,7 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
     ...sql,
     // PGlite is one connection in one process: nothing else can run in between.
     exclusive: (_lockKey, fn) => fn(sql),
-    transaction: (fn) =>
-      db.transaction((tx) =>
-        fn({
-          exec: async (text) => {
-            await tx.exec(text);
-          },
-          query: async <T>(text: string, params: unknown[] = []) => (await tx.query<T>(text, params)).rows,
-        }),
-      ),
+
     listen: async (channel, fn) => {
       const stop = await db.listen(channel, fn);
       return async () => stop();
@@ -113,20 +103,6 @@ async function openPostgres(url: string): Promise<Database> {
         } finally {
           await client.query("SELECT pg_advisory_unlock($1)", [lockKey]);
         }
-      } finally {
-        client.release();
-      }
-    },
-    transaction: async (fn) => {
-      const client = await pool.connect();
-      try {
-        await client.query("BEGIN");
-        const result = await fn(over(client));
-        await client.query("COMMIT");
-        return result;
-      } catch (err) {
-        await client.query("ROLLBACK").catch(() => {});
-        throw err;
       } finally {
         client.release();
       }

@@ -5,7 +5,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { checkAllowance, entitlementOf, lockUser, periodOf } from "../ledger/metering.js";
+import { periodOf } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
 import type { RunEngine } from "./engine.js";
@@ -74,43 +74,35 @@ export class RunService {
     const request = spec.request;
     const model = route.kind !== "app" && route.model ? route.model : spec.model;
     const app = route.kind === "app";
-    const repeat = await this.db.transaction(async (sql) => {
-      await lockUser(sql, endUser.id);
-      if (spec.requestHash) {
-        // A run that failed or was cancelled served nothing: a retry of it is a new run.
-        const [same] = await sql.query<{ id: string; status: string; model: string }>(
-          `SELECT id, status, model FROM runs WHERE app_id = $1 AND environment = $2::"Environment" AND request_hash = $3 AND created_at > $4 AND status NOT IN ('failed', 'cancelled') ORDER BY created_at DESC LIMIT 1`,
-          [tenant.appId, tenant.environment, spec.requestHash, new Date(now.getTime() - (spec.dedupeMs ?? 0))],
-        );
-        if (same) return same;
-      }
-      const entitlement = await entitlementOf(sql, tenant, endUser.id);
-      await checkAllowance(sql, tenant, endUser.id, periodOf(now), entitlement);
-      // The driver checks the plan's spend ceiling between turns.
-      if (entitlement.spendCeilingMicros !== null) request.spendCeilingMicros = String(entitlement.spendCeilingMicros);
-      await this.store.insertRun(
-        sql,
-        {
-          id: runId,
-          ...tenant,
-          endUserId: endUser.id,
-          source: spec.source,
-          model,
-          request,
-          requestHash: spec.requestHash ?? null,
-          status: app ? "handed_back" : "queued",
-          routeKind: route.kind,
-          machineId: app ? null : route.machineId,
-          runtime: app ? null : route.runtime,
-          leaseOwner: local ? this.engine.instance : null,
-          leaseExpiresAt: local ? leaseExpiresAt : null,
-          createdAt: now,
-        },
+    // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
+    const [r] = await this.db.query<{ outcome: string; run_id: string | null; run_status: string | null; run_model: string | null; allowance: string | null; consumed: string | null; unit: string | null; ceiling: string | null }>(
+      `SELECT * FROM svc_start_run($1, $2, $3::"Environment", $4, $5, $6, $7::jsonb, $8, $9, $10::"RunStatus", $11, $12, $13, $14, $15, $16, $17::"CostClass", $18)`,
+      [
+        runId,
+        tenant.appId,
+        tenant.environment,
+        endUser.id,
+        spec.source,
+        model,
+        JSON.stringify(request),
+        spec.requestHash ?? null,
+        new Date(now.getTime() - (spec.dedupeMs ?? 0)),
+        app ? "handed_back" : "queued",
+        route.kind,
+        app ? null : route.machineId,
+        app ? null : route.runtime,
+        local ? this.engine.instance : null,
+        local ? leaseExpiresAt : null,
+        now,
         route.costClass,
         periodOf(now),
-      );
-      return null;
-    });
+      ],
+    );
+    if (r.outcome === "allowance_exhausted") {
+      throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run.`);
+    }
+    const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
+    if (r.ceiling !== null) request.spendCeilingMicros = String(r.ceiling);
     if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
     if (app) return { runId, handedBack: true, repeated: false, model, drivenHere: false };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));

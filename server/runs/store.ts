@@ -1,4 +1,4 @@
-import type { Database, Sql } from "../db/open.js";
+import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
 
@@ -160,27 +160,6 @@ export class RunStore {
     const notify = w.events?.length && this.db.kind === "postgres" ? `, pg_notify('${RUN_EVENT_CHANNEL}', $1 || ' ' || $2)` : "";
     const rows = await this.db.query<{ owned: number }>(`WITH ${ctes.join(",\n")} SELECT (SELECT count(*) FROM r)::int AS owned${notify}`, params);
     return rows[0]?.owned === 1;
-  }
-
-  /**
-   * A new run's row and its ledger row (`kind: run`, unique key `run:<id>`), in
-   * one statement: a run is counted exactly when it exists.
-   */
-  async insertRun(
-    sql: Sql,
-    run: { id: string; appId: string; environment: string; endUserId: string; source: RunSource; model: string; request: unknown; requestHash: string | null; status: "queued" | "handed_back"; routeKind: string; machineId: string | null; runtime: string | null; leaseOwner: string | null; leaseExpiresAt: Date | null; createdAt: Date },
-    costClass: CostClassValue,
-    period: string,
-  ): Promise<void> {
-    await sql.query(
-      `WITH inserted AS (
-         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, machine_id, runtime_name, lease_owner, lease_expires_at, created_at, finished_at, request_hash)
-         VALUES ($1, $2, $3::"Environment", $4, $16, $5, $6::jsonb, $7::"RunStatus", $8, $9, $10, $11, $12, $13, CASE WHEN $7 = 'handed_back' THEN $13::timestamptz END, $17)
-         RETURNING id, app_id, environment, end_user_id, created_at)
-       INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, period, unique_key, created_at)
-       SELECT app_id, environment, end_user_id, id, $14::"CostClass", 'run', $15, 'run:' || id, created_at FROM inserted`,
-      [run.id, run.appId, run.environment, run.endUserId, run.model, JSON.stringify(run.request), run.status, run.routeKind, run.machineId, run.runtime, run.leaseOwner, run.leaseExpiresAt, run.createdAt, costClass, period, run.source, run.requestHash],
-    );
   }
 
   async load(runId: string): Promise<RunRow | null> {
