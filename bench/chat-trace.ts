@@ -78,16 +78,6 @@ worker.quiet();
 
 const sv = server.services;
 wrap(server.db, "query", sqlLabel);
-const transaction = server.db.transaction.bind(server.db);
-server.db.transaction = ((fn: (sql: Sql) => Promise<unknown>) => {
-  const started = performance.now();
-  mark("> transaction");
-  return transaction((sql) => {
-    const inner = { ...sql } as Sql;
-    wrap(inner, "query", (a) => `tx ${sqlLabel(a)}`);
-    return fn(inner);
-  }).finally(() => (mark("< transaction"), record("transaction (run start)", performance.now() - started)));
-}) as typeof server.db.transaction;
 wrap(sv.keys, "verifyAppKey", () => "auth: verifyAppKey");
 wrap(sv.chat, "complete", () => "ChatService.complete");
 wrap(sv.runs, "begin", () => "RunService.begin");
