@@ -10,9 +10,8 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { periodOf } from "../ledger/metering.js";
-import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { DEFAULT_CHAT_ROUTE } from "../runs/routing.js";
+import { DEFAULT_CHAT_ROUTE, reachableRuntimes } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
 import type { RunBus } from "../runs/bus.js";
 import type { RunStore, StoredEvent } from "../runs/store.js";
@@ -78,16 +77,15 @@ export class ChatService {
       { id: ECHO_MODEL, object: "model" as const, created, owned_by: "svc" },
       { id: "auto", object: "model" as const, created, owned_by: "svc" },
     ];
-    if (user) {
-      const since = new Date(this.clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
-      const rows = await this.db.query<{ runtime: string; models: string[] }>(
-        `SELECT DISTINCT r.name AS runtime, r.models FROM machines m JOIN runtimes r ON r.machine_id = m.id JOIN end_users u ON u.id = m.end_user_id
-          WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND u.external_id = $3 AND r.kind = 'model'
-            AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4 ORDER BY r.name`,
-        [tenant.appId, tenant.environment, user, since],
-      );
-      const seen = new Set<string>();
-      for (const r of rows) for (const m of r.models) if (!seen.has(`${r.runtime}/${m}`)) seen.add(`${r.runtime}/${m}`) && data.push({ id: `${r.runtime}/${m}`, object: "model", created, owned_by: r.runtime });
+    const [endUser] = user
+      ? await this.db.query<{ id: string }>(`SELECT id FROM end_users WHERE app_id = $1 AND environment = $2::"Environment" AND external_id = $3`, [tenant.appId, tenant.environment, user])
+      : [];
+    if (endUser) {
+      // The same runtimes routing would consider; chat completions reach model runtimes only.
+      const runtimes = (await reachableRuntimes(this.db, this.clock, tenant, endUser.id)).filter((r) => r.kind === "model").sort((a, b) => a.runtime.localeCompare(b.runtime));
+      const ids = new Map<string, string>();
+      for (const r of runtimes) for (const m of r.models) if (!ids.has(`${r.runtime}/${m}`)) ids.set(`${r.runtime}/${m}`, r.runtime);
+      for (const [id, runtime] of ids) data.push({ id, object: "model", created, owned_by: runtime });
     }
     return { object: "list", data };
   }

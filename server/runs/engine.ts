@@ -94,10 +94,6 @@ export class RunEngine {
     return this.deps.hub.holds(machineId);
   }
 
-  isDriving(runId: string): boolean {
-    return this.drivers.has(runId);
-  }
-
   async close(): Promise<void> {
     this.closing = true;
     for (const t of this.timers) clearInterval(t);

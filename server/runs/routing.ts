@@ -17,7 +17,8 @@ export const DEFAULT_CHAT_ROUTE: RouteKindValue[] = ["user-hardware", "app"];
 /** Model servers before OpenAI-compatible extras, then by name: a stable choice for `auto`. */
 const MODEL_RUNTIME_ORDER = ["ollama", "llamacpp", "lmstudio"];
 
-interface Candidate {
+/** A runtime of one of the user's machines that can take work now. */
+export interface Candidate {
   machine_id: string;
   instance: string;
   runtime: string;
@@ -28,21 +29,12 @@ interface Candidate {
 }
 
 /**
- * Picks the compute for a run: only machines of this user, of this app and
- * environment, not removed, connected now with a heartbeat inside the timeout,
- * and with a runtime that serves the model asked for. Route kinds are tried in
+ * Picks the compute for a run among the user's reachable runtimes: one that
+ * serves the model asked for. Route kinds are tried in
  * the order asked; null when nothing fits and `app` is not allowed.
  */
 export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKindValue[]): Promise<Route | null> {
-  const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
-  const rows = await sql.query<Candidate>(
-    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.cost_class, r.models, r.busy
-       FROM machines m JOIN runtimes r ON r.machine_id = m.id
-      WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
-        AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4
-      ORDER BY r.busy, m.last_heartbeat_at DESC`,
-    [tenant.appId, tenant.environment, endUserId, since],
-  );
+  const rows = await reachableRuntimes(sql, clock, tenant, endUserId);
   for (const kind of prefer) {
     if (kind === "app") return { kind: "app", costClass: "app_served" };
     const wanted = kind === "user-hardware" ? "model" : "agent";
@@ -55,6 +47,23 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
     }
   }
   return null;
+}
+
+/**
+ * The runtimes a run of this user could reach now: only machines of this user,
+ * of this app and environment, not removed, connected with a heartbeat inside
+ * the timeout. Idle runtimes and the freshest machines first.
+ */
+export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string): Promise<Candidate[]> {
+  const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
+  return sql.query<Candidate>(
+    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.cost_class, r.models, r.busy
+       FROM machines m JOIN runtimes r ON r.machine_id = m.id
+      WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
+        AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4
+      ORDER BY r.busy, m.last_heartbeat_at DESC`,
+    [tenant.appId, tenant.environment, endUserId, since],
+  );
 }
 
 function byPreference(a: Candidate, b: Candidate): number {

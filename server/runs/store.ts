@@ -162,11 +162,6 @@ export class RunStore {
     return rows[0]?.owned === 1;
   }
 
-  async load(runId: string): Promise<RunRow | null> {
-    const rows = await this.db.query<RunRow>(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = $1`, [runId]);
-    return rows[0] ?? null;
-  }
-
   /**
    * Takes the lease of runs this instance can drive: active, unleased or with a
    * lapsed lease, on a machine whose connection this instance holds. A run is taken
