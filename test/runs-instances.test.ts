@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { DATABASES, withClient } from "./helpers/databases.js";
 import { pollUntil, removeTempDirs, startServerProcess, stopAll, tempDir, type ServerProcess } from "./helpers/process.js";
 import { sseFrames, type SseFrame } from "./helpers/sse.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
@@ -184,16 +184,6 @@ function textOf(frames: SseFrame[]): Map<number, string> {
 }
 
 const claimedBy = (s: ServerProcess, runId: string) => s.logs().filter((l) => l.msg === "run claimed" && l.runId === runId);
-
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return await fn(c);
-  } finally {
-    await c.end();
-  }
-}
 
 /** The database's word on a finished run: its events 1..N, its ledger rows (one `run`, one `tokens` per turn), its totals. */
 async function expectStored(databaseUrl: string, runId: string, lastSeq: number, turns: number): Promise<void> {

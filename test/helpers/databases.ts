@@ -31,7 +31,8 @@ const postgres: TestDatabase = {
   },
 };
 
-async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
+/** One client on `url` for `fn`, closed after. */
+export async function withClient<T>(url: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
