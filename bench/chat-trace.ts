@@ -19,7 +19,8 @@ import http from "node:http";
 import { performance } from "node:perf_hooks";
 import { post, stream } from "./chat-client.js";
 import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer } from "./lib.js";
-import type { DatabaseTarget, Sql } from "../server/db/open.js";
+import type { DatabaseTarget } from "../server/db/open.js";
+import { durations, mark, marks, record, sqlLabel, wrap } from "./instruments.js";
 
 const which = process.argv[2] ?? "pglite";
 const mode = process.argv[3] ?? "turn";
@@ -28,31 +29,6 @@ const WARMUP = mode === "stream" ? 2 : 20;
 const SECONDS = Number(process.env.SVC_TRACE_SECONDS ?? 5);
 const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const USER = "trace-user";
-
-// ---------------------------------------------------------------- instruments
-
-const marks: { t: number; what: string }[] = [];
-const mark = (what: string) => marks.push({ t: performance.now(), what });
-const durations = new Map<string, number[]>();
-const record = (step: string, ms: number) => (durations.get(step) ?? durations.set(step, []).get(step)!).push(ms);
-
-function wrap<T extends object>(obj: T, name: keyof T & string, label: (args: unknown[]) => string = () => name) {
-  const fn = (obj as Record<string, unknown>)[name] as (...a: unknown[]) => unknown;
-  (obj as Record<string, unknown>)[name] = function (this: unknown, ...args: unknown[]) {
-    const l = label(args);
-    const started = performance.now();
-    const done = () => {
-      mark(`< ${l}`);
-      record(l, performance.now() - started);
-    };
-    mark(`> ${l}`);
-    const r = fn.apply(this, args);
-    if (r && typeof (r as Promise<unknown>).then === "function") return (r as Promise<unknown>).finally(done);
-    done();
-    return r;
-  };
-}
-const sqlLabel = (a: unknown[]) => `sql ${String(a[0]).replace(/\s+/g, " ").trim().slice(0, 48)}`;
 
 // ---------------------------------------------------------------- set-up
 

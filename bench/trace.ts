@@ -17,6 +17,7 @@ import { performance } from "node:perf_hooks";
 import { sseFrames } from "../test/helpers/sse.js";
 import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer } from "./lib.js";
 import type { DatabaseTarget } from "../server/db/open.js";
+import { durations, mark, marks, record, wrap } from "./instruments.js";
 
 const which = process.argv[2] ?? "pglite";
 const loadMode = process.argv[3] === "load";
@@ -26,33 +27,6 @@ const SECONDS = Number(process.env.SVC_TRACE_SECONDS ?? 5);
 const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const USER = "trace-user";
 const TOOLS = ["weather", "museums", "cafes"].map((name) => ({ name }));
-
-// ---------------------------------------------------------------- instruments
-
-/** The current round trip's timeline (one run at a time only). */
-const marks: { t: number; what: string }[] = [];
-const mark = (what: string) => marks.push({ t: performance.now(), what });
-/** Every call's duration per step. */
-const durations = new Map<string, number[]>();
-const record = (step: string, ms: number) => (durations.get(step) ?? durations.set(step, []).get(step)!).push(ms);
-
-/** Wraps `obj[name]` so each call is marked and timed under `label(args)`. */
-function wrap<T extends object>(obj: T, name: keyof T & string, label: (args: unknown[]) => string = () => name) {
-  const fn = (obj as Record<string, unknown>)[name] as (...a: unknown[]) => unknown;
-  (obj as Record<string, unknown>)[name] = function (this: unknown, ...args: unknown[]) {
-    const l = label(args);
-    const started = performance.now();
-    const done = () => {
-      mark(`< ${l}`);
-      record(l, performance.now() - started);
-    };
-    mark(`> ${l}`);
-    const r = fn.apply(this, args);
-    if (r && typeof (r as Promise<unknown>).then === "function") return (r as Promise<unknown>).finally(done);
-    done();
-    return r;
-  };
-}
 
 // ---------------------------------------------------------------- set-up
 
