@@ -28,6 +28,7 @@ import { RunBus } from "./runs/bus.js";
 import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
 import { ChatService } from "./chat/chat.js";
+import { WebhookOutbox } from "./webhooks/outbox.js";
 
 export interface Services {
   clock: Clock;
@@ -43,6 +44,8 @@ export interface Services {
   runEngine: RunEngine;
   runs: RunService;
   chat: ChatService;
+  /** Outbound webhooks: every service that reports a fact to the app emits through it. */
+  outbox: WebhookOutbox;
   logger: Logger;
 }
 
@@ -62,9 +65,11 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds);
+  const outbox = new WebhookOutbox(db, clock);
   return {
     clock,
     logger,
+    outbox,
     runStore,
     runBus,
     runEngine,

@@ -23,6 +23,15 @@ const Env = z.object({
   DEVICE_POLL_INTERVAL: z.coerce.number().int().min(1).max(60).default(5),
   RUN_LEASE_SECONDS: z.coerce.number().min(0.5).max(300).default(15),
   RUN_ORPHAN_SECONDS: z.coerce.number().min(1).max(3600).default(45),
+  STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_(test|live)_\w+$/, "must be a Stripe secret or restricted key (sk_test_..., rk_live_...)").optional(),
+  STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\w+$/, "must be a Stripe webhook signing secret (whsec_...)").optional(),
+  STRIPE_API_URL: z.string().url().optional(),
+  WEBHOOK_RETRY_SCHEDULE: z
+    .string()
+    .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/, "must be comma-separated seconds, e.g. 5,300,1800")
+    .default("5,300,1800,7200,18000,36000,36000"),
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(15000),
+  SVC_SEALING_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes in base64 (openssl rand -base64 32)").optional(),
 });
 
 export interface Config {
@@ -44,6 +53,12 @@ export interface Config {
   runLeaseSeconds: number;
   /** A run nobody can drive (its machine connected nowhere) for this long after its lease lapsed fails with `worker_lost`. */
   runOrphanSeconds: number;
+  /** Stripe: the platform's secret key, the Connect webhook's signing secret, and the API's address (a stand-in in tests). */
+  stripe: { secretKey: string | null; webhookSecret: string | null; apiUrl: string | null };
+  /** Outbound webhooks: seconds to wait before each retry (its length is the number of retries), and each try's timeout. */
+  webhooks: { retrySchedule: number[]; timeoutMs: number };
+  /** Key sealing secrets kept usable at rest (webhook signing secrets); null: a key file in the data folder. */
+  sealingKey: Buffer | null;
 }
 
 export class ConfigError extends Error {
@@ -72,6 +87,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
     runLeaseSeconds: e.RUN_LEASE_SECONDS,
     runOrphanSeconds: e.RUN_ORPHAN_SECONDS,
+    stripe: { secretKey: e.STRIPE_SECRET_KEY ?? null, webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? null, apiUrl: e.STRIPE_API_URL ?? null },
+    webhooks: { retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(",").map(Number), timeoutMs: e.WEBHOOK_TIMEOUT_MS },
+    sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
   };
 }
 

@@ -15,6 +15,7 @@ export const ERROR_CODES = {
   access_denied: { status: 400, type: "device_flow_error", message: "The user denied the pairing." },
   expired_token: { status: 400, type: "device_flow_error", message: "The device code has expired; start pairing again." },
   invalid_grant: { status: 400, type: "device_flow_error", message: "The device code is unknown or has already been used." },
+  invalid_signature: { status: 400, type: "invalid_request_error", message: "The webhook signature does not verify." },
   // 401: who is calling is not established
   missing_credential: { status: 401, type: "authentication_error", message: "This endpoint needs a credential." },
   invalid_credential: { status: 401, type: "authentication_error", message: "The credential is malformed or unknown." },
@@ -37,6 +38,9 @@ export const ERROR_CODES = {
   already_answered: { status: 409, type: "conflict_error", message: "This call has already been answered." },
   run_finished: { status: 409, type: "conflict_error", message: "The run has already finished." },
   usage_already_reported: { status: 409, type: "conflict_error", message: "Usage for this run has already been reported." },
+  plan_exists: { status: 409, type: "conflict_error", message: "A plan with this slug already exists." },
+  plan_unavailable: { status: 409, type: "conflict_error", message: "This plan is archived or has no payment provider price." },
+  billing_not_connected: { status: 409, type: "conflict_error", message: "The app has not connected a Stripe account for this environment." },
   // 410
   expired: { status: 410, type: "invalid_request_error", message: "This has expired." },
   // 413, 415

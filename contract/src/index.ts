@@ -6,5 +6,7 @@ export * from "./chat.js";
 export * from "./pairing.js";
 export * from "./sessions.js";
 export * from "./reads.js";
+export * from "./billing.js";
+export * from "./webhooks.js";
 export { contract, type Contract } from "./router.js";
 export * from "./worker.js";

@@ -1,6 +1,9 @@
 import { z } from "zod";
 import { CostClass, Environment, IsoTime, Machine, Micros, Page, UserId } from "./common.js";
 
+export const PlanPeriod = z.enum(["month", "year"]);
+export const AllowanceUnit = z.enum(["runs", "tokens"]);
+
 export const Plan = z.object({
   id: z.string(),
   slug: z.string(),
@@ -8,17 +11,23 @@ export const Plan = z.object({
   description: z.string().nullable(),
   priceMicros: Micros,
   currency: z.string(),
-  period: z.enum(["month", "year"]),
+  period: PlanPeriod,
   allowance: z.object({
-    unit: z.enum(["runs", "tokens"]),
+    unit: AllowanceUnit,
     limit: z.number().int().nullable().describe("Null: unlimited."),
   }),
   overage: z.boolean().describe("True: usage goes on past the allowance as overage; false: the plan stops at its allowance (402)."),
-  spendCeilingMicros: Micros.nullable(),
+  overagePriceMicros: Micros.nullable().describe("With `overage`: what each unit past the allowance costs (a run, or 1,000 tokens)."),
+  spendCeilingMicros: Micros.nullable().describe("A run stops between turns, and no run starts, once the user's spend this period reaches it."),
   trialDays: z.number().int(),
-  isDefault: z.boolean(),
+  stripePriceId: z.string().nullable().describe("The price in the app's connected Stripe account; null: not sold through checkout."),
+  isDefault: z.boolean().describe("Users without a subscription are on the default plan."),
+  archived: z.boolean().describe("Archived plans are not sold any more; their subscribers keep them."),
 });
 export const PlanList = z.object({ data: z.array(Plan) });
+export const PlanListQuery = z.object({
+  archived: z.enum(["true", "false"]).optional().describe("`true`: archived plans too."),
+});
 
 export const User = z.object({
   id: UserId,
@@ -26,13 +35,19 @@ export const User = z.object({
   environment: Environment,
   plan: Plan.nullable(),
   subscription: z
-    .object({ status: z.string(), trialEndsAt: IsoTime.nullable(), currentPeriodEnd: IsoTime.nullable() })
+    .object({
+      status: z.string().describe("`active`, `trialing`, `past_due`, `canceled` ..."),
+      source: z.enum(["stripe", "app"]).describe("`stripe`: bought through checkout; `app`: set by the app (PUT /v1/users/:id/plan)."),
+      trialEndsAt: IsoTime.nullable(),
+      currentPeriodEnd: IsoTime.nullable(),
+    })
     .nullable(),
   allowance: z.object({
     unit: z.enum(["runs", "tokens"]),
     limit: z.number().int().nullable(),
-    used: z.number().int(),
+    used: z.number().int().describe("Runs counted, or tokens used, this period: the sum of the ledger's rows."),
     remaining: z.number().int().nullable(),
+    reached: z.boolean(),
   }),
   usage: z.object({
     period: z.string(),
@@ -53,6 +68,8 @@ export const Compute = z.object({ user: UserId, machines: z.array(Machine) });
 
 export const UsageQuery = z.object({
   user: UserId.optional(),
+  run: z.string().max(64).optional().describe("Only this run's rows."),
+  costClass: CostClass.optional(),
   period: z.string().regex(/^\d{4}-\d{2}$/, "YYYY-MM").optional(),
   environment: Environment.optional().describe("Must be the app key's own environment when given."),
   limit: z.coerce.number().int().min(1).max(500).default(100),
@@ -65,7 +82,7 @@ export const UsageRow = z.object({
   environment: Environment,
   runId: z.string().nullable(),
   costClass: CostClass,
-  kind: z.string(),
+  kind: z.string().describe("`run` (counted at its start), `tokens` (a turn on the user's compute), `app_usage` (reported by the app), `echo`."),
   inputTokens: z.number().int(),
   outputTokens: z.number().int(),
   amountMicros: Micros,

@@ -29,7 +29,29 @@ import {
   UserCodeQuery,
 } from "./pairing.js";
 import { CreateSessionRequest, EndSessionsQuery, EndSessionsResponse, SessionResponse } from "./sessions.js";
-import { Compute, PlanList, UsagePage, UsageQuery, User } from "./reads.js";
+import { Compute, Plan, PlanList, PlanListQuery, UsagePage, UsageQuery, User } from "./reads.js";
+import {
+  AssignPlanRequest,
+  BillingAccount,
+  BillingAccountRequest,
+  BillingOverview,
+  CheckoutRequest,
+  CheckoutSession,
+  PlanInput,
+  PlanSlugParam,
+  PlanUpdate,
+  StripeWebhookAck,
+  StripeWebhookBody,
+} from "./billing.js";
+import {
+  CreatedWebhookEndpoint,
+  CreateWebhookEndpoint,
+  WebhookDeliveryPage,
+  WebhookDeliveryQuery,
+  WebhookEndpoint,
+  WebhookEndpointList,
+  WebhookEndpointParam,
+} from "./webhooks.js";
 
 const c = initContract();
 
@@ -51,6 +73,8 @@ const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
 const LEDGER = "Metering, plans and billing (issue 7)";
+const BILLING = "Stripe checkout and entitlement (issue 7)";
+const WEBHOOKS = "Outbound webhooks (issue 7)";
 
 export const contract = c.router(
   {
@@ -297,8 +321,129 @@ export const contract = c.router(
       method: "GET",
       path: "/v1/plans",
       summary: "The plans the app configured",
+      description: "For rendering a pricing page. Archived plans only with `archived=true`.",
+      query: PlanListQuery,
       responses: { 200: PlanList, ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    // extension: the app configures its plans (also `svc plans ...` and `svc plans apply <file>`)
+    createPlan: {
+      method: "POST",
+      path: "/v1/plans",
+      summary: "Create a plan",
+      description: "Price, period, allowance (runs or tokens), stop or overage, spend ceiling, trial and the Stripe price. `isDefault: true` makes it the plan users start on.",
+      body: PlanInput,
+      responses: { 201: Plan, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    updatePlan: {
+      method: "PATCH",
+      path: "/v1/plans/:slug",
+      summary: "Change a plan",
+      description: "Only the fields sent change. Subscribers see the change from their next run.",
+      pathParams: PlanSlugParam,
+      body: PlanUpdate,
+      responses: { 200: Plan, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    archivePlan: {
+      method: "DELETE",
+      path: "/v1/plans/:slug",
+      summary: "Archive a plan",
+      description: "It is no longer sold nor the default; users on it keep it. Ledger rows are never removed.",
+      pathParams: PlanSlugParam,
+      responses: { 200: Plan, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    assignUserPlan: {
+      method: "PUT",
+      path: "/v1/users/:id/plan",
+      summary: "Put a user on a plan",
+      description: "Without a payment (a grant, a manual upgrade); `plan: null` returns the user to the default plan. A Stripe subscription, while live, takes precedence.",
+      pathParams: z.object({ id: z.string().min(1).max(256) }),
+      body: AssignPlanRequest,
+      responses: { 200: User, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+    },
+    // extension: the app connects its Stripe account
+    getBillingAccount: {
+      method: "GET",
+      path: "/v1/billing/account",
+      summary: "The app's connected Stripe account",
+      responses: { 200: BillingAccount, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: BILLING }),
+    },
+    connectBillingAccount: {
+      method: "PUT",
+      path: "/v1/billing/account",
+      summary: "Connect the app's Stripe account",
+      description: "Checkout Sessions are created in this connected account (`Stripe-Account`), one per environment.",
+      body: BillingAccountRequest,
+      responses: { 200: BillingAccount, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: BILLING }),
+    },
+    // extension: what the plans and checkout components use (browser, `est_` session)
+    getBilling: {
+      method: "GET",
+      path: "/v1/billing",
+      summary: "Plans on sale and this user's plan, allowance and usage",
+      responses: { 200: BillingOverview, ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: BILLING }),
+    },
+    createCheckoutSession: {
+      method: "POST",
+      path: "/v1/billing/checkout",
+      summary: "Start checkout of a plan",
+      description: "Creates a Stripe Checkout Session in the app's connected account, tagged with the user's id (`client_reference_id` and metadata), with the plan's trial.",
+      body: CheckoutRequest,
+      responses: { 200: CheckoutSession, ...errors(409, 503), ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session", notBuiltYet: BILLING }),
+    },
+    // extension: Stripe's webhooks (Connect events of the apps' accounts), verified by `Stripe-Signature`
+    receiveStripeWebhook: {
+      method: "POST",
+      path: "/v1/stripe/webhook",
+      summary: "Stripe webhook receiver",
+      description: "Verified against the raw body, deduplicated by event id, applied in any order: sets the user's entitlement.",
+      headers: z.object({ "stripe-signature": z.string().max(4096).optional() }),
+      body: StripeWebhookBody,
+      responses: { 200: StripeWebhookAck, ...errors(503), ...notBuilt },
+      metadata: meta({ auth: "none", notBuiltYet: BILLING }),
+    },
+    // extension: outbound webhooks to the app
+    createWebhookEndpoint: {
+      method: "POST",
+      path: "/v1/webhook_endpoints",
+      summary: "Add a webhook endpoint",
+      description: "Returns the `whsec_` signing secret once. Deliveries are signed per Standard Webhooks and retried with backoff.",
+      body: CreateWebhookEndpoint,
+      responses: { 201: CreatedWebhookEndpoint, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+    },
+    listWebhookEndpoints: {
+      method: "GET",
+      path: "/v1/webhook_endpoints",
+      summary: "The app's webhook endpoints",
+      responses: { 200: WebhookEndpointList, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+    },
+    deleteWebhookEndpoint: {
+      method: "DELETE",
+      path: "/v1/webhook_endpoints/:id",
+      summary: "Remove a webhook endpoint",
+      description: "Its pending deliveries stop; its delivery log stays readable.",
+      pathParams: WebhookEndpointParam,
+      responses: { 200: WebhookEndpoint, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+    },
+    listWebhookDeliveries: {
+      method: "GET",
+      path: "/v1/webhook_deliveries",
+      summary: "The delivery log",
+      description: "Every delivery with each attempt's status code or error; newest first.",
+      query: WebhookDeliveryQuery,
+      responses: { 200: WebhookDeliveryPage, ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
     },
   },
   {

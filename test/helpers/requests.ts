@@ -37,6 +37,19 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   getUserCompute: { params: { id: "u1" } },
   listUsage: {},
   listPlans: {},
+  createPlan: { body: { slug: "fixture-plan", name: "Fixture" } },
+  updatePlan: { params: { slug: "no-such-plan" }, body: { name: "Renamed" } },
+  archivePlan: { params: { slug: "no-such-plan" } },
+  assignUserPlan: { params: { id: "u1" }, body: { plan: null } },
+  getBillingAccount: {},
+  connectBillingAccount: { body: { stripeAccountId: "acct_fixture" } },
+  getBilling: {},
+  createCheckoutSession: { body: { plan: "no-such-plan" } },
+  receiveStripeWebhook: { body: { id: "evt_fixture", type: "ping" } },
+  createWebhookEndpoint: { body: { url: "http://127.0.0.1:9/hook" } },
+  listWebhookEndpoints: {},
+  deleteWebhookEndpoint: { params: { id: "we_x" } },
+  listWebhookDeliveries: {},
 };
 
 export const ROUTE_CASES: RouteCase[] = Object.entries(contract).map(([name, route]) => {

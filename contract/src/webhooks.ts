@@ -1,0 +1,64 @@
+import { z } from "zod";
+import { IsoTime, Page } from "./common.js";
+
+/**
+ * Webhooks the service sends to the app, signed per Standard Webhooks
+ * (`webhook-id`, `webhook-timestamp`, `webhook-signature` headers; verify with
+ * the `standardwebhooks` library and the endpoint's `whsec_` secret). The read
+ * endpoints stay the authority; a webhook says something happened.
+ */
+export const WEBHOOK_EVENT_TYPES = [
+  "run.finished",
+  "machine.paired",
+  "machine.online",
+  "machine.offline",
+  "plan.changed",
+  "allowance.reached",
+] as const;
+export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES);
+export type WebhookEventType = z.infer<typeof WebhookEventType>;
+
+export const CreateWebhookEndpoint = z.object({
+  url: z.string().url().max(2000).refine((u) => /^https?:\/\//.test(u), "http or https"),
+  events: z.array(WebhookEventType).min(1).optional().describe("Default: every event type."),
+});
+
+export const WebhookEndpoint = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z.array(WebhookEventType),
+  createdAt: IsoTime,
+  disabled: z.boolean(),
+});
+export const CreatedWebhookEndpoint = WebhookEndpoint.extend({
+  secret: z.string().describe("`whsec_...`: shown once; verify signatures with it."),
+});
+export const WebhookEndpointList = z.object({ data: z.array(WebhookEndpoint) });
+export const WebhookEndpointParam = z.object({ id: z.string().min(1).max(64) });
+
+export const WebhookAttempt = z.object({
+  attempt: z.number().int(),
+  at: IsoTime,
+  statusCode: z.number().int().nullable(),
+  error: z.string().nullable(),
+  durationMs: z.number().int(),
+});
+
+export const WebhookDelivery = z.object({
+  id: z.string().describe("The `webhook-id` the receiver saw (the same on every retry)."),
+  endpointId: z.string(),
+  type: WebhookEventType,
+  payload: z.record(z.unknown()).describe("The JSON body sent: `{type, timestamp, data}`."),
+  status: z.enum(["pending", "delivered", "failed"]).describe("`failed`: every retry was used up."),
+  attempts: z.array(WebhookAttempt),
+  nextAttemptAt: IsoTime.nullable(),
+  createdAt: IsoTime,
+});
+export const WebhookDeliveryQuery = z.object({
+  endpoint: z.string().max(64).optional(),
+  status: z.enum(["pending", "delivered", "failed"]).optional(),
+  type: WebhookEventType.optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().max(128).optional(),
+});
+export const WebhookDeliveryPage = Page(WebhookDelivery);
