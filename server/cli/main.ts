@@ -4,6 +4,7 @@ import { OperationError } from "../admin/operations.js";
 import { ApiError } from "../errors.js";
 import { CliError, withAdmin, type Call } from "./admin-client.js";
 import type { KeyInfo } from "../keys/keys.js";
+import { registerPlanCommands } from "./plans.js";
 
 /** `24h`, `30m`, `90s`, `7d` or plain seconds. */
 function parseDuration(value: string): number {
@@ -14,7 +15,7 @@ function parseDuration(value: string): number {
 
 const program = new Command()
   .name("svc")
-  .description("Manage the service's apps and keys. Works whether or not the server is running.")
+  .description("Manage the service's apps and keys (works whether or not the server is running), and an app's plans (through the API, with its app key).")
   .option("--data-dir <dir>", "the embedded database's data folder (default: $SVC_DATA_DIR or .data)")
   .option("--database-url <url>", "use this Postgres instead of the embedded database (default: $DATABASE_URL)")
   .showHelpAfterError();
@@ -92,6 +93,8 @@ keys
   .argument("<key>", "an app key id (or the whole key) or a connect key")
   .option("--json", "print JSON")
   .action(action("keys.revoke", (key: string) => ({ key }), (r: KeyInfo) => `revoked ${r.kind} key ${r.display}`));
+
+registerPlanCommands(program);
 
 try {
   await program.parseAsync(process.argv);

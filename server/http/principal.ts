@@ -4,14 +4,14 @@ import type { Tenant } from "../keys/keys.js";
 import type { SessionPrincipal } from "../sessions/sessions.js";
 
 /** The app and environment an app key or connect key speaks for (authentication has run). */
-export function tenantOf(req: Request): Tenant {
+export function tenantOf(req: Pick<Request, "principal">): Tenant {
   const p = req.principal;
   if (p?.kind === "appKey" || p?.kind === "connectKey") return { appId: p.appId, environment: p.environment };
   throw new ApiError("internal_error", "route without an app credential asked for its tenant");
 }
 
 /** The end-user session a browser route acts for. */
-export function sessionOf(req: Request): SessionPrincipal {
+export function sessionOf(req: Pick<Request, "principal">): SessionPrincipal {
   const p = req.principal;
   if (p?.kind === "session") return p;
   throw new ApiError("internal_error", "route without a session asked for it");

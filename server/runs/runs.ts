@@ -10,6 +10,8 @@ import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
 import type { RunEngine } from "./engine.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
+import type { WebhookOutbox } from "../webhooks/outbox.js";
+import type { Logger } from "../logger.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -40,6 +42,8 @@ export class RunService {
     private readonly store: RunStore,
     private readonly engine: RunEngine,
     private readonly leaseSeconds: number,
+    private readonly outbox: WebhookOutbox,
+    private readonly log: Logger,
   ) {}
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
@@ -75,7 +79,7 @@ export class RunService {
     const model = route.kind !== "app" && route.model ? route.model : spec.model;
     const app = route.kind === "app";
     // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
-    const [r] = await this.db.query<{ outcome: string; run_id: string | null; run_status: string | null; run_model: string | null; allowance: string | null; consumed: string | null; unit: string | null; ceiling: string | null }>(
+    const [r] = await this.db.query<{ outcome: string; run_id: string | null; run_status: string | null; run_model: string | null; allowance: string | null; consumed: string | null; unit: string | null; ceiling: string | null; spend_period: string | null }>(
       `SELECT * FROM svc_start_run($1, $2, $3::"Environment", $4, $5, $6, $7::jsonb, $8, $9, $10::"RunStatus", $11, $12, $13, $14, $15, $16, $17::"CostClass", $18)`,
       [
         runId,
@@ -99,15 +103,28 @@ export class RunService {
       ],
     );
     if (r.outcome === "allowance_exhausted") {
+      this.allowanceReached(tenant, spec.user, endUser.id, r, now);
       throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run.`);
     }
+    if (r.outcome === "spend_ceiling_reached") {
+      throw new ApiError("spend_ceiling_reached", `The user's spend this period (${r.consumed} micros) reached the plan's ceiling of ${r.ceiling} micros: nothing was run.`);
+    }
+    if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, spec.user, endUser.id, r, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
-    if (r.ceiling !== null) request.spendCeilingMicros = String(r.ceiling);
+    if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
     if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
     if (app) return { runId, handedBack: true, repeated: false, model, drivenHere: false };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
     else await this.engine.announce(route.instance, runId);
     return { runId, handedBack: false, repeated: false, model, drivenHere: local };
+  }
+
+  /** Tells the app (webhook `allowance.reached`), once per user and plan window, that the allowance is used up. */
+  private allowanceReached(tenant: Tenant, user: string, endUserId: string, r: { allowance: string | null; consumed: string | null; unit: string | null; spend_period: string | null }, now: Date) {
+    const window = r.spend_period ?? periodOf(now);
+    this.outbox
+      .emit(tenant, "allowance.reached", { user, unit: r.unit, allowance: Number(r.allowance), used: Number(r.consumed), period: window }, `allowance.reached:${endUserId}:${window}:${r.allowance}`)
+      .catch((err) => this.log.error({ err }, "could not record the allowance.reached webhook"));
   }
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {

@@ -28,7 +28,7 @@ export interface RunRow {
   environment: "test" | "live";
   end_user_id: string;
   model: string;
-  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; limits?: { maxTurns?: number; toolResultTimeoutMs?: number; approvalTimeoutMs?: number } };
+  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; spendPeriod?: string; limits?: { maxTurns?: number; toolResultTimeoutMs?: number; approvalTimeoutMs?: number } };
   status: string;
   route_kind: string | null;
   machine_id: string | null;
@@ -221,9 +221,9 @@ export class RunStore {
     };
   }
 
-  /** What the user's ledger rows of a period amount to, in micros (spend ceilings). */
-  async spend(endUserId: string, period: string): Promise<bigint> {
-    const rows = await this.db.query<{ total: string | null }>(`SELECT sum(amount_micros)::text AS total FROM usage_rows WHERE end_user_id = $1 AND period = $2`, [endUserId, period]);
+  /** What the user's ledger rows of a plan's window (`2026-11`, or `2026-%` for a yearly plan) amount to, in micros (spend ceilings). */
+  async spend(endUserId: string, window: string): Promise<bigint> {
+    const rows = await this.db.query<{ total: string | null }>(`SELECT sum(amount_micros)::text AS total FROM usage_rows WHERE end_user_id = $1 AND period LIKE $2`, [endUserId, window]);
     return BigInt(rows[0]?.total ?? 0);
   }
 

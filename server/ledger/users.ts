@@ -1,0 +1,139 @@
+import type { z } from "zod";
+import type { User } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import type { Tenant } from "../keys/keys.js";
+import type { MachineService } from "../machines/machines.js";
+import type { WebhookOutbox } from "../webhooks/outbox.js";
+import type { Logger } from "../logger.js";
+import { ApiError } from "../errors.js";
+import { randomId } from "../crypto.js";
+import { ensureEndUser } from "../users/end-users.js";
+import { periodOf } from "./metering.js";
+import { micros } from "./money.js";
+import { PLAN_COLUMNS, planView, type PlanRow } from "./plans.js";
+import type { PlanService } from "./plans.js";
+
+type UserView = z.infer<typeof User>;
+
+/**
+ * A user as the app reads them (`GET /v1/users/:id`): their plan (a live
+ * subscription's, one bought through Stripe first, else the app's default), the
+ * allowance and the usage of the plan's current window, and what they have
+ * connected. Every number is a sum of ledger rows, read in one statement; the
+ * run start (`svc_start_run`) decides with the same rules.
+ */
+export class UserLedger {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly machines: MachineService,
+    private readonly plans: PlanService,
+    private readonly outbox: WebhookOutbox,
+    private readonly log: Logger,
+  ) {}
+
+  async view(tenant: Tenant, externalId: string): Promise<UserView> {
+    const users = await this.db.query<{ id: string; email: string | null; created_at: Date | string }>(
+      `SELECT id, email, created_at FROM end_users WHERE app_id = $1 AND environment = $2::"Environment" AND external_id = $3`,
+      [tenant.appId, tenant.environment, externalId],
+    );
+    const user = users[0];
+    if (!user) throw new ApiError("not_found", `No user \`${externalId}\` in the ${tenant.environment} environment: a user appears with their first session, run or chat request.`);
+    return this.viewOf(tenant, user.id, externalId, user.email, new Date(user.created_at));
+  }
+
+  private async viewOf(tenant: Tenant, endUserId: string, externalId: string, email: string | null, createdAt: Date): Promise<UserView> {
+    const now = this.clock.now();
+    const month = periodOf(now);
+    const [subs, machines] = await Promise.all([
+      this.db.query<PlanRow & { sub_status: string | null; sub_source: string | null; trial_ends_at: Date | string | null; current_period_end: Date | string | null; from_default: boolean }>(
+        `WITH s AS (
+           SELECT s.plan_id, s.status, s.source, s.trial_ends_at, s.current_period_end FROM subscriptions s
+            WHERE s.app_id = $1 AND s.environment = $2::"Environment" AND s.end_user_id = $3 AND s.status IN ('active', 'trialing')
+            ORDER BY (s.source = 'stripe') DESC, s.created_at DESC LIMIT 1)
+         SELECT ${PLAN_COLUMNS}, s.status AS sub_status, s.source AS sub_source, s.trial_ends_at, s.current_period_end, s.plan_id IS NULL AS from_default
+           FROM plans p LEFT JOIN s ON s.plan_id = p.id
+          WHERE p.id = COALESCE((SELECT plan_id FROM s),
+                (SELECT d.id FROM plans d WHERE d.app_id = $1 AND d.environment = $2::"Environment" AND d.is_default AND d.archived_at IS NULL ORDER BY d.created_at LIMIT 1))`,
+        [tenant.appId, tenant.environment, endUserId],
+      ),
+      this.machines.listForUser(tenant, endUserId),
+    ]);
+    const plan = subs[0] ?? null;
+    const window = plan?.period === "year" ? `${month.slice(0, 4)}-%` : month;
+    const [sum] = await this.db.query<{ runs: string | number; input: string | number | null; output: string | number | null; amount: string | number | null }>(
+      `SELECT count(*) FILTER (WHERE kind = 'run') AS runs, sum(input_tokens) AS input, sum(output_tokens) AS output, sum(amount_micros) AS amount
+         FROM usage_rows WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND period LIKE $4`,
+      [tenant.appId, tenant.environment, endUserId, window],
+    );
+    const usage = { runs: micros(sum.runs), inputTokens: micros(sum.input), outputTokens: micros(sum.output), amountMicros: micros(sum.amount) };
+    const unit = plan?.allowance_unit ?? "runs";
+    const limit = plan && plan.allowance !== null ? micros(plan.allowance) : null;
+    const used = unit === "runs" ? usage.runs : usage.inputTokens + usage.outputTokens;
+    const online = machines.filter((m) => m.state !== "offline");
+    return {
+      id: externalId,
+      email,
+      environment: tenant.environment,
+      plan: plan ? planView(plan) : null,
+      subscription:
+        plan && !plan.from_default && plan.sub_status
+          ? {
+              status: plan.sub_status,
+              source: plan.sub_source === "app" ? "app" : "stripe",
+              trialEndsAt: iso(plan.trial_ends_at),
+              currentPeriodEnd: iso(plan.current_period_end),
+            }
+          : null,
+      allowance: { unit, limit, used, remaining: limit === null ? null : Math.max(0, limit - used), reached: limit !== null && used >= limit },
+      usage: { period: plan?.period === "year" ? month.slice(0, 4) : month, ...usage },
+      connected: {
+        machines: machines.length,
+        online: online.length,
+        runtimes: [...new Set(online.flatMap((m) => m.runtimes.filter((r) => r.state !== "offline").map((r) => r.name)))].sort(),
+      },
+      createdAt: createdAt.toISOString(),
+    };
+  }
+
+  /**
+   * The app puts a user on a plan without a payment (`plan: null`: back to the
+   * default). It ends the previous app-set subscription and starts the new one
+   * in one transaction; a live Stripe subscription still takes precedence.
+   */
+  async assignPlan(tenant: Tenant, externalId: string, slug: string | null): Promise<UserView> {
+    const plan = slug === null ? null : await this.plans.get(tenant, slug);
+    if (plan && plan.archived_at !== null) throw new ApiError("plan_unavailable", `Plan \`${slug}\` is archived.`);
+    const endUserId = await ensureEndUser(this.db, tenant, externalId);
+    const before = await this.view(tenant, externalId);
+    const now = this.clock.now();
+    await this.db.prisma.$transaction(async (tx) => {
+      // The user's row locked, as at a run start: two assignments at once leave one live subscription.
+      await tx.$queryRawUnsafe(`SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE`, endUserId);
+      await tx.$executeRawUnsafe(
+        `UPDATE subscriptions SET status = 'canceled', canceled_at = $4, updated_at = $4
+          WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND source = 'app' AND status IN ('active', 'trialing')`,
+        tenant.appId, tenant.environment, endUserId, now,
+      );
+      if (plan) {
+        await tx.$executeRawUnsafe(
+          `INSERT INTO subscriptions (id, app_id, environment, end_user_id, plan_id, status, source, current_period_start, created_at, updated_at)
+           VALUES ($1, $2, $3::"Environment", $4, $5, 'active', 'app', $6, $6, $6)`,
+          randomId("sub_", 20), tenant.appId, tenant.environment, endUserId, plan.id, now,
+        );
+      }
+    });
+    const after = await this.view(tenant, externalId);
+    if (before.plan?.id !== after.plan?.id) {
+      await this.outbox
+        .emit(tenant, "plan.changed", { user: externalId, plan: after.plan?.slug ?? null, previousPlan: before.plan?.slug ?? null, status: after.subscription?.status ?? null, source: "app" }, `plan.changed:app:${endUserId}:${now.getTime()}`)
+        .catch((err) => this.log.error({ err }, "could not record the plan.changed webhook"));
+    }
+    return after;
+  }
+}
+
+function iso(v: Date | string | null): string | null {
+  return v === null ? null : new Date(v).toISOString();
+}
