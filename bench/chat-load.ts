@@ -44,6 +44,8 @@ async function rps(s: RpsSpec) {
   const latencies: number[] = [];
   const statuses: Record<string, number> = {};
   let total = 0;
+  /** Every 200, warm-up and the requests finishing after the window included: what was served. */
+  let okTotal = 0;
   let errors = 0;
   let firstError = "";
   let cpuFrom = 0;
@@ -61,6 +63,7 @@ async function rps(s: RpsSpec) {
         try {
           const a = await post(agent, s.url, s.headers, body);
           status = a.status;
+          if (status === 200) okTotal++;
           if (status !== 200 && !firstError) firstError = `HTTP ${status}: ${a.text.slice(0, 300)}`;
         } catch (err) {
           errors++;
@@ -80,7 +83,7 @@ async function rps(s: RpsSpec) {
   agent.destroy();
   latencies.sort((a, b) => a - b);
   const pct = (p: number) => latencies[Math.min(latencies.length - 1, Math.max(0, Math.ceil((p / 100) * latencies.length) - 1))];
-  return { counted: latencies.length, perSecond: (statuses["200"] ?? 0) / s.seconds, total, errors, firstError, statuses, median: pct(50), p99: pct(99), clientCpuMs };
+  return { counted: latencies.length, perSecond: (statuses["200"] ?? 0) / s.seconds, total, okTotal, wallMs: performance.now() - started, errors, firstError, statuses, median: pct(50), p99: pct(99), clientCpuMs };
 }
 
 async function streams(s: StreamsSpec) {
