@@ -29,6 +29,12 @@ import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
 import { ChatService } from "./chat/chat.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
+import { BillingService } from "./billing/billing.js";
+import { StripeWebhookService } from "./billing/stripe-events.js";
+import { stripeClient } from "./billing/stripe-client.js";
+import { browserCors } from "./http/cors.js";
+import { PlanService } from "./ledger/plans.js";
+import { UserLedger } from "./ledger/users.js";
 
 export interface Services {
   clock: Clock;
@@ -46,6 +52,15 @@ export interface Services {
   chat: ChatService;
   /** Outbound webhooks: every service that reports a fact to the app emits through it. */
   outbox: WebhookOutbox;
+  /** The app's Stripe account, the components' billing reads and checkout. */
+  billing: BillingService;
+  /** Stripe's signed events: entitlement. */
+  stripeWebhooks: StripeWebhookService;
+  /** The ledger's side: plans, and users as the app reads them. */
+  plans: PlanService;
+  users: UserLedger;
+  /** Raw SQL for the ledger's reads. */
+  db: Database;
   logger: Logger;
 }
 
@@ -64,9 +79,16 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds });
-  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds);
   const outbox = new WebhookOutbox(db, clock);
+  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, outbox, logger);
+  const plans = new PlanService(db, clock);
+  const users = new UserLedger(db, clock, machines, plans, outbox, logger);
   return {
+    billing: new BillingService(db, urls, stripeClient(config.stripe), logger, { plans, users }),
+    stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, outbox, logger),
+    db,
+    plans,
+    users,
     clock,
     logger,
     outbox,
@@ -92,6 +114,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.set("etag", false);
   app.set("trust proxy", deps.trustProxy);
   app.use(requestContext(deps.logger));
+  app.use(browserCors(Object.values(contract)));
   app.use(jsonBody(deps.maxBodyBytes));
 
   const spec = openApiJson();

@@ -72,8 +72,6 @@ const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
-const LEDGER = "Metering, plans and billing (issue 7)";
-const BILLING = "Stripe checkout and entitlement (issue 7)";
 const WEBHOOKS = "Outbound webhooks (issue 7)";
 
 export const contract = c.router(
@@ -285,7 +283,7 @@ export const contract = c.router(
       summary: "A user's plan, allowance, usage this period and what is connected",
       pathParams: z.object({ id: z.string().min(1).max(256) }),
       responses: { 200: User, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 17
     getUserCompute: {
@@ -314,7 +312,7 @@ export const contract = c.router(
       description: "Filter by `user`, `period` (`YYYY-MM`) and `environment`; paginated with `cursor`. Amounts in integer micros; `costClass` on every row.",
       query: UsageQuery,
       responses: { 200: UsagePage, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     // 19
     listPlans: {
@@ -324,7 +322,7 @@ export const contract = c.router(
       description: "For rendering a pricing page. Archived plans only with `archived=true`.",
       query: PlanListQuery,
       responses: { 200: PlanList, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     // extension: the app configures its plans (also `svc plans ...` and `svc plans apply <file>`)
     createPlan: {
@@ -334,7 +332,7 @@ export const contract = c.router(
       description: "Price, period, allowance (runs or tokens), stop or overage, spend ceiling, trial and the Stripe price. `isDefault: true` makes it the plan users start on.",
       body: PlanInput,
       responses: { 201: Plan, ...errors(409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     updatePlan: {
       method: "PATCH",
@@ -344,7 +342,7 @@ export const contract = c.router(
       pathParams: PlanSlugParam,
       body: PlanUpdate,
       responses: { 200: Plan, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     archivePlan: {
       method: "DELETE",
@@ -353,7 +351,7 @@ export const contract = c.router(
       description: "It is no longer sold nor the default; users on it keep it. Ledger rows are never removed.",
       pathParams: PlanSlugParam,
       responses: { 200: Plan, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     assignUserPlan: {
       method: "PUT",
@@ -363,7 +361,7 @@ export const contract = c.router(
       pathParams: z.object({ id: z.string().min(1).max(256) }),
       body: AssignPlanRequest,
       responses: { 200: User, ...errors(409), ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: LEDGER }),
+      metadata: meta({ auth: "appKey" }),
     },
     // extension: the app connects its Stripe account
     getBillingAccount: {
@@ -371,7 +369,7 @@ export const contract = c.router(
       path: "/v1/billing/account",
       summary: "The app's connected Stripe account",
       responses: { 200: BillingAccount, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: BILLING }),
+      metadata: meta({ auth: "appKey" }),
     },
     connectBillingAccount: {
       method: "PUT",
@@ -380,7 +378,7 @@ export const contract = c.router(
       description: "Checkout Sessions are created in this connected account (`Stripe-Account`), one per environment.",
       body: BillingAccountRequest,
       responses: { 200: BillingAccount, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: BILLING }),
+      metadata: meta({ auth: "appKey" }),
     },
     // extension: what the plans and checkout components use (browser, `est_` session)
     getBilling: {
@@ -388,7 +386,7 @@ export const contract = c.router(
       path: "/v1/billing",
       summary: "Plans on sale and this user's plan, allowance and usage",
       responses: { 200: BillingOverview, ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: BILLING }),
+      metadata: meta({ auth: "session" }),
     },
     createCheckoutSession: {
       method: "POST",
@@ -397,7 +395,7 @@ export const contract = c.router(
       description: "Creates a Stripe Checkout Session in the app's connected account, tagged with the user's id (`client_reference_id` and metadata), with the plan's trial.",
       body: CheckoutRequest,
       responses: { 200: CheckoutSession, ...errors(409, 503), ...sessionErrors, ...notBuilt },
-      metadata: meta({ auth: "session", notBuiltYet: BILLING }),
+      metadata: meta({ auth: "session" }),
     },
     // extension: Stripe's webhooks (Connect events of the apps' accounts), verified by `Stripe-Signature`
     receiveStripeWebhook: {
@@ -408,7 +406,7 @@ export const contract = c.router(
       headers: z.object({ "stripe-signature": z.string().max(4096).optional() }),
       body: StripeWebhookBody,
       responses: { 200: StripeWebhookAck, ...errors(503), ...notBuilt },
-      metadata: meta({ auth: "none", notBuiltYet: BILLING }),
+      metadata: meta({ auth: "none" }),
     },
     // extension: outbound webhooks to the app
     createWebhookEndpoint: {

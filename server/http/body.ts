@@ -1,13 +1,33 @@
 import express, { type NextFunction, type Request, type Response } from "express";
 import { ApiError } from "../errors.js";
 
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      /** The body's exact bytes, kept only where a signature is checked over them (Stripe's webhook). */
+      rawBody?: Buffer;
+    }
+  }
+}
+
+/** Routes whose signature covers the raw body: it is kept as received, next to the parsed JSON. */
+const RAW_BODY_PATHS = new Set(["/v1/stripe/webhook", "/v1/stripe/webhook/"]);
+
 /**
  * JSON bodies only: a body in any other media type is 415, malformed JSON 400,
  * too large 413 (mapped in the error handler). An empty body is fine for routes
  * whose body is optional; the contract's schema decides the rest.
  */
 export function jsonBody(maxBytes: number) {
-  const parse = express.json({ limit: maxBytes, strict: true, type: () => true });
+  const parse = express.json({
+    limit: maxBytes,
+    strict: true,
+    type: () => true,
+    verify: (req: Request, _res, buf) => {
+      if (RAW_BODY_PATHS.has(req.path)) req.rawBody = buf;
+    },
+  });
   return (req: Request, res: Response, next: NextFunction) => {
     if (!hasBody(req)) return next();
     const type = req.headers["content-type"];

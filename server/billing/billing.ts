@@ -1,0 +1,157 @@
+import type { z } from "zod";
+import type { BillingAccount, BillingOverview, CheckoutRequest, CheckoutSession, Plan, User } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Tenant } from "../keys/keys.js";
+import type { PublicUrls } from "../public-urls.js";
+import type { SessionPrincipal } from "../sessions/sessions.js";
+import type { Logger } from "../logger.js";
+import { ApiError } from "../errors.js";
+import type { Stripe } from "./stripe-client.js";
+
+/** What a Checkout Session and the subscription it starts carry: who bought what, read back by the webhooks. */
+export function checkoutMetadata(tenant: Tenant, user: string, plan: string): Record<string, string> {
+  return { svc_app: tenant.appId, svc_environment: tenant.environment, svc_user: user, svc_plan: plan };
+}
+
+/** The ledger's reads the overview is made of (PlanService and the users' view). */
+export interface BillingReads {
+  plans: { list(tenant: Tenant): Promise<z.infer<typeof Plan>[]> };
+  users: { view(tenant: Tenant, externalId: string): Promise<z.infer<typeof User>> };
+}
+
+/**
+ * The app's Stripe account (one per environment) and checkout. A Checkout
+ * Session is created in the app's connected account (`Stripe-Account`), tagged
+ * with the user's id (`client_reference_id` and metadata on the session and on
+ * the subscription it starts), so the payment, and the trial before it, belong
+ * to that user. Entitlement comes later, from Stripe's signed webhooks
+ * (stripe-events.ts), never from the browser coming back.
+ */
+export class BillingService {
+  constructor(
+    private readonly db: Database,
+    private readonly urls: PublicUrls,
+    private readonly stripe: Stripe | null,
+    private readonly logger: Logger,
+    private readonly reads: BillingReads,
+  ) {}
+
+  /** What the plans component renders: the plans on sale (and the default one), and where the session's user stands. */
+  async overview(session: SessionPrincipal): Promise<z.infer<typeof BillingOverview>> {
+    const tenant: Tenant = { appId: session.appId, environment: session.environment };
+    const [plans, user, checkoutAvailable] = await Promise.all([
+      this.reads.plans.list(tenant),
+      this.reads.users.view(tenant, session.user),
+      this.checkoutAvailable(tenant),
+    ]);
+    return {
+      user: session.user,
+      plans,
+      current: { plan: user.plan, subscription: user.subscription, allowance: user.allowance, usage: user.usage },
+      checkoutAvailable,
+    };
+  }
+
+  /** Where Stripe must send the connected accounts' events. */
+  get webhookUrl(): string {
+    return `${this.urls.base}/v1/stripe/webhook`;
+  }
+
+  /** The hosted billing page, where checkout returns by default. */
+  get billingPage(): string {
+    return `${this.urls.base}/billing`;
+  }
+
+  /** True once both the platform's Stripe key and the app's account are there. */
+  async checkoutAvailable(tenant: Tenant): Promise<boolean> {
+    return this.stripe !== null && (await this.accountId(tenant)) !== null;
+  }
+
+  async account(tenant: Tenant): Promise<z.infer<typeof BillingAccount>> {
+    return { environment: tenant.environment, stripeAccountId: await this.accountId(tenant), webhookUrl: this.webhookUrl };
+  }
+
+  /** Connects (or replaces) the environment's Stripe account. Subscriptions bought before keep working: their events still name the app. */
+  async connect(tenant: Tenant, stripeAccountId: string): Promise<z.infer<typeof BillingAccount>> {
+    await this.db.query(
+      `INSERT INTO billing_accounts (app_id, environment, stripe_account_id) VALUES ($1, $2::"Environment", $3)
+       ON CONFLICT (app_id, environment) DO UPDATE SET stripe_account_id = EXCLUDED.stripe_account_id`,
+      [tenant.appId, tenant.environment, stripeAccountId],
+    );
+    return this.account(tenant);
+  }
+
+  /**
+   * A Checkout Session for the session's user and `plan`: the plan must be on
+   * sale (not archived, with a Stripe price), the app's account connected and
+   * the platform's Stripe key configured. Nothing is written here.
+   */
+  async checkout(session: SessionPrincipal, request: z.infer<typeof CheckoutRequest>): Promise<z.infer<typeof CheckoutSession>> {
+    const returnUrl = request.returnUrl === undefined ? null : httpUrl(request.returnUrl);
+    const tenant: Tenant = { appId: session.appId, environment: session.environment };
+    const plan = await this.db.prisma.plan.findUnique({ where: { appId_environment_slug: { ...tenant, slug: request.plan } } });
+    if (!plan) throw new ApiError("not_found", `No plan \`${request.plan}\`.`, { param: "plan" });
+    if (plan.archivedAt) throw new ApiError("plan_unavailable", `The plan \`${plan.slug}\` is no longer sold.`);
+    if (!plan.stripePriceId) throw new ApiError("plan_unavailable", `The plan \`${plan.slug}\` is not sold through checkout (it has no Stripe price).`);
+    const live = await this.db.prisma.subscription.findFirst({
+      where: { ...tenant, endUserId: session.endUserId, planId: plan.id, source: "stripe", status: { in: ["active", "trialing"] } },
+    });
+    if (live) throw new ApiError("plan_unavailable", `You are already subscribed to ${plan.name}.`);
+    const account = await this.accountId(tenant);
+    if (!account) throw new ApiError("billing_not_connected", "Checkout is not available yet: the app has not connected its Stripe account.");
+    if (!this.stripe) throw new ApiError("service_unavailable", "Checkout is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
+
+    const metadata = checkoutMetadata(tenant, session.user, plan.slug);
+    const back = (outcome: "success" | "cancel") => withQuery(returnUrl ?? this.billingPage, "checkout", outcome);
+    try {
+      const created = await this.stripe.checkout.sessions.create(
+        {
+          mode: "subscription",
+          line_items: [{ price: plan.stripePriceId, quantity: 1 }],
+          // Stripe takes at most 200 characters here; the metadata always carries the id.
+          ...(session.user.length <= 200 ? { client_reference_id: session.user } : {}),
+          metadata,
+          subscription_data: { metadata, ...(plan.trialDays > 0 ? { trial_period_days: plan.trialDays } : {}) },
+          success_url: back("success"),
+          cancel_url: back("cancel"),
+        },
+        { stripeAccount: account },
+      );
+      if (!created.url) throw new ApiError("service_unavailable", "Stripe created the checkout without a page to send the browser to.");
+      return { id: created.id, url: created.url };
+    } catch (err) {
+      throw stripeFailure(err, plan.slug, this.logger);
+    }
+  }
+
+  private async accountId(tenant: Tenant): Promise<string | null> {
+    const row = await this.db.prisma.billingAccount.findUnique({ where: { appId_environment: tenant } });
+    return row?.stripeAccountId ?? null;
+  }
+}
+
+/** A `returnUrl` Stripe may send the browser to: http or https only. */
+function httpUrl(value: string): string {
+  const url = new URL(value);
+  if (url.protocol !== "https:" && url.protocol !== "http:") {
+    throw new ApiError("invalid_request", "`returnUrl` must be an http or https URL.", { param: "returnUrl" });
+  }
+  return url.toString();
+}
+
+function withQuery(base: string, name: string, value: string): string {
+  const url = new URL(base);
+  url.searchParams.set(name, value);
+  return url.toString();
+}
+
+/** Stripe's refusal in our envelope: a refused request (a wrong price, an unusable account) is the plan's problem; anything else, Stripe's availability. */
+function stripeFailure(err: unknown, plan: string, logger: Logger): ApiError {
+  if (err instanceof ApiError) return err;
+  const e = err as { type?: string; code?: string; statusCode?: number; message?: string };
+  logger.warn({ stripeError: { type: e.type, code: e.code, statusCode: e.statusCode } }, "Stripe refused a checkout session");
+  if (e.type === "StripeInvalidRequestError" || e.type === "StripePermissionError") {
+    return new ApiError("plan_unavailable", `Stripe refused to start checkout of \`${plan}\`: ${e.message ?? "invalid request"}`);
+  }
+  return new ApiError("service_unavailable", "Stripe could not be reached to start checkout; try again in a moment.");
+}

@@ -1,0 +1,219 @@
+import type { Tenant } from "../keys/keys.js";
+import type { Tx } from "../ledger/metering.js";
+import { ensureEndUser } from "../users/end-users.js";
+import { randomId } from "../crypto.js";
+
+/**
+ * What Stripe's events do to a user's entitlement, inside the transaction that
+ * records the event (stripe-events.ts). A user is entitled to the plan of their
+ * newest live (`active`, `trialing`) subscription, the one the run start's SQL
+ * function reads, so a change here changes the allowance at once.
+ *
+ * Events arrive in any order and more than once (deduplicated before this).
+ * Rows are keyed by the Stripe subscription id; a subscription event applies
+ * only if it is at least as new as the last one applied (`lastEventAt`), and a
+ * deleted subscription stays canceled. `checkout.session.completed` only links
+ * the session and customer to the row (or creates it with a first status when
+ * it comes first); it never overrides a status a subscription event set.
+ */
+
+/** The parts of a Stripe event we read (the payload is checked field by field: it is input). */
+export interface StripeEventLike {
+  id: string;
+  type: string;
+  created: number;
+  data: { object: Record<string, unknown> };
+}
+
+/** A user's plan or subscription status changed: reported to the app as `plan.changed`. */
+export interface PlanChange {
+  user: string;
+  plan: string | null;
+  previousPlan: string | null;
+  status: string;
+  subscription: string;
+}
+
+const LIVE = ["active", "trialing"];
+/** Stripe never brings a subscription back from these. */
+const ENDED = ["canceled", "incomplete_expired"];
+
+export async function applyStripeEvent(tx: Tx, tenant: Tenant, event: StripeEventLike, now: Date): Promise<PlanChange | null> {
+  const object = event.data?.object ?? {};
+  switch (event.type) {
+    case "checkout.session.completed":
+      return checkoutCompleted(tx, tenant, object, event, now);
+    case "customer.subscription.created":
+    case "customer.subscription.updated":
+    case "customer.subscription.deleted":
+      return subscriptionChanged(tx, tenant, object, event, now);
+    default:
+      return null;
+  }
+}
+
+async function checkoutCompleted(tx: Tx, tenant: Tenant, session: Record<string, unknown>, event: StripeEventLike, now: Date): Promise<PlanChange | null> {
+  const subscriptionId = idOf(session.subscription);
+  if (session.mode !== "subscription" || !subscriptionId) return null;
+  const meta = metadataOf(session);
+  const user = meta.svc_user ?? str(session.client_reference_id);
+  const customer = idOf(session.customer);
+  const sessionId = str(session.id);
+  await lockSubscription(tx, subscriptionId);
+  const existing = await tx.subscription.findUnique({ where: { stripeSubscriptionId: subscriptionId } });
+  if (existing) {
+    if (existing.appId !== tenant.appId || existing.environment !== tenant.environment) return null;
+    // A subscription event came first: fill in the ids, never touch the status it set.
+    await tx.subscription.update({
+      where: { id: existing.id },
+      data: { stripeCheckoutSessionId: existing.stripeCheckoutSessionId ?? sessionId, stripeCustomerId: existing.stripeCustomerId ?? customer, updatedAt: now },
+    });
+    return null;
+  }
+  if (!user || !meta.svc_plan) return null;
+  const plan = await tx.plan.findUnique({ where: { appId_environment_slug: { ...tenant, slug: meta.svc_plan } } });
+  if (!plan) return null;
+  const endUserId = await ensureEndUser(tx, tenant, user);
+  const before = await entitledPlan(tx, tenant, endUserId);
+  // The first status until the subscription's own events say more: paid, or a trial that needed no payment.
+  const status = session.payment_status === "paid" ? "active" : session.payment_status === "no_payment_required" && plan.trialDays > 0 ? "trialing" : "incomplete";
+  const started = new Date(event.created * 1000);
+  await tx.subscription.create({
+    data: {
+      id: randomId("sub_", 20),
+      ...tenant,
+      endUserId,
+      planId: plan.id,
+      status,
+      source: "stripe",
+      stripeCustomerId: customer,
+      stripeSubscriptionId: subscriptionId,
+      stripeCheckoutSessionId: sessionId,
+      // No subscription event applied yet: the first one, whatever its time, sets the real state.
+      lastEventAt: null,
+      trialEndsAt: status === "trialing" ? new Date(started.getTime() + plan.trialDays * 86_400_000) : null,
+      currentPeriodStart: started,
+      createdAt: now,
+      updatedAt: now,
+    },
+  });
+  return changeOf(user, before, await entitledPlan(tx, tenant, endUserId), status, subscriptionId);
+}
+
+async function subscriptionChanged(tx: Tx, tenant: Tenant, sub: Record<string, unknown>, event: StripeEventLike, now: Date): Promise<PlanChange | null> {
+  const subscriptionId = str(sub.id);
+  if (!subscriptionId) return null;
+  const deleted = event.type === "customer.subscription.deleted";
+  const status = deleted ? "canceled" : str(sub.status);
+  if (!status) return null;
+  const eventAt = new Date(event.created * 1000);
+  const meta = metadataOf(sub);
+  await lockSubscription(tx, subscriptionId);
+  const existing = await tx.subscription.findUnique({ where: { stripeSubscriptionId: subscriptionId } });
+  if (existing && (existing.appId !== tenant.appId || existing.environment !== tenant.environment)) return null;
+  // Older than what the row already reflects, or about a subscription already ended: nothing to do.
+  if (existing?.lastEventAt && eventAt < existing.lastEventAt) return null;
+  if (existing?.lastEventAt && ENDED.includes(existing.status)) return null;
+
+  const plan = await planOf(tx, tenant, meta.svc_plan, priceOf(sub));
+  const item = firstItem(sub);
+  const fields = {
+    status,
+    trialEndsAt: time(sub.trial_end),
+    currentPeriodStart: time(item?.current_period_start) ?? time(sub.current_period_start) ?? time(sub.start_date) ?? eventAt,
+    currentPeriodEnd: time(item?.current_period_end) ?? time(sub.current_period_end),
+    canceledAt: status === "canceled" ? (time(sub.ended_at) ?? time(sub.canceled_at) ?? eventAt) : null,
+    lastEventAt: eventAt,
+    updatedAt: now,
+  };
+  const customer = idOf(sub.customer);
+
+  if (existing) {
+    const user = await tx.endUser.findUniqueOrThrow({ where: { id: existing.endUserId } });
+    const before = await entitledPlan(tx, tenant, existing.endUserId);
+    await tx.subscription.update({
+      where: { id: existing.id },
+      data: { ...fields, planId: plan?.id ?? existing.planId, stripeCustomerId: existing.stripeCustomerId ?? customer },
+    });
+    if (existing.status === status && (plan?.id ?? existing.planId) === existing.planId) return null;
+    return changeOf(user.externalId, before, await entitledPlan(tx, tenant, existing.endUserId), status, subscriptionId);
+  }
+  // First word of this subscription (its checkout's event may come later): the metadata says whose it is.
+  const user = meta.svc_user;
+  if (!user || !plan) return null;
+  const endUserId = await ensureEndUser(tx, tenant, user);
+  const before = await entitledPlan(tx, tenant, endUserId);
+  await tx.subscription.create({
+    data: { id: randomId("sub_", 20), ...tenant, endUserId, planId: plan.id, source: "stripe", stripeCustomerId: customer, stripeSubscriptionId: subscriptionId, createdAt: now, ...fields },
+  });
+  return changeOf(user, before, await entitledPlan(tx, tenant, endUserId), status, subscriptionId);
+}
+
+/** The slug of the plan the user is entitled to: their live subscription's (Stripe's first), else the default plan; null: none. */
+export async function entitledPlan(tx: Tx, tenant: Tenant, endUserId: string): Promise<string | null> {
+  const rows = await tx.$queryRawUnsafe<{ slug: string }[]>(
+    `SELECT p.slug FROM plans p
+      WHERE p.id = COALESCE(
+        (SELECT s.plan_id FROM subscriptions s
+          WHERE s.app_id = $1 AND s.environment = $2::"Environment" AND s.end_user_id = $3 AND s.status = ANY($4::text[])
+          ORDER BY (s.source = 'stripe') DESC, s.created_at DESC LIMIT 1),
+        (SELECT d.id FROM plans d WHERE d.app_id = $1 AND d.environment = $2::"Environment" AND d.is_default AND d.archived_at IS NULL ORDER BY d.created_at LIMIT 1))`,
+    tenant.appId,
+    tenant.environment,
+    endUserId,
+    LIVE,
+  );
+  return rows[0]?.slug ?? null;
+}
+
+function changeOf(user: string, previousPlan: string | null, plan: string | null, status: string, subscription: string): PlanChange {
+  return { user, plan, previousPlan, status, subscription };
+}
+
+/** Two events about one subscription (its checkout's and its own) apply one after the other. */
+async function lockSubscription(tx: Tx, subscriptionId: string): Promise<void> {
+  await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock(hashtext($1))`, `stripe-subscription:${subscriptionId}`);
+}
+
+/** The plan a subscription is for: named in its metadata, else the plan selling its price. */
+async function planOf(tx: Tx, tenant: Tenant, slug: string | undefined, priceId: string | null) {
+  if (slug) {
+    const plan = await tx.plan.findUnique({ where: { appId_environment_slug: { ...tenant, slug } } });
+    if (plan) return plan;
+  }
+  if (!priceId) return null;
+  return tx.plan.findFirst({ where: { ...tenant, stripePriceId: priceId }, orderBy: [{ archivedAt: { sort: "desc", nulls: "first" } }, { createdAt: "desc" }] });
+}
+
+function firstItem(sub: Record<string, unknown>): Record<string, unknown> | null {
+  const items = sub.items as { data?: unknown } | undefined;
+  const first = Array.isArray(items?.data) ? items.data[0] : null;
+  return first && typeof first === "object" ? (first as Record<string, unknown>) : null;
+}
+
+function priceOf(sub: Record<string, unknown>): string | null {
+  const price = firstItem(sub)?.price ?? (sub.plan as unknown);
+  return idOf(price);
+}
+
+function metadataOf(object: Record<string, unknown>): Record<string, string | undefined> {
+  const m = object.metadata;
+  if (!m || typeof m !== "object") return {};
+  return Object.fromEntries(Object.entries(m as Record<string, unknown>).filter(([, v]) => typeof v === "string" && v !== "")) as Record<string, string>;
+}
+
+/** An id, whether Stripe sent it bare or as an expanded object. */
+function idOf(value: unknown): string | null {
+  if (typeof value === "string" && value !== "") return value;
+  if (value && typeof value === "object" && typeof (value as { id?: unknown }).id === "string") return (value as { id: string }).id;
+  return null;
+}
+
+function str(value: unknown): string | null {
+  return typeof value === "string" && value !== "" ? value : null;
+}
+
+/** Stripe's Unix seconds as a Date; null when absent. */
+function time(value: unknown): Date | null {
+  return typeof value === "number" && Number.isFinite(value) && value > 0 ? new Date(value * 1000) : null;
+}

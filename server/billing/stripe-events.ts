@@ -1,0 +1,106 @@
+import type { Database } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import type { Tenant } from "../keys/keys.js";
+import type { Logger } from "../logger.js";
+import type { WebhookOutbox } from "../webhooks/outbox.js";
+import { ApiError } from "../errors.js";
+import { verifyStripeEvent } from "./stripe-client.js";
+import { applyStripeEvent, type PlanChange, type StripeEventLike } from "./entitlement.js";
+
+const ENVIRONMENTS = new Set(["test", "live"]);
+
+/**
+ * Stripe's webhook: the platform's Connect endpoint, receiving the events of
+ * every connected account. Each event is verified against the raw body, then
+ * recorded (its id is the primary key of `stripe_events`) in the same
+ * transaction as the entitlement change it makes: a repeat delivery, even one
+ * racing the first, changes nothing and answers `duplicate: true`.
+ */
+export class StripeWebhookService {
+  constructor(
+    private readonly db: Database,
+    private readonly clock: Clock,
+    private readonly secret: string | null,
+    private readonly outbox: WebhookOutbox,
+    private readonly logger: Logger,
+  ) {}
+
+  async receive(rawBody: Buffer | undefined, signature: string | undefined): Promise<{ received: true; duplicate: boolean }> {
+    const event = this.verify(rawBody, signature);
+    const tenant = await this.tenantOf(event);
+    if (!tenant) {
+      // Not ours to apply (an account no app connected, an event without our metadata): acknowledged, or Stripe retries it for days.
+      this.logger.info({ stripeEvent: event.id, type: event.type }, "Stripe event for no known app: acknowledged, nothing applied");
+      return { received: true, duplicate: false };
+    }
+    const now = this.clock.now();
+    const outcome = await this.db.prisma.$transaction(
+      async (tx) => {
+        const recorded = await tx.$executeRawUnsafe(
+          `INSERT INTO stripe_events (id, app_id, environment, type, received_at) VALUES ($1, $2, $3::"Environment", $4, $5) ON CONFLICT (id) DO NOTHING`,
+          event.id,
+          tenant.appId,
+          tenant.environment,
+          event.type,
+          now,
+        );
+        if (recorded === 0) return { duplicate: true, change: null };
+        return { duplicate: false, change: await applyStripeEvent(tx, tenant, event, now) };
+      },
+      { timeout: 15_000 },
+    );
+    if (outcome.change) await this.report(tenant, event.id, outcome.change);
+    return { received: true, duplicate: outcome.duplicate };
+  }
+
+  private verify(rawBody: Buffer | undefined, signature: string | undefined): StripeEventLike & { account?: unknown; livemode?: unknown } {
+    if (!this.secret) {
+      throw new ApiError("invalid_signature", "No Stripe webhook signing secret is configured on this service (STRIPE_WEBHOOK_SECRET): no event can be verified, so none is accepted.");
+    }
+    if (!signature) throw new ApiError("invalid_signature", "The Stripe-Signature header is missing.");
+    if (!rawBody || rawBody.length === 0) throw new ApiError("invalid_signature", "The event has no body to verify.");
+    let event: StripeEventLike & { account?: unknown; livemode?: unknown };
+    try {
+      event = verifyStripeEvent(rawBody, signature, this.secret, this.clock.now().getTime()) as unknown as typeof event;
+    } catch {
+      throw new ApiError("invalid_signature", "The Stripe-Signature header does not verify this body with the configured secret (or it is older than 5 minutes).");
+    }
+    if (typeof event.id !== "string" || typeof event.type !== "string" || typeof event.created !== "number" || typeof event.data?.object !== "object") {
+      throw new ApiError("invalid_request", "The event lacks an id, type, created time or data object.");
+    }
+    return event;
+  }
+
+  /**
+   * Whose event it is: the connected account it came from (Connect's `account`,
+   * in the environment its `livemode` says), else the app the session's or
+   * subscription's metadata names (an account since replaced, or no Connect).
+   */
+  private async tenantOf(event: { account?: unknown; livemode?: unknown; data: { object: Record<string, unknown> } }): Promise<Tenant | null> {
+    if (typeof event.account === "string") {
+      const environment = event.livemode === true ? "live" : "test";
+      const account = await this.db.prisma.billingAccount.findFirst({ where: { stripeAccountId: event.account, environment } });
+      if (account) return { appId: account.appId, environment: account.environment };
+    }
+    const meta = event.data.object.metadata as Record<string, unknown> | undefined;
+    const appId = meta?.svc_app;
+    const environment = meta?.svc_environment;
+    if (typeof appId !== "string" || typeof environment !== "string" || !ENVIRONMENTS.has(environment)) return null;
+    const app = await this.db.prisma.app.findUnique({ where: { id: appId } });
+    return app ? { appId, environment: environment as Tenant["environment"] } : null;
+  }
+
+  /** `plan.changed` to the app's endpoints; a failure here is logged and never fails Stripe's delivery (the row is already right). */
+  private async report(tenant: Tenant, eventId: string, change: PlanChange): Promise<void> {
+    try {
+      await this.outbox.emit(
+        tenant,
+        "plan.changed",
+        { user: change.user, plan: change.plan, previousPlan: change.previousPlan, status: change.status, source: "stripe", subscription: change.subscription },
+        `plan.changed:${eventId}`,
+      );
+    } catch (err) {
+      this.logger.error({ err, stripeEvent: eventId }, "could not record the plan.changed webhook");
+    }
+  }
+}

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DATABASES } from "./helpers/databases.js";
+import { startTestServer, type TestServer } from "./helpers/server.js";
+import { bearer, expectError } from "./helpers/requests.js";
+import { tableCounts } from "./helpers/snapshot.js";
+import { nested, startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
+import { ACCOUNT, checkout, connectAccount, deliver, mintSession, stripeEnv, writePlans } from "./helpers/billing.js";
+
+/**
+ * The app's Stripe account, what the components read (GET /v1/billing) and
+ * checkout (POST /v1/billing/checkout) through the real `stripe` library,
+ * against a stand-in speaking Stripe's wire format, on each database.
+ */
+describe.each(DATABASES)("billing: account, overview and checkout on $db.name", ({ db, skip }) => {
+  let server: TestServer;
+  let drop: () => Promise<void>;
+  let stripe: StripeStandIn;
+
+  beforeAll(async () => {
+    if (skip) return;
+    const made = await db.create();
+    drop = made.drop;
+    stripe = await startStripeStandIn();
+    server = await startTestServer(made.target, stripeEnv(stripe.url));
+    await writePlans(server);
+  });
+  afterAll(async () => {
+    await server?.close();
+    await stripe?.close();
+    await drop?.();
+  });
+
+  const getAccount = async () => {
+    const res = await server.fetch("/v1/billing/account", { headers: bearer(server.dev.appKey) });
+    expect(res.status).toBe(200);
+    return res.json();
+  };
+
+  it.skipIf(skip)("checkout waits for the app's Stripe account (409 billing_not_connected, nothing sent to Stripe); the account is then connected per environment", async () => {
+    const { session } = await mintSession(server, "alice");
+    const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
+    expect(overview.checkoutAvailable).toBe(false);
+    await expectError(await checkout(server, session, { plan: "pro" }), 409, "billing_not_connected");
+    expect(stripe.checkouts).toHaveLength(0);
+
+    expect(await getAccount()).toEqual({ environment: "test", stripeAccountId: null, webhookUrl: `${server.url}/v1/stripe/webhook` });
+    await expectError(await connectAccount(server, "not-an-account"), 400, "invalid_request");
+    const put = await connectAccount(server, "acct_first");
+    expect(await put.json()).toEqual({ environment: "test", stripeAccountId: "acct_first", webhookUrl: `${server.url}/v1/stripe/webhook` });
+    await connectAccount(server, ACCOUNT); // replaced, not added
+    expect(await getAccount()).toMatchObject({ stripeAccountId: ACCOUNT });
+    expect(await server.db.prisma.billingAccount.count()).toBe(1);
+  });
+
+  it.skipIf(skip)("creates the Checkout Session in the connected account, tagged with the user and the plan, with the plan's trial", async () => {
+    const { session } = await mintSession(server, "alice");
+    const res = await checkout(server, session, { plan: "pro" });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const body = await res.json();
+    expect(body.id).toMatch(/^cs_test_/);
+    expect(body.url).toBe(`${stripe.url}/pay/${body.id}`);
+
+    const sent = stripe.checkouts.at(-1)!;
+    expect(sent.stripeAccount).toBe(ACCOUNT);
+    const tags = { svc_app: server.dev.appId, svc_environment: "test", svc_user: "alice", svc_plan: "pro" };
+    expect(sent.fields).toMatchObject({
+      mode: "subscription",
+      "line_items[0][price]": "price_pro",
+      "line_items[0][quantity]": "1",
+      client_reference_id: "alice",
+      "subscription_data[trial_period_days]": "14",
+      success_url: `${server.url}/billing?checkout=success`,
+      cancel_url: `${server.url}/billing?checkout=cancel`,
+    });
+    expect(nested(sent.fields, "metadata")).toEqual(tags);
+    expect(nested(sent.fields, "subscription_data[metadata]")).toEqual(tags);
+
+    // No trial on a plan without one; the app's own return page, told how it went.
+    const team = await checkout(server, session, { plan: "team", returnUrl: "https://app.example/settings/billing?tab=plan" });
+    expect(team.status).toBe(200);
+    const fields = stripe.checkouts.at(-1)!.fields;
+    expect(fields["subscription_data[trial_period_days]"]).toBeUndefined();
+    expect(fields.success_url).toBe("https://app.example/settings/billing?tab=plan&checkout=success");
+    expect(fields.cancel_url).toBe("https://app.example/settings/billing?tab=plan&checkout=cancel");
+  });
+
+  it.skipIf(skip)("refuses what cannot be bought, in the envelope, and asks Stripe nothing", async () => {
+    const { session } = await mintSession(server, "bob");
+    const before = stripe.checkouts.length;
+    const counts = await tableCounts(server.db);
+    await expectError(await checkout(server, session, { plan: "nope" }), 404, "not_found");
+    expect((await expectError(await checkout(server, session, { plan: "legacy" }), 409, "plan_unavailable")).error.message).toMatch(/no longer sold/);
+    expect((await expectError(await checkout(server, session, { plan: "manual" }), 409, "plan_unavailable")).error.message).toMatch(/not sold through checkout/);
+    await expectError(await checkout(server, session, { plan: "Pro!" }), 400, "invalid_request");
+    await expectError(await checkout(server, session, { plan: "pro", returnUrl: "javascript:alert(1)" }), 400, "invalid_request");
+    await expectError(await checkout(server, session, { plan: "pro", returnUrl: "ftp://app.example/x" }), 400, "invalid_request");
+    expect(stripe.checkouts.length).toBe(before);
+    expect(await tableCounts(server.db)).toEqual(counts);
+  });
+
+  it.skipIf(skip)("Stripe's refusal is a 409 saying why; Stripe unreachable is a 503", async () => {
+    const { session } = await mintSession(server, "carol");
+    stripe.failNext(400, { type: "invalid_request_error", code: "resource_missing", message: "No such price: 'price_pro'" });
+    const refused = await expectError(await checkout(server, session, { plan: "pro" }), 409, "plan_unavailable");
+    expect(refused.error.message).toContain("No such price");
+    stripe.failNext(500, { type: "api_error", message: "boom" }, 2);
+    await expectError(await checkout(server, session, { plan: "pro" }), 503, "service_unavailable");
+    expect(server.logs.join("")).not.toContain("sk_test_standin");
+  });
+
+  it.skipIf(skip)("the overview lists the plans on sale and the default, the user's plan, allowance and usage", async () => {
+    const { session } = await mintSession(server, "dave");
+    const res = await server.fetch("/v1/billing", { headers: bearer(session) });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const body = await res.json();
+    expect(body.user).toBe("dave");
+    expect(body.checkoutAvailable).toBe(true);
+    expect(body.plans.map((p: { slug: string }) => p.slug).sort()).toEqual(["free", "manual", "pro", "team"]);
+    expect(body.current.plan.slug).toBe("free");
+    expect(body.current.subscription).toBeNull();
+    expect(body.current.allowance).toMatchObject({ limit: 0, used: 0, reached: true });
+    expect(body.current.usage).toMatchObject({ runs: 0, amountMicros: 0 });
+  });
+
+  it.skipIf(skip)("a user already subscribed to a plan is not sold it twice", async () => {
+    const { session } = await mintSession(server, "erin");
+    const sub = { id: "sub_erin", object: "subscription", customer: "cus_erin", status: "active", metadata: { svc_app: server.dev.appId, svc_environment: "test", svc_user: "erin", svc_plan: "team" } };
+    expect((await deliver(server, "customer.subscription.created", sub)).status).toBe(200);
+    expect((await expectError(await checkout(server, session, { plan: "team" }), 409, "plan_unavailable")).error.message).toMatch(/already subscribed/);
+    expect((await checkout(server, session, { plan: "pro" })).status).toBe(200);
+  });
+
+  it.skipIf(skip)("answers CORS for the browser routes only: any origin, the bearer header, no cookies", async () => {
+    const preflight = await server.fetch("/v1/billing/checkout", {
+      method: "OPTIONS",
+      headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+    });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get("access-control-allow-origin")).toBe("*");
+    expect(preflight.headers.get("access-control-allow-methods")).toBe("POST");
+    expect(preflight.headers.get("access-control-allow-headers")?.toLowerCase()).toBe("authorization, content-type");
+    expect(preflight.headers.get("access-control-allow-credentials")).toBeNull();
+
+    const { session } = await mintSession(server, "frank");
+    const read = await server.fetch("/v1/machines", { headers: { ...bearer(session), origin: "https://app.example" } });
+    expect(read.status).toBe(200);
+    expect(read.headers.get("access-control-allow-origin")).toBe("*");
+    expect(read.headers.get("access-control-expose-headers")).toContain("Request-Id");
+    // An error too, so the component can read its message.
+    const refused = await server.fetch("/v1/billing", { headers: { origin: "https://app.example" } });
+    expect(refused.status).toBe(401);
+    expect(refused.headers.get("access-control-allow-origin")).toBe("*");
+
+    for (const path of ["/v1/plans", "/v1/runs", "/v1/billing/account", "/v1/stripe/webhook"]) {
+      const other = await server.fetch(path, { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
+      expect(other.headers.get("access-control-allow-origin"), path).toBeNull();
+    }
+  });
+});
+
+describe("billing without Stripe configured", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ kind: "pglite", dataDir: null });
+    await writePlans(server);
+    await connectAccount(server);
+  });
+  afterAll(async () => server?.close());
+
+  it("checkout answers 503 saying Stripe is not configured; every webhook is refused (400) saying no secret is configured", async () => {
+    const { session } = await mintSession(server, "alice");
+    const res = await checkout(server, session, { plan: "pro" });
+    expect((await expectError(res, 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
+    const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
+    expect(overview.checkoutAvailable).toBe(false);
+
+    const before = await tableCounts(server.db);
+    const hook = await deliver(server, "customer.subscription.created", { id: "sub_x", status: "active" });
+    expect(hook.status).toBe(400);
+    expect(hook.body.error?.code).toBe("invalid_signature");
+    expect(JSON.stringify(hook.body)).toMatch(/no Stripe webhook signing secret is configured/i);
+    expect(await tableCounts(server.db)).toEqual(before);
+  });
+});
