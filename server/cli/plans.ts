@@ -59,7 +59,10 @@ const int = (v: string) => {
   if (!/^\d+$/.test(v)) throw new InvalidArgumentError("expected a whole number");
   return Number(v);
 };
-const limitOf = (v: string) => (v === "unlimited" ? null : int(v));
+/** `unlimited` travels as -1 (commander keeps the raw string when a parser returns null). */
+const UNLIMITED = -1;
+const limitOf = (v: string) => (v === "unlimited" ? UNLIMITED : int(v));
+const limit = (n: number) => (n === UNLIMITED ? null : n);
 
 function print(json: boolean, value: unknown, text: string) {
   process.stdout.write(json ? `${JSON.stringify(value)}\n` : `${text}\n`);
@@ -97,7 +100,7 @@ export function registerPlanCommands(program: Command) {
         priceMicros: o.price,
         currency: o.currency,
         period: o.period,
-        allowance: o.runs !== undefined ? { unit: "runs", limit: o.runs } : o.tokens !== undefined ? { unit: "tokens", limit: o.tokens } : undefined,
+        allowance: o.runs !== undefined ? { unit: "runs", limit: limit(o.runs as number) } : o.tokens !== undefined ? { unit: "tokens", limit: limit(o.tokens as number) } : undefined,
         overage: o.overage ? true : o.stop ? false : undefined,
         overagePriceMicros: o.overagePrice,
         spendCeilingMicros: o.spendCeiling,
