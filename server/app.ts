@@ -29,6 +29,7 @@ import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
 import { ChatService } from "./chat/chat.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
+import { Webhooks } from "./webhooks/webhooks.js";
 import { BillingService } from "./billing/billing.js";
 import { StripeWebhookService } from "./billing/stripe-events.js";
 import { stripeClient } from "./billing/stripe-client.js";
@@ -52,6 +53,8 @@ export interface Services {
   chat: ChatService;
   /** Outbound webhooks: every service that reports a fact to the app emits through it. */
   outbox: WebhookOutbox;
+  /** The app's webhook endpoints, the delivery log, the dispatcher and the facts services report. */
+  webhooks: Webhooks;
   /** The app's Stripe account, the components' billing reads and checkout. */
   billing: BillingService;
   /** Stripe's signed events: entitlement. */
@@ -72,14 +75,15 @@ export interface AppDeps {
 
 export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger): Services {
   const limiter = new RateLimiter(db.prisma, clock);
+  const outbox = new WebhookOutbox(db, clock);
+  const webhooks = new Webhooks(db, clock, config, outbox, logger);
   const machines = new MachineService(db.prisma, clock, db);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
-  const workers = new WorkerHub(machines, db, instance, logger);
+  const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts);
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
-  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds });
-  const outbox = new WebhookOutbox(db, clock);
+  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds, facts: webhooks.facts });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, outbox, logger);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, outbox, logger);
@@ -92,6 +96,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     clock,
     logger,
     outbox,
+    webhooks,
     runStore,
     runBus,
     runEngine,
@@ -101,7 +106,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     keys: new KeyService(db.prisma, clock, db),
     sessions: new SessionService(db.prisma, clock),
     limiter,
-    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds),
+    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds, webhooks.facts),
     machines,
     workers,
   };

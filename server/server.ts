@@ -53,6 +53,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
 
     const urls = new PublicUrls(config);
     const services = createServices(db, clock, config, urls, logger);
+    // Last before the database closes: webhook facts still being recorded (machines going offline at shutdown).
+    cleanup.push(() => services.webhooks.facts.drain());
     cleanup.push(await services.keys.listen());
     const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy }, services);
     const server: Server = await new Promise((resolve, reject) => {
@@ -71,6 +73,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     cleanup.push(() => services.workers.close());
     await services.runEngine.start();
     cleanup.push(() => services.runEngine.close());
+    await services.webhooks.start();
+    cleanup.push(() => services.webhooks.close());
     const url = urls.base;
 
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));

@@ -72,7 +72,6 @@ const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
-const WEBHOOKS = "Outbound webhooks (issue 7)";
 
 export const contract = c.router(
   {
@@ -415,33 +414,33 @@ export const contract = c.router(
       summary: "Add a webhook endpoint",
       description: "Returns the `whsec_` signing secret once. Deliveries are signed per Standard Webhooks and retried with backoff.",
       body: CreateWebhookEndpoint,
-      responses: { 201: CreatedWebhookEndpoint, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+      responses: { 201: CreatedWebhookEndpoint, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     listWebhookEndpoints: {
       method: "GET",
       path: "/v1/webhook_endpoints",
       summary: "The app's webhook endpoints",
-      responses: { 200: WebhookEndpointList, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+      responses: { 200: WebhookEndpointList, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     deleteWebhookEndpoint: {
       method: "DELETE",
       path: "/v1/webhook_endpoints/:id",
       summary: "Remove a webhook endpoint",
-      description: "Its pending deliveries stop; its delivery log stays readable.",
+      description: "Disables it: its pending deliveries stop (they end `failed`) and nothing more is sent to it; it stays listed with `disabled: true` and its delivery log stays readable. Deleting it again answers the same; another app's or environment's endpoint is 404.",
       pathParams: WebhookEndpointParam,
-      responses: { 200: WebhookEndpoint, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+      responses: { 200: WebhookEndpoint, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
     listWebhookDeliveries: {
       method: "GET",
       path: "/v1/webhook_deliveries",
       summary: "The delivery log",
-      description: "Every delivery with each attempt's status code or error; newest first.",
+      description: "Every delivery of this app and environment with each attempt's status code or error, newest first. Filter by `endpoint`, `status` and `type`; paginated with `cursor` (the previous page's `nextCursor`). A delivery's `id` is the `webhook-id` its receiver saw.",
       query: WebhookDeliveryQuery,
-      responses: { 200: WebhookDeliveryPage, ...appKeyErrors, ...notBuilt },
-      metadata: meta({ auth: "appKey", notBuiltYet: WEBHOOKS }),
+      responses: { 200: WebhookDeliveryPage, ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
     },
   },
   {

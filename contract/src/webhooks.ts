@@ -51,7 +51,9 @@ export const WebhookDelivery = z.object({
   payload: z.record(z.unknown()).describe("The JSON body sent: `{type, timestamp, data}`."),
   status: z.enum(["pending", "delivered", "failed"]).describe("`failed`: every retry was used up."),
   attempts: z.array(WebhookAttempt),
-  nextAttemptAt: IsoTime.nullable(),
+  nextAttemptAt: IsoTime.nullable().describe("When a pending delivery is tried next (while an attempt is in flight: until when that attempt holds it)."),
+  lastError: z.string().nullable().describe("Why the last attempt failed, or why the delivery stopped (`the endpoint was deleted`)."),
+  deliveredAt: IsoTime.nullable(),
   createdAt: IsoTime,
 });
 export const WebhookDeliveryQuery = z.object({

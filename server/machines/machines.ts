@@ -61,11 +61,21 @@ export class MachineService {
     return { machineId: m.id, appId: m.appId, environment: m.environment, endUserId: m.endUserId, hostname: m.hostname, appName: m.endUser.app.name };
   }
 
-  /** The machine's connection is held by `instance` from now on; false when the machine was removed meanwhile. */
-  async markConnected(machineId: string, instance: string): Promise<boolean> {
+  /**
+   * The machine's connection is held by `instance` from now on; null when the
+   * machine was removed meanwhile. Says what it was before (one locked read-and-write):
+   * online through a live connection, or offline, and since when its last connection was held.
+   */
+  async markConnected(machineId: string, instance: string): Promise<{ connectedAt: Date; wasOnline: boolean; previousConnectedAt: Date | null } | null> {
     const now = this.clock.now();
-    const moved = await this.prisma.machine.updateMany({ where: { id: machineId, revokedAt: null }, data: { connectedInstance: instance, connectedAt: now, lastHeartbeatAt: now } });
-    return moved.count === 1;
+    const staleBefore = new Date(now.getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
+    const rows = await this.prisma.$queryRaw<{ was_online: boolean; previous_connected_at: Date | null }[]>`
+      WITH old AS (SELECT id, connected_instance, connected_at, last_heartbeat_at FROM machines WHERE id = ${machineId} AND revoked_at IS NULL FOR UPDATE)
+      UPDATE machines m SET connected_instance = ${instance}, connected_at = ${now}, last_heartbeat_at = ${now} FROM old WHERE m.id = old.id
+      RETURNING (old.connected_instance IS NOT NULL AND old.last_heartbeat_at > ${staleBefore}) AS was_online,
+                CASE WHEN old.connected_instance IS NOT NULL THEN old.connected_at END AS previous_connected_at`;
+    const r = rows[0];
+    return r ? { connectedAt: now, wasOnline: r.was_online, previousConnectedAt: r.previous_connected_at ? new Date(r.previous_connected_at) : null } : null;
   }
 
   /** The runtimes it advertises now, replacing what it said before. */
@@ -94,10 +104,12 @@ export class MachineService {
     return { revoked: !m || m.revokedAt !== null };
   }
 
-  /** The connection closed: offline at once, unless another instance holds a newer connection. */
-  async markDisconnected(machineId: string, instance: string): Promise<void> {
-    await this.prisma.machine.updateMany({ where: { id: machineId, connectedInstance: instance }, data: { connectedInstance: null } });
+  /** The connection closed: offline at once, unless another instance holds a newer connection. Returns when the ended connection began (null: nothing went offline). */
+  async markDisconnected(machineId: string, instance: string): Promise<Date | null> {
+    const rows = await this.prisma.$queryRaw<{ connected_at: Date | null }[]>`
+      UPDATE machines SET connected_instance = NULL WHERE id = ${machineId} AND connected_instance = ${instance} RETURNING connected_at`;
     await this.prisma.runtime.updateMany({ where: { machineId }, data: { busy: false } });
+    return rows[0] ? new Date(rows[0].connected_at ?? 0) : null;
   }
 
   /**

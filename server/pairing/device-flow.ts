@@ -11,6 +11,7 @@ import { hashSecret, randomId } from "../crypto.js";
 import { displayUserCode, newDeviceCode, newPairingToken, newUserCode, normalizeUserCode } from "./codes.js";
 import { deviceCodeBuckets, guessBuckets } from "./limits.js";
 import { connectInfo } from "./connect-info.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 
 /** How long a device code and its user code live: 15 minutes. */
 export const DEVICE_CODE_TTL_SECONDS = 900;
@@ -34,6 +35,8 @@ export class DeviceFlowService {
     private readonly limiter: RateLimiter,
     private readonly urls: PublicUrls,
     private readonly pollIntervalSeconds: number,
+    /** Told when a machine is paired (webhooks). */
+    private readonly facts: WebhookFacts | null = null,
   ) {}
 
   async requestCode(
@@ -110,9 +113,11 @@ export class DeviceFlowService {
         await tx.deviceAuthorization.update({ where: { id: d.id }, data: { lastPolledAt: now } });
         return { error: new ApiError("authorization_pending") };
       }
-      return { token: await this.pair(tx, d, now) };
+      return { token: await this.pair(tx, d, now), device: d };
     });
     if ("error" in outcome) throw outcome.error;
+    const d = outcome.device;
+    void this.facts?.machinePaired({ machineId: outcome.token.machine_id, appId: d.appId, environment: d.environment, endUserId: d.endUserId! }, d.hostname, d.platform);
     return outcome.token;
   }
 

@@ -8,6 +8,7 @@ import { sessionRoutes } from "./sessions.js";
 import { computeRoutes } from "./compute.js";
 import { runRoutes } from "./runs.js";
 import { chatRoutes } from "./chat.js";
+import { webhookRoutes } from "./webhooks.js";
 import { ledgerRoutes } from "./ledger.js";
 import { billingRoutes } from "./billing.js";
 
@@ -18,7 +19,7 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * each feature replaces its entries with real handlers.
  */
 export function routes(services: Services): RouterImplementation {
-  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services) };
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services) };
   const all = Object.fromEntries(
     Object.entries(contract).map(([name, route]) => {
       // The contract says which routes are built: a handler and `notBuiltYet` never disagree.

@@ -4,6 +4,7 @@ import type { Logger } from "../logger.js";
 import type { WorkerHub, JobHandle } from "../workers/hub.js";
 import { periodOf, type CostClassValue } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
 
 export interface DriverDeps {
@@ -14,6 +15,8 @@ export interface DriverDeps {
   log: Logger;
   /** How often a waiting driver looks at the database even without a wake (a lost notification). */
   pollMs: number;
+  /** Told when a run's end is written (`run.finished` webhooks). */
+  facts?: WebhookFacts;
 }
 
 /** An answer this instance stored, handed to the driver with its wake. */
@@ -196,6 +199,7 @@ export abstract class RunDriver {
         throw new Abandoned();
       }
       if (events.length) this.deps.bus.publish(this.run.id, events);
+      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as "completed" | "failed" | "cancelled", stopReason: patch.stopReason ?? null, usage: { ...this.tokens, costClass: this.costClass } });
     });
     this.writing = step.catch(() => {});
     return step;

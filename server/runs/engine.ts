@@ -7,12 +7,15 @@ import type { RunBus } from "./bus.js";
 import { RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
 
 export interface EngineOptions {
   leaseSeconds: number;
   orphanSeconds: number;
   pollMs?: number;
+  /** Told when a run ends (`run.finished` webhooks). */
+  facts?: WebhookFacts;
 }
 
 /**
@@ -39,7 +42,7 @@ export class RunEngine {
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.deps = { store, bus, hub, clock, log, pollMs: options.pollMs ?? 1000 };
+    this.deps = { store, bus, hub, clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts };
   }
 
   get instance(): string {

@@ -9,6 +9,7 @@ import type { Notifications } from "../db/open.js";
 import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
 import type { Tenant } from "../keys/keys.js";
 import { WorkerConnection } from "./connection.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 
 /** A job sent to a machine: its events arrive through `onEvent`; it can be cancelled or answered. */
 export interface JobHandle {
@@ -40,6 +41,8 @@ export class WorkerHub {
     private readonly notifications: Notifications,
     readonly instance: string,
     private readonly log: Logger,
+    /** Told when a machine goes online or offline (webhooks). */
+    private readonly facts: WebhookFacts | null = null,
     private readonly heartbeatTimeoutMs = HEARTBEAT_TIMEOUT_SECONDS * 1000,
   ) {}
 
@@ -81,7 +84,7 @@ export class WorkerHub {
     this.closing = true;
     await this.stopListening?.();
     for (const conn of this.all) conn.close(WORKER_CLOSE.goingAway, "the server is shutting down");
-    await Promise.all([...this.connections.values()].map((c) => this.machines.markDisconnected(c.identity.machineId, this.instance).catch(() => {})));
+    await Promise.all([...this.connections.values()].map((c) => this.offline(c.identity).catch(() => {})));
     await Promise.all(this.pending);
     this.wss.close();
   }
@@ -114,17 +117,27 @@ export class WorkerHub {
       this.connections.delete(machineId);
       this.log.info({ machineId, code }, "worker disconnected");
       if (this.closing) return;
-      const write = this.machines.markDisconnected(machineId, this.instance).catch((err) => this.log.error({ err, machineId }, "could not mark a machine offline"));
+      const write = this.offline(conn.identity).catch((err) => this.log.error({ err, machineId }, "could not mark a machine offline"));
       this.pending.add(write);
       void write.finally(() => this.pending.delete(write));
     });
+  }
+
+  /** The machine's connection here ended: offline, unless another instance holds a newer one (then nothing is reported). */
+  private async offline(id: MachineIdentity): Promise<void> {
+    const connectedAt = await this.machines.markDisconnected(id.machineId, this.instance);
+    if (connectedAt) await this.facts?.machineOffline(id, connectedAt);
   }
 
   /** After its hello the connection serves the machine; a machine has one, so a newer one replaces an older (a half-dead socket, a restart). */
   private async online(conn: WorkerConnection): Promise<boolean> {
     const { machineId } = conn.identity;
     // Removed since its handshake: it is not welcomed.
-    if (!(await this.machines.markConnected(machineId, this.instance))) return false;
+    const connected = await this.machines.markConnected(machineId, this.instance);
+    if (!connected) return false;
+    // A connection that ended unseen (its instance died) went offline first; a live one replaced here is no change.
+    if (!connected.wasOnline && connected.previousConnectedAt) await this.facts?.machineOffline(conn.identity, connected.previousConnectedAt);
+    if (!connected.wasOnline) void this.facts?.machineOnline(conn.identity, connected.connectedAt);
     const older = this.connections.get(machineId);
     this.connections.set(machineId, conn);
     if (older && older !== conn) older.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");

@@ -1,0 +1,79 @@
+import type { z } from "zod";
+import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookEventType } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Tenant } from "../keys/keys.js";
+import { ApiError } from "../errors.js";
+
+interface DeliveryRow {
+  id: string;
+  endpoint_id: string;
+  event_type: string;
+  payload: Record<string, unknown>;
+  status: "pending" | "delivered" | "failed";
+  next_attempt_at: Date | null;
+  last_error: string | null;
+  delivered_at: Date | null;
+  created_at: Date;
+  attempts: { attempt: number; at: string; statusCode: number | null; error: string | null; durationMs: number }[];
+}
+
+/**
+ * The delivery log the app reads: every delivery of its environment, newest
+ * first, with each attempt's status code or error. Pages are keyed on
+ * (created_at, id), so rows written while the app pages through never shift it.
+ */
+export class WebhookDeliveryLog {
+  constructor(private readonly db: Database) {}
+
+  async list(tenant: Tenant, q: z.infer<typeof WebhookDeliveryQuery>): Promise<z.infer<typeof WebhookDeliveryPage>> {
+    const after = q.cursor ? decodeCursor(q.cursor) : null;
+    const rows = await this.db.query<DeliveryRow>(
+      `SELECT d.id, d.endpoint_id, d.event_type, d.payload, d.status, d.next_attempt_at, d.last_error, d.delivered_at, d.created_at,
+              COALESCE((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'statusCode', a.status_code, 'error', a.error, 'durationMs', a.duration_ms) ORDER BY a.attempt)
+                          FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]'::jsonb) AS attempts
+         FROM webhook_deliveries d
+        WHERE d.app_id = $1 AND d.environment = $2::"Environment"
+          AND ($3::text IS NULL OR d.endpoint_id = $3)
+          AND ($4::text IS NULL OR d.status = $4::"WebhookDeliveryStatus")
+          AND ($5::text IS NULL OR d.event_type = $5)
+          AND ($6::timestamptz IS NULL OR (d.created_at, d.id) < ($6::timestamptz, $7::text))
+        ORDER BY d.created_at DESC, d.id DESC
+        LIMIT $8`,
+      [tenant.appId, tenant.environment, q.endpoint ?? null, q.status ?? null, q.type ?? null, after?.createdAt ?? null, after?.id ?? null, q.limit + 1],
+    );
+    const hasMore = rows.length > q.limit;
+    const page = rows.slice(0, q.limit);
+    const last = page.at(-1);
+    return { data: page.map(view), hasMore, nextCursor: hasMore && last ? encodeCursor(new Date(last.created_at), last.id) : null };
+  }
+}
+
+function view(r: DeliveryRow): z.infer<typeof WebhookDelivery> {
+  return {
+    id: r.id,
+    endpointId: r.endpoint_id,
+    type: r.event_type as WebhookEventType,
+    payload: r.payload,
+    status: r.status,
+    attempts: r.attempts.map((a) => ({ ...a, at: new Date(a.at).toISOString() })),
+    nextAttemptAt: r.status === "pending" && r.next_attempt_at ? new Date(r.next_attempt_at).toISOString() : null,
+    lastError: r.last_error,
+    deliveredAt: r.delivered_at ? new Date(r.delivered_at).toISOString() : null,
+    createdAt: new Date(r.created_at).toISOString(),
+  };
+}
+
+function encodeCursor(createdAt: Date, id: string): string {
+  return Buffer.from(JSON.stringify([createdAt.toISOString(), id])).toString("base64url");
+}
+
+function decodeCursor(cursor: string): { createdAt: Date; id: string } {
+  try {
+    const [at, id] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown[];
+    const createdAt = new Date(String(at));
+    if (typeof id === "string" && typeof at === "string" && !Number.isNaN(createdAt.getTime())) return { createdAt, id };
+  } catch {
+    // falls through to the error below
+  }
+  throw new ApiError("invalid_request", "Invalid query field `cursor`: pass the `nextCursor` of a previous page.", { param: "cursor" });
+}

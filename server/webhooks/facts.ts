@@ -1,0 +1,94 @@
+import type { WebhookEventType } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Logger } from "../logger.js";
+import type { Tenant } from "../keys/keys.js";
+import type { WebhookOutbox } from "./outbox.js";
+
+/** A machine as the facts about it name it. */
+export interface MachineRef extends Tenant {
+  machineId: string;
+  endUserId: string;
+}
+
+/** How a run ended, as `run.finished` reports it. */
+export interface RunOutcome {
+  status: "completed" | "failed" | "cancelled";
+  stopReason: string | null;
+  usage: { inputTokens: number; outputTokens: number; costClass: string };
+}
+
+/** The run, as the driver knows it. */
+export interface FinishedRun {
+  id: string;
+  app_id: string;
+  environment: Tenant["environment"];
+  end_user_id: string;
+  source: string;
+}
+
+/**
+ * What the services tell the app through webhooks, each fact under a key that
+ * makes it one delivery however often it is reported (a retry, a takeover, two
+ * instances). Reporting never fails the fact itself: the write that made it has
+ * happened; an emit that fails is logged and the app's read endpoints still say
+ * it. When no endpoint of the app wants the event, it costs one small read.
+ */
+export class WebhookFacts {
+  private readonly pending = new Set<Promise<void>>();
+
+  constructor(
+    private readonly outbox: WebhookOutbox,
+    private readonly db: Database,
+    private readonly log: Logger,
+  ) {}
+
+  /** A run reached completed, failed or cancelled (handed-back runs are the app's own to report). */
+  runFinished(run: FinishedRun, outcome: RunOutcome): Promise<void> {
+    const tenant = { appId: run.app_id, environment: run.environment };
+    return this.report("run.finished", tenant, run.end_user_id, `run.finished:${run.id}`, (user) => ({
+      runId: run.id,
+      user,
+      status: outcome.status,
+      stopReason: outcome.stopReason,
+      source: run.source,
+      usage: outcome.usage,
+    }));
+  }
+
+  /** A machine was paired to its user (its token was handed out). */
+  machinePaired(m: MachineRef, hostname: string, platform: string): Promise<void> {
+    return this.report("machine.paired", m, m.endUserId, `machine.paired:${m.machineId}`, (user) => ({ machineId: m.machineId, user, hostname, platform }));
+  }
+
+  /** A connection of the machine began serving it; `connectedAt` names that connection. */
+  machineOnline(m: MachineRef, connectedAt: Date): Promise<void> {
+    return this.report("machine.online", m, m.endUserId, `machine.online:${m.machineId}:${connectedAt.getTime()}`, (user) => ({ machineId: m.machineId, user }));
+  }
+
+  /** The connection that began at `connectedAt` ended (closed, timed out, or its instance is gone). */
+  machineOffline(m: MachineRef, connectedAt: Date): Promise<void> {
+    return this.report("machine.offline", m, m.endUserId, `machine.offline:${m.machineId}:${connectedAt.getTime()}`, (user) => ({ machineId: m.machineId, user }));
+  }
+
+  /** Waits for the reports under way (shutdown: before the database closes). */
+  async drain(): Promise<void> {
+    await Promise.all(this.pending);
+  }
+
+  private report(type: WebhookEventType, tenant: Tenant, endUserId: string, key: string, data: (user: string) => Record<string, unknown>): Promise<void> {
+    const work = (async () => {
+      // One read: the user's own id, and whether any endpoint wants this event at all.
+      const rows = await this.db.query<{ external_id: string; wanted: boolean }>(
+        `SELECT u.external_id, EXISTS (SELECT 1 FROM webhook_endpoints e
+                 WHERE e.app_id = $2 AND e.environment = $3::"Environment" AND e.disabled_at IS NULL AND $4 = ANY(e.event_types)) AS wanted
+           FROM end_users u WHERE u.id = $1`,
+        [endUserId, tenant.appId, tenant.environment, type],
+      );
+      if (!rows[0]?.wanted) return;
+      await this.outbox.emit(tenant, type, data(rows[0].external_id), key);
+    })().catch((err) => this.log.error({ err, type, key }, "could not record a webhook event"));
+    this.pending.add(work);
+    void work.finally(() => this.pending.delete(work));
+    return work;
+  }
+}

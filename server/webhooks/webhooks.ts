@@ -1,0 +1,45 @@
+import type { Database } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import type { Config } from "../config.js";
+import type { Logger } from "../logger.js";
+import { WebhookDispatcher } from "./dispatcher.js";
+import { WebhookDeliveryLog } from "./deliveries.js";
+import { WebhookEndpoints } from "./endpoints.js";
+import { WebhookFacts } from "./facts.js";
+import type { WebhookOutbox } from "./outbox.js";
+import { PresenceSweep } from "./presence.js";
+import { lazySealer } from "./seal.js";
+
+/**
+ * Outbound webhooks to the app, put together: the endpoints the app registers,
+ * the facts services report (into the outbox), the dispatcher that sends them
+ * signed and retried, and the delivery log the app reads.
+ */
+export class Webhooks {
+  readonly endpoints: WebhookEndpoints;
+  readonly log: WebhookDeliveryLog;
+  readonly facts: WebhookFacts;
+  readonly dispatcher: WebhookDispatcher;
+  private readonly presence: PresenceSweep;
+
+  constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger) {
+    const sealer = lazySealer(config.sealingKey, config.dataDir);
+    this.endpoints = new WebhookEndpoints(db, clock, sealer);
+    this.log = new WebhookDeliveryLog(db);
+    this.facts = new WebhookFacts(outbox, db, logger);
+    this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, config.webhooks);
+    this.presence = new PresenceSweep(db, clock, this.facts, logger);
+  }
+
+  async start(): Promise<void> {
+    await this.dispatcher.start();
+    this.presence.start();
+  }
+
+  /** Stops sending (attempts in flight finish or are cut), then waits for facts still being recorded. */
+  async close(): Promise<void> {
+    this.presence.stop();
+    await this.dispatcher.close();
+    await this.facts.drain();
+  }
+}
