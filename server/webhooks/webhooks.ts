@@ -20,7 +20,7 @@ export class Webhooks {
   readonly log: WebhookDeliveryLog;
   readonly facts: WebhookFacts;
   readonly dispatcher: WebhookDispatcher;
-  private readonly presence: PresenceSweep;
+  readonly presence: PresenceSweep;
 
   constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger) {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
