@@ -24,16 +24,36 @@ const PAGES = {
   "/connect": { type: "html", body: read("connect/index.html") },
   "/connect/connect.js": { type: "application/javascript", body: read("connect/connect.js") },
   "/connect/connect.css": { type: "text/css", body: read("connect/connect.css") },
+  "/billing": { type: "html", body: read("billing/index.html") },
+  "/billing/billing.js": { type: "application/javascript", body: read("billing/billing.js") },
+  "/billing/billing.css": { type: "text/css", body: read("billing/billing.css") },
 } as const;
 
-export const PAGE_PATHS = Object.keys(PAGES);
+/**
+ * The web components, loaded by apps' own pages on any origin: a module script
+ * is fetched with CORS, so it is served to everyone; it holds no data.
+ */
+const COMPONENTS = { "/components/svc-components.js": read("components/svc-components.js") };
+const COMPONENT_HEADERS = {
+  "Access-Control-Allow-Origin": "*",
+  "Cross-Origin-Resource-Policy": "cross-origin",
+  "X-Content-Type-Options": "nosniff",
+  "Cache-Control": "public, max-age=300",
+};
 
-/** The hosted connect page (`/connect`): the app sends its user's browser here with a session in the fragment. */
+export const PAGE_PATHS = [...Object.keys(PAGES), ...Object.keys(COMPONENTS)];
+
+/** The hosted pages (`/connect`, `/billing`): the app sends its user's browser there with a session in the fragment. And the web components. */
 export function pagesRouter(): Router {
   const router = express.Router({ strict: true });
   for (const [route, page] of Object.entries(PAGES)) {
     router.get(route, (_req, res: Response) => {
       res.set(SECURITY_HEADERS).type(page.type).send(page.body);
+    });
+  }
+  for (const [route, body] of Object.entries(COMPONENTS)) {
+    router.get(route, (_req, res: Response) => {
+      res.set(COMPONENT_HEADERS).type("application/javascript").send(body);
     });
   }
   return router;
