@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { Webhook } from "standardwebhooks";
 import type { Database } from "../db/open.js";
 import { systemClock, type Clock } from "../clock.js";
@@ -65,6 +66,8 @@ export class WebhookDispatcher {
     private readonly wallClock: Clock = systemClock,
   ) {
     this.concurrency = options.concurrency ?? 16;
+    // Every attempt in flight listens for the shutdown.
+    setMaxListeners(this.concurrency + 1, this.aborts.signal);
   }
 
   async start(): Promise<void> {
