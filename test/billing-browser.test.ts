@@ -97,7 +97,7 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
     const choose = plan(page, "pro").locator("button");
     const look = await choose.evaluate((b) => {
       const s = getComputedStyle(b);
-      return { background: s.backgroundColor, radius: s.borderTopLeftRadius, font: getComputedStyle(b.getRootNode().host).fontFamily };
+      return { background: s.backgroundColor, radius: s.borderTopLeftRadius, font: getComputedStyle((b.getRootNode() as ShadowRoot).host).fontFamily };
     });
     expect(look).toEqual({ background: "rgb(200, 30, 90)", radius: "12px", font: '"Courier New", monospace' });
 
