@@ -31,6 +31,7 @@ const Env = z.object({
     .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/, "must be comma-separated seconds, e.g. 5,300,1800")
     .default("5,300,1800,7200,18000,36000,36000"),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(15000),
+  WEBHOOK_PRIVATE_ADDRESSES: z.enum(["test", "all", "none"]).default("test"),
   SVC_SEALING_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes in base64 (openssl rand -base64 32)").optional(),
 });
 
@@ -56,7 +57,7 @@ export interface Config {
   /** Stripe: the platform's secret key, the Connect webhook's signing secret, and the API's address (a stand-in in tests). */
   stripe: { secretKey: string | null; webhookSecret: string | null; apiUrl: string | null };
   /** Outbound webhooks: seconds to wait before each retry (its length is the number of retries), and each try's timeout. */
-  webhooks: { retrySchedule: number[]; timeoutMs: number };
+  webhooks: { retrySchedule: number[]; timeoutMs: number; privateAddresses: "test" | "all" | "none" };
   /** Key sealing secrets kept usable at rest (webhook signing secrets); null: a key file in the data folder. */
   sealingKey: Buffer | null;
 }
@@ -88,7 +89,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     runLeaseSeconds: e.RUN_LEASE_SECONDS,
     runOrphanSeconds: e.RUN_ORPHAN_SECONDS,
     stripe: { secretKey: e.STRIPE_SECRET_KEY ?? null, webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? null, apiUrl: e.STRIPE_API_URL ?? null },
-    webhooks: { retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(",").map(Number), timeoutMs: e.WEBHOOK_TIMEOUT_MS },
+    webhooks: { retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(",").map(Number), timeoutMs: e.WEBHOOK_TIMEOUT_MS, privateAddresses: e.WEBHOOK_PRIVATE_ADDRESSES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
   };
 }

@@ -6,6 +6,7 @@ import type { Logger } from "../logger.js";
 import { WEBHOOK_DUE_CHANNEL } from "./outbox.js";
 import type { SecretSealer } from "./seal.js";
 import { postOnce, type AttemptResult } from "./send.js";
+import { allowsPrivate, type PrivateAddressPolicy } from "./address-guard.js";
 
 export interface DispatcherOptions {
   /** Seconds to wait before each retry; its length is the number of retries. */
@@ -16,6 +17,8 @@ export interface DispatcherOptions {
   concurrency?: number;
   /** How often the outbox is looked at without a wake (lost notifications, retries due). */
   pollMs?: number;
+  /** Which environments' endpoints may reach private addresses (default: test only). */
+  privateAddresses?: PrivateAddressPolicy;
 }
 
 interface Claimed {
@@ -25,6 +28,7 @@ interface Claimed {
   attempt: number;
   url: string;
   secret: string;
+  environment: "test" | "live";
 }
 
 /** How long past an attempt's timeout its claim holds before another instance may take the delivery. */
@@ -140,7 +144,7 @@ export class WebhookDispatcher {
                         WHERE w.status = 'pending' AND w.next_attempt_at <= $1 AND we.disabled_at IS NULL
                         ORDER BY w.next_attempt_at LIMIT $3 FOR UPDATE OF w SKIP LOCKED)
           AND e.id = d.endpoint_id
-      RETURNING d.id, d.endpoint_id, d.payload::text AS body, d.attempts AS attempt, e.url, e.secret`,
+      RETURNING d.id, d.endpoint_id, d.payload::text AS body, d.attempts AS attempt, e.url, e.secret, d.environment::text AS environment`,
       [now, lease, limit],
     );
   }
@@ -163,7 +167,8 @@ export class WebhookDispatcher {
         "webhook-timestamp": String(Math.floor(sentAt.getTime() / 1000)),
         "webhook-signature": new Webhook(secret).sign(d.id, sentAt, d.body),
       };
-      result = await postOnce(d.url, headers, d.body, this.options.timeoutMs, this.aborts.signal);
+      const publicOnly = !allowsPrivate(this.options.privateAddresses ?? "test", d.environment);
+      result = await postOnce(d.url, headers, d.body, this.options.timeoutMs, this.aborts.signal, publicOnly);
     }
     await this.record(d, at, result!);
   }

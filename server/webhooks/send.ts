@@ -1,5 +1,6 @@
 import http from "node:http";
 import https from "node:https";
+import { publicOnlyLookup, refuseLiteral } from "./address-guard.js";
 
 /** How one attempt went: the receiver's status, or why there was none. */
 export interface AttemptResult {
@@ -17,7 +18,7 @@ const MAX_ANSWER_BYTES = 64 * 1024;
  * success. Never throws: a timeout, a refused connection or a reset is an error
  * string. `signal` aborts it (the service stopping).
  */
-export function postOnce(url: string, headers: Record<string, string>, body: string, timeoutMs: number, signal?: AbortSignal): Promise<AttemptResult> {
+export function postOnce(url: string, headers: Record<string, string>, body: string, timeoutMs: number, signal?: AbortSignal, publicOnly = false): Promise<AttemptResult> {
   const started = performance.now();
   const took = () => Math.round(performance.now() - started);
   return new Promise((resolve) => {
@@ -38,8 +39,17 @@ export function postOnce(url: string, headers: Record<string, string>, body: str
     const client = target.protocol === "https:" ? https : target.protocol === "http:" ? http : null;
     if (!client) return resolve({ statusCode: null, error: `unsupported protocol ${target.protocol}`, durationMs: 0 });
 
+    if (publicOnly) {
+      const refused = refuseLiteral(target.hostname);
+      if (refused) return resolve({ statusCode: null, error: refused, durationMs: 0 });
+    }
+
     const payload = Buffer.from(body, "utf8");
-    const req = client.request(target, { method: "POST", headers: { ...headers, "content-length": String(payload.length) } });
+    const req = client.request(target, {
+      method: "POST",
+      headers: { ...headers, "content-length": String(payload.length) },
+      ...(publicOnly ? { lookup: publicOnlyLookup } : {}),
+    });
     const timer = setTimeout(() => {
       finish(null, `timed out after ${timeoutMs} ms`);
       req.destroy();
