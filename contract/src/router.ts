@@ -404,7 +404,7 @@ export const contract = c.router(
       description: "Verified against the raw body, deduplicated by event id, applied in any order: sets the user's entitlement.",
       headers: z.object({ "stripe-signature": z.string().max(4096).optional() }),
       body: StripeWebhookBody,
-      responses: { 200: StripeWebhookAck, ...errors(503), ...notBuilt },
+      responses: { 200: StripeWebhookAck, ...notBuilt },
       metadata: meta({ auth: "none" }),
     },
     // extension: outbound webhooks to the app
