@@ -6,7 +6,7 @@ import { openDatabase } from "../server/db/open.js";
 import { lockDataDir } from "../server/data-dir-lock.js";
 import { SessionService } from "../server/sessions/sessions.js";
 import { systemClock } from "../server/clock.js";
-import { bearer, expectError } from "./helpers/requests.js";
+import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
 import { jsonOf, removeTempDirs, runCli, runServerToExit, spawnServer, startServerProcess, stopAll, tempDir, until, type ServerProcess } from "./helpers/process.js";
 
 /**
@@ -19,8 +19,8 @@ const APP_KEY = /^sk_svc_[a-z0-9]{16}\.[A-Za-z0-9_-]{43}$/;
 const CONNECT_KEY = /^pk_svc_[a-z0-9]{24}$/;
 
 const secretOf = (appKey: string) => appKey.slice(appKey.indexOf(".") + 1);
-/** The credential was taken: a route not built yet says so (501)... */
-const passes = async (res: Response) => expectError(res, 501, "not_implemented");
+/** The credential was taken: `GET /v1/plans` answers 200... */
+const passes = expectAccepted;
 /** ...and a built one answers. */
 const ok = async (res: Response) => expect(res.status, await res.text()).toBe(200);
 

@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AuthenticationError, BadRequestError, createSvcClient, NotImplementedError, ServeInAppError, SvcError } from "@svc/sdk";
+import { AuthenticationError, BadRequestError, createSvcClient, NotFoundError, ServeInAppError, SvcError } from "@svc/sdk";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
 describe("sdk client against the real server", () => {
@@ -12,9 +12,9 @@ describe("sdk client against the real server", () => {
 
   it("throws typed errors carrying status, code and request id", async () => {
     const svc = createSvcClient({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
-    const err = await svc.listPlans().catch((e) => e);
-    expect(err).toBeInstanceOf(NotImplementedError);
-    expect(err).toMatchObject({ status: 501, code: "not_implemented" });
+    const err = await svc.getUser({ params: { id: "nobody" } }).catch((e) => e);
+    expect(err).toBeInstanceOf(NotFoundError);
+    expect(err).toMatchObject({ status: 404, code: "not_found" });
     expect(err.requestId).toMatch(/^req_/);
 
     const bad = createSvcClient({ apiKey: `${server.dev.appKey.split(".")[0]}.${"C".repeat(43)}`, baseUrl: `${server.url}/v1/` });

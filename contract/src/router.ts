@@ -72,8 +72,18 @@ const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
+/** Every route answers in the envelope, and only with the statuses it lists. */
+const OPTIONS = {
+  strictStatusCodes: true,
+  commonResponses: common,
+} as const;
 
-export const contract = c.router(
+// The contract is declared in three parts, each its own type: one object literal of every
+// route makes a type the declaration emitter refuses to write out (TS7056) when the
+// packages are built (`npm pack`). `contract` is their union, key order kept.
+
+/** Running: chat completions, runs and their answers, models (1-6). */
+export const runningContract = c.router(
   {
     // 1
     createChatCompletion: {
@@ -170,6 +180,13 @@ export const contract = c.router(
       responses: { 200: ModelList, ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
+  },
+  OPTIONS,
+);
+
+/** Pairing a machine, end-user sessions and the browser routes (7-15). */
+export const pairingContract = c.router(
+  {
     // 7
     requestDeviceCode: {
       method: "POST",
@@ -275,6 +292,13 @@ export const contract = c.router(
       responses: { 200: MachineRemoved, ...sessionErrors },
       metadata: meta({ auth: "session" }),
     },
+  },
+  OPTIONS,
+);
+
+/** Reads of users, compute and usage, plans, billing and webhooks (16-19 and their extensions). */
+export const ledgerContract = c.router(
+  {
     // 16
     getUser: {
       method: "GET",
@@ -443,10 +467,9 @@ export const contract = c.router(
       metadata: meta({ auth: "appKey" }),
     },
   },
-  {
-    strictStatusCodes: true,
-    commonResponses: common,
-  },
+  OPTIONS,
 );
+
+export const contract: typeof runningContract & typeof pairingContract & typeof ledgerContract = { ...runningContract, ...pairingContract, ...ledgerContract };
 
 export type Contract = typeof contract;

@@ -84,3 +84,10 @@ export async function expectError(res: Response, status: number, code: string): 
 }
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** `GET /v1/plans` with a valid app key answers 200 `{data: [...]}`: the probe that says a key was taken. */
+export async function expectAccepted(res: Response): Promise<void> {
+  const text = await res.text();
+  expect(res.status, text).toBe(200);
+  expect(Array.isArray(JSON.parse(text).data), text).toBe(true);
+}
