@@ -1,18 +1,10 @@
 import type { NextFunction, Request, Response } from "express";
+import { routePattern } from "./route-pattern.js";
 import type { RouteMetadata } from "@svc/contract";
 
 interface BrowserRoute {
   pattern: RegExp;
   method: string;
-}
-
-/** `/v1/machines/:id` as a regex matching one segment per parameter. */
-function compile(path: string): RegExp {
-  const source = path
-    .split("/")
-    .map((seg) => (seg.startsWith(":") ? "[^/]+" : seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
-    .join("/");
-  return new RegExp(`^${source}/?$`);
 }
 
 /**
@@ -25,7 +17,7 @@ function compile(path: string): RegExp {
 export function browserCors(routes: { method: string; path: string; metadata?: unknown }[]) {
   const browser: BrowserRoute[] = routes
     .filter((r) => (r.metadata as RouteMetadata | undefined)?.auth === "session")
-    .map((r) => ({ pattern: compile(r.path), method: r.method }));
+    .map((r) => ({ pattern: routePattern(r.path), method: r.method }));
   return (req: Request, res: Response, next: NextFunction) => {
     if (req.headers.origin === undefined) return next();
     const methods = browser.filter((r) => r.pattern.test(req.path)).map((r) => r.method);

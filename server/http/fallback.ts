@@ -1,4 +1,5 @@
 import type { NextFunction, Request, Response } from "express";
+import { routePattern } from "./route-pattern.js";
 import { ApiError } from "../errors.js";
 
 interface KnownRoute {
@@ -6,21 +7,12 @@ interface KnownRoute {
   method: string;
 }
 
-/** Turns `/v1/runs/:id/cancel` into a regex matching one path segment per parameter. */
-function compile(path: string): RegExp {
-  const source = path
-    .split("/")
-    .map((seg) => (seg.startsWith(":") ? "[^/]+" : seg.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")))
-    .join("/");
-  return new RegExp(`^${source}/?$`);
-}
-
 /**
  * Runs after every real route: a path that exists with another method is 405
  * (with `Allow`), anything else 404 `route_not_found`, both in the envelope.
  */
 export function routeFallback(routes: { method: string; path: string }[]) {
-  const known: KnownRoute[] = routes.map((r) => ({ pattern: compile(r.path), method: r.method }));
+  const known: KnownRoute[] = routes.map((r) => ({ pattern: routePattern(r.path), method: r.method }));
   return (req: Request, res: Response, next: NextFunction) => {
     const allowed = [...new Set(known.filter((r) => r.pattern.test(req.path)).map((r) => r.method))];
     if (allowed.length === 0) return next(new ApiError("route_not_found", `No route ${req.method} ${req.path}.`));
