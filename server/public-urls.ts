@@ -28,6 +28,11 @@ export class PublicUrls {
     return `${this.base}/connect`;
   }
 
+  /** The hosted billing page (the plans and compute-status components). */
+  get billingPage(): string {
+    return `${this.base}/billing`;
+  }
+
   /** Where paired workers open their WebSocket. */
   get workerConnection(): string {
     return `${this.base.replace(/^http/, "ws")}/v1/worker`;

@@ -27,13 +27,14 @@ describe.each(DATABASES)("end-user sessions on $db.name", ({ db, skip }) => {
     it("mints {session, expires_in, url}: ten minutes, the token only in the URL fragment, the user known from then on", async () => {
       const res = await mint({ user: "alice", email: "alice@example.com" });
       expect(res.status).toBe(200);
-      const body = (await res.json()) as { session: string; expires_in: number; url: string };
+      const body = (await res.json()) as { session: string; expires_in: number; url: string; billing_url: string };
       expect(body.session).toMatch(/^est_[A-Za-z0-9_-]{43}$/);
       expect(body.expires_in).toBe(600);
       const url = new URL(body.url);
       expect(`${url.origin}${url.pathname}`).toBe(`${server.url}/connect`);
       expect(url.search).toBe("");
       expect(url.hash).toBe(`#session=${body.session}`);
+      expect(body.billing_url).toBe(`${server.url}/billing#session=${body.session}`);
 
       const user = await server.db.prisma.endUser.findFirstOrThrow({ where: { externalId: "alice" }, include: { sessions: true } });
       expect(user.email).toBe("alice@example.com");

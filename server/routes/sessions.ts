@@ -12,7 +12,7 @@ export function sessionRoutes({ sessions, machines, urls }: Services) {
     createSession: s.route(contract.createSession, async ({ req, body }) => {
       const { token } = await sessions.mint(tenantOf(req), body.user, body.email);
       // The token rides in the fragment: browsers never send it to a server, so no access log or Referer carries it.
-      return { status: 200, body: { session: token, expires_in: SESSION_TTL_SECONDS, url: `${urls.connectPage}#session=${token}` } };
+      return { status: 200, body: { session: token, expires_in: SESSION_TTL_SECONDS, url: `${urls.connectPage}#session=${token}`, billing_url: `${urls.billingPage}#session=${token}` } };
     }),
     endSessions: s.route(contract.endSessions, async ({ req, query }) => ({
       status: 200,
