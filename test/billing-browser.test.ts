@@ -15,7 +15,8 @@ const UI_TIMEOUT = 15_000;
  * The web components in a real browser, on an app's own page served from
  * another origin (the app's server mints the session, as an app would), and
  * the hosted billing page. Checkout lands on the Stripe stand-in; Stripe's
- * signed webhooks then set the plan the components show.
+ * signed webhooks then set the plan the components show, and Manage
+ * subscription lands on the stand-in's customer portal.
  */
 describe.skipIf(!chromiumAvailable && !required)("billing components and the hosted billing page, in a real browser", () => {
   let server: TestServer;
@@ -74,7 +75,7 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
 
   const plan = (page: Page, slug: string) => page.locator(`svc-plans li[data-plan="${slug}"]`);
 
-  it("an app's page on another origin shows the plans, themed by its CSS variables; Choose goes to Stripe's checkout in the app's account for this user; the webhooks then make it the current plan", async () => {
+  it("an app's page on another origin shows the plans, themed by its CSS variables; Choose goes to Stripe's checkout in the app's account for this user; the webhooks then make it the current plan; then Manage subscription and Choose open Stripe's customer portal for this customer", async () => {
     const { page, problems } = await open(`${appUrl}/app?user=alice`);
     await plan(page, "pro").waitFor({ state: "visible", timeout: UI_TIMEOUT });
     expect(new URL(page.url()).origin).not.toBe(new URL(server.url).origin);
@@ -85,6 +86,7 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
     expect(await plan(page, "free").locator(".badge").textContent()).toBe("Current plan");
     expect(await plan(page, "free").locator("button").count()).toBe(0);
     expect(await plan(page, "manual").locator("button").count()).toBe(0); // no Stripe price
+    expect(await page.locator("svc-plans button.manage").count()).toBe(0); // nothing to manage yet
     expect(await plan(page, "team").locator(".name").textContent()).toBe("Team <b>&");
     expect(await plan(page, "team").locator("b").count()).toBe(0);
     const pro = (await plan(page, "pro").textContent()) ?? "";
@@ -130,6 +132,27 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
     expect(alice.plan?.slug).toBe("pro");
     expect(alice.subscription).toMatchObject({ status: "trialing", source: "stripe" });
     expect(alice.allowance.limit).toBe(100);
+
+    // Subscribed through Stripe: the plan is managed in Stripe's customer portal, in the app's account, for this customer.
+    const manage = page.locator("svc-plans button.manage");
+    expect(await manage.textContent()).toBe("Manage subscription");
+    expect(await plan(page, "team").locator("button").textContent()).toBe("Choose");
+    const checkouts = stripe.checkouts.length;
+    await manage.click();
+    await page.waitForURL(`${stripe.url}/portal/**`, { timeout: UI_TIMEOUT });
+    expect(await page.locator("#portal").textContent()).toBe("Portal for cus_alice");
+    const opened = stripe.portals.at(-1)!;
+    expect(page.url()).toBe(`${stripe.url}/portal/${opened.session.id}`);
+    expect(opened.stripeAccount).toBe(ACCOUNT);
+    expect(opened.fields).toEqual({ customer: "cus_alice", return_url: `${server.url}/billing?portal=return` });
+
+    // Choosing another plan goes to the portal too, never to a second checkout.
+    await page.goto(`${appUrl}/app?user=alice`);
+    await plan(page, "team").locator("button").click();
+    await page.waitForURL(`${stripe.url}/portal/**`, { timeout: UI_TIMEOUT });
+    expect(stripe.portals.at(-1)!.fields.customer).toBe("cus_alice");
+    expect(stripe.checkouts.length).toBe(checkouts);
+    expect(problems).toEqual([]);
   });
 
   it("an app that prevents svc-plan-selected handles the choice itself: no checkout is started; a refused checkout shows the envelope's message", async () => {

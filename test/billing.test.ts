@@ -4,12 +4,13 @@ import { startTestServer, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
 import { nested, startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { ACCOUNT, checkout, connectAccount, deliver, mintSession, stripeEnv, writePlans } from "./helpers/billing.js";
+import { ACCOUNT, checkout, connectAccount, deliver, mintSession, portal, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
 
 /**
- * The app's Stripe account, what the components read (GET /v1/billing) and
- * checkout (POST /v1/billing/checkout) through the real `stripe` library,
- * against a stand-in speaking Stripe's wire format, on each database.
+ * The app's Stripe account, what the components read (GET /v1/billing),
+ * checkout (POST /v1/billing/checkout) and the customer portal (POST
+ * /v1/billing/portal) through the real `stripe` library, against a stand-in
+ * speaking Stripe's wire format, on each database.
  */
 describe.each(DATABASES)("billing: account, overview and checkout on $db.name", ({ db, skip }) => {
   let server: TestServer;
@@ -42,6 +43,12 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(overview.checkoutAvailable).toBe(false);
     await expectError(await checkout(server, session, { plan: "pro" }), 409, "billing_not_connected");
     expect(stripe.checkouts).toHaveLength(0);
+    // The portal too, for a user with a subscription (its event named the app in its metadata).
+    const zoe = await mintSession(server, "zoe");
+    const sub = { id: "sub_zoe", object: "subscription", customer: "cus_zoe", status: "active", metadata: { svc_app: server.dev.appId, svc_environment: "test", svc_user: "zoe", svc_plan: "pro" } };
+    expect((await deliver(server, "customer.subscription.created", sub, { account: null })).status).toBe(200);
+    await expectError(await portal(server, zoe.session), 409, "billing_not_connected");
+    expect(stripe.portals).toHaveLength(0);
 
     expect(await getAccount()).toEqual({ environment: "test", stripeAccountId: null, webhookUrl: `${server.url}/v1/stripe/webhook` });
     await expectError(await connectAccount(server, "not-an-account"), 400, "invalid_request");
@@ -122,12 +129,54 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(body.current.usage).toMatchObject({ runs: 0, amountMicros: 0 });
   });
 
-  it.skipIf(skip)("a user already subscribed to a plan is not sold it twice", async () => {
+  it.skipIf(skip)("the customer portal opens in the connected account for the customer of the user's subscription; no second checkout, of any plan, while it lives; after its deletion checkout works again", async () => {
     const { session } = await mintSession(server, "erin");
+    const before = { checkouts: stripe.checkouts.length, portals: stripe.portals.length };
+    expect((await expectError(await portal(server, session), 409, "no_subscription")).error.message).toMatch(/no Stripe subscription/);
+    expect(stripe.portals.length).toBe(before.portals);
+
+    const t = unixNow(server);
     const sub = { id: "sub_erin", object: "subscription", customer: "cus_erin", status: "active", metadata: { svc_app: server.dev.appId, svc_environment: "test", svc_user: "erin", svc_plan: "team" } };
-    expect((await deliver(server, "customer.subscription.created", sub)).status).toBe(200);
-    expect((await expectError(await checkout(server, session, { plan: "team" }), 409, "plan_unavailable")).error.message).toMatch(/already subscribed/);
+    expect((await deliver(server, "customer.subscription.created", sub, { created: t })).status).toBe(200);
+    const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
+    expect(overview.current.subscription).toMatchObject({ source: "stripe", status: "active" });
+
+    // The plan held, and any other: the portal is where plans change.
+    for (const plan of ["team", "pro"]) {
+      const refused = await expectError(await checkout(server, session, { plan }), 409, "already_subscribed");
+      expect(refused.error.message).toMatch(/already subscribed to Team <b>&\. Change plans in the customer portal \(POST \/v1\/billing\/portal\)/);
+    }
+    expect(stripe.checkouts.length).toBe(before.checkouts);
+
+    const res = await portal(server, session);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const body = await res.json();
+    const sent = stripe.portals.at(-1)!;
+    expect(body).toEqual({ url: `${stripe.url}/portal/${sent.session.id}` });
+    expect(sent.stripeAccount).toBe(ACCOUNT);
+    expect(sent.fields).toEqual({ customer: "cus_erin", return_url: `${server.url}/billing?portal=return` });
+    // The app's own return page, told where the browser comes from; only http(s).
+    expect((await portal(server, session, { returnUrl: "https://app.example/settings/billing?tab=plan" })).status).toBe(200);
+    expect(stripe.portals.at(-1)!.fields.return_url).toBe("https://app.example/settings/billing?tab=plan&portal=return");
+    await expectError(await portal(server, session, { returnUrl: "javascript:alert(1)" }), 400, "invalid_request");
+    expect(stripe.portals.length).toBe(before.portals + 2);
+
+    // Stripe refusing (no portal configured in the app's account) is a 409 saying why; unreachable, a 503.
+    stripe.failNext(400, { type: "invalid_request_error", message: "No configuration provided and your test mode default configuration has not been created." });
+    expect((await expectError(await portal(server, session), 409, "portal_unavailable")).error.message).toContain("No configuration provided");
+    stripe.failNext(500, { type: "api_error", message: "boom" }, 2);
+    await expectError(await portal(server, session), 503, "service_unavailable");
+
+    // A failed renewal no longer entitles, but the card is fixed in the portal.
+    expect((await deliver(server, "customer.subscription.updated", { ...sub, status: "past_due" }, { created: t + 1 })).status).toBe(200);
+    expect((await portal(server, session)).status).toBe(200);
+    expect(stripe.portals.at(-1)!.fields.customer).toBe("cus_erin");
+
+    // Cancelled in the portal: Stripe's event ends it, and checkout is open again.
+    expect((await deliver(server, "customer.subscription.deleted", { ...sub, status: "canceled" }, { created: t + 2 })).status).toBe(200);
+    await expectError(await portal(server, session), 409, "no_subscription");
     expect((await checkout(server, session, { plan: "pro" })).status).toBe(200);
+    expect(stripe.checkouts.length).toBe(before.checkouts + 1);
   });
 
   it.skipIf(skip)("answers CORS for the browser routes only: any origin, the bearer header, no cookies", async () => {
@@ -140,6 +189,9 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(preflight.headers.get("access-control-allow-methods")).toBe("POST");
     expect(preflight.headers.get("access-control-allow-headers")?.toLowerCase()).toBe("authorization, content-type");
     expect(preflight.headers.get("access-control-allow-credentials")).toBeNull();
+    const portalPreflight = await server.fetch("/v1/billing/portal", { method: "OPTIONS", headers: { origin: "https://app.example", "access-control-request-method": "POST" } });
+    expect(portalPreflight.status).toBe(204);
+    expect(portalPreflight.headers.get("access-control-allow-origin")).toBe("*");
 
     const { session } = await mintSession(server, "frank");
     const read = await server.fetch("/v1/machines", { headers: { ...bearer(session), origin: "https://app.example" } });
@@ -167,12 +219,19 @@ describe("billing without Stripe configured", () => {
   });
   afterAll(async () => server?.close());
 
-  it("checkout answers 503 saying Stripe is not configured; every webhook is refused (400) saying no secret is configured", async () => {
+  it("checkout and the portal answer 503 saying Stripe is not configured; every webhook is refused (400) saying no secret is configured", async () => {
     const { session } = await mintSession(server, "alice");
     const res = await checkout(server, session, { plan: "pro" });
     expect((await expectError(res, 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
     const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
     expect(overview.checkoutAvailable).toBe(false);
+    // The portal: the user's subscription is checked first (409), then the key (503).
+    await expectError(await portal(server, session), 409, "no_subscription");
+    const alice = await server.db.prisma.endUser.findFirstOrThrow({ where: { externalId: "alice" } });
+    await server.db.prisma.subscription.create({
+      data: { id: "sub_row_alice", appId: server.dev.appId, environment: "test", endUserId: alice.id, planId: "plan_pro", status: "active", source: "stripe", stripeCustomerId: "cus_alice", stripeSubscriptionId: "sub_alice", currentPeriodStart: server.clock.now() },
+    });
+    expect((await expectError(await portal(server, session), 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
 
     const before = await tableCounts(server.db);
     const hook = await deliver(server, "customer.subscription.created", { id: "sub_x", status: "active" });

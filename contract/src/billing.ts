@@ -74,6 +74,18 @@ export const CheckoutSession = z.object({
   url: z.string().describe("Send the browser here."),
 });
 
+export const PortalRequest = z.object({
+  returnUrl: z
+    .string()
+    .url()
+    .max(2000)
+    .optional()
+    .describe("Where the portal's way back leads (http or https), with `portal=return` added; default: the hosted billing page."),
+});
+export const PortalSession = z.object({
+  url: z.string().describe("Send the browser here: Stripe's customer portal for this user, in the app's account."),
+});
+
 /** Stripe's webhook POST: any JSON, verified by the `Stripe-Signature` header against the raw body. */
 export const StripeWebhookBody = z.record(z.unknown());
 export const StripeWebhookAck = z.object({ received: z.literal(true), duplicate: z.boolean() });

@@ -41,6 +41,9 @@ export const ERROR_CODES = {
   plan_exists: { status: 409, type: "conflict_error", message: "A plan with this slug already exists." },
   plan_unavailable: { status: 409, type: "conflict_error", message: "This plan is archived or has no payment provider price." },
   billing_not_connected: { status: 409, type: "conflict_error", message: "The app has not connected a Stripe account for this environment." },
+  already_subscribed: { status: 409, type: "conflict_error", message: "The user already has a live Stripe subscription: change plans in the customer portal (POST /v1/billing/portal)." },
+  no_subscription: { status: 409, type: "conflict_error", message: "The user has no Stripe subscription to manage." },
+  portal_unavailable: { status: 409, type: "conflict_error", message: "Stripe refused to open the customer portal (is it configured in the app's Stripe account?)." },
   // 410
   expired: { status: 410, type: "invalid_request_error", message: "This has expired." },
   // 413, 415

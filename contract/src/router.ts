@@ -40,6 +40,8 @@ import {
   PlanInput,
   PlanSlugParam,
   PlanUpdate,
+  PortalRequest,
+  PortalSession,
   StripeWebhookAck,
   StripeWebhookBody,
 } from "./billing.js";
@@ -415,9 +417,20 @@ export const ledgerContract = c.router(
       method: "POST",
       path: "/v1/billing/checkout",
       summary: "Start checkout of a plan",
-      description: "Creates a Stripe Checkout Session in the app's connected account, tagged with the user's id (`client_reference_id` and metadata), with the plan's trial.",
+      description:
+        "Creates a Stripe Checkout Session in the app's connected account, tagged with the user's id (`client_reference_id` and metadata), with the plan's trial. 409 `already_subscribed` while the user has a live Stripe subscription: plan changes go through the customer portal (POST /v1/billing/portal).",
       body: CheckoutRequest,
       responses: { 200: CheckoutSession, ...errors(409, 503), ...sessionErrors, ...notBuilt },
+      metadata: meta({ auth: "session" }),
+    },
+    createPortalSession: {
+      method: "POST",
+      path: "/v1/billing/portal",
+      summary: "Open the customer portal",
+      description:
+        "Creates a Stripe customer portal session in the app's connected account for the customer of the user's Stripe subscription: where the user changes plan, updates the card, sees invoices or cancels. 409 `no_subscription` when the user has none.",
+      body: PortalRequest,
+      responses: { 200: PortalSession, ...errors(409, 503), ...sessionErrors },
       metadata: meta({ auth: "session" }),
     },
     // extension: Stripe's webhooks (Connect events of the apps' accounts), verified by `Stripe-Signature`

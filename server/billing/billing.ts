@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { BillingAccount, BillingOverview, CheckoutRequest, CheckoutSession, Plan, User } from "@svc/contract";
+import type { BillingAccount, BillingOverview, CheckoutRequest, CheckoutSession, Plan, PortalRequest, PortalSession, User } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { PublicUrls } from "../public-urls.js";
@@ -12,6 +12,11 @@ import type { Stripe } from "./stripe-client.js";
 export function checkoutMetadata(tenant: Tenant, user: string, plan: string): Record<string, string> {
   return { svc_app: tenant.appId, svc_environment: tenant.environment, svc_user: user, svc_plan: plan };
 }
+
+/** A subscription that entitles the user (the same statuses the run start reads). */
+const LIVE = ["active", "trialing"];
+/** A subscription whose customer still has something to manage in the portal: a live one, or one whose payment failed (to fix the card). */
+const MANAGEABLE = [...LIVE, "past_due", "unpaid"];
 
 /** The ledger's reads the overview is made of (PlanService and the users' view). */
 export interface BillingReads {
@@ -93,10 +98,13 @@ export class BillingService {
     if (!plan) throw new ApiError("not_found", `No plan \`${request.plan}\`.`, { param: "plan" });
     if (plan.archivedAt) throw new ApiError("plan_unavailable", `The plan \`${plan.slug}\` is no longer sold.`);
     if (!plan.stripePriceId) throw new ApiError("plan_unavailable", `The plan \`${plan.slug}\` is not sold through checkout (it has no Stripe price).`);
+    // One Stripe subscription per user: a second checkout would start a second subscription (and a second charge).
     const live = await this.db.prisma.subscription.findFirst({
-      where: { ...tenant, endUserId: session.endUserId, planId: plan.id, source: "stripe", status: { in: ["active", "trialing"] } },
+      where: { ...tenant, endUserId: session.endUserId, source: "stripe", status: { in: LIVE } },
+      orderBy: { createdAt: "desc" },
+      include: { plan: { select: { name: true } } },
     });
-    if (live) throw new ApiError("plan_unavailable", `You are already subscribed to ${plan.name}.`);
+    if (live) throw new ApiError("already_subscribed", `You are already subscribed to ${live.plan.name}. Change plans in the customer portal (POST /v1/billing/portal).`);
     const account = await this.accountId(tenant);
     if (!account) throw new ApiError("billing_not_connected", "Checkout is not available yet: the app has not connected its Stripe account.");
     if (!this.stripe) throw new ApiError("service_unavailable", "Checkout is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
@@ -120,7 +128,40 @@ export class BillingService {
       if (!created.url) throw new ApiError("service_unavailable", "Stripe created the checkout without a page to send the browser to.");
       return { id: created.id, url: created.url };
     } catch (err) {
-      throw stripeFailure(err, plan.slug, this.logger);
+      throw stripeFailure(err, { code: "plan_unavailable", refused: `Stripe refused to start checkout of \`${plan.slug}\``, what: "a checkout session" }, this.logger);
+    }
+  }
+
+  /**
+   * A customer portal session for the session's user, in the app's connected
+   * account: the customer of their Stripe subscription (the newest live one,
+   * else one whose payment failed) changes plan, updates the card or cancels
+   * there, and Stripe's events bring the change back. The user's subscription
+   * is checked first, then the account, then the platform's key. Nothing is
+   * written here.
+   */
+  async portal(session: SessionPrincipal, request: z.infer<typeof PortalRequest>): Promise<z.infer<typeof PortalSession>> {
+    const returnUrl = request.returnUrl === undefined ? null : httpUrl(request.returnUrl);
+    const tenant: Tenant = { appId: session.appId, environment: session.environment };
+    const subscriptions = await this.db.prisma.subscription.findMany({
+      where: { ...tenant, endUserId: session.endUserId, source: "stripe", status: { in: MANAGEABLE }, stripeCustomerId: { not: null } },
+      orderBy: { createdAt: "desc" },
+    });
+    const subscription = subscriptions.find((s) => LIVE.includes(s.status)) ?? subscriptions[0];
+    if (!subscription?.stripeCustomerId) {
+      throw new ApiError("no_subscription", "There is no Stripe subscription to manage: choose a plan to subscribe (POST /v1/billing/checkout).");
+    }
+    const account = await this.accountId(tenant);
+    if (!account) throw new ApiError("billing_not_connected", "The customer portal is not available: the app has not connected its Stripe account.");
+    if (!this.stripe) throw new ApiError("service_unavailable", "The customer portal is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
+    try {
+      const created = await this.stripe.billingPortal.sessions.create(
+        { customer: subscription.stripeCustomerId, return_url: withQuery(returnUrl ?? this.billingPage, "portal", "return") },
+        { stripeAccount: account },
+      );
+      return { url: created.url };
+    } catch (err) {
+      throw stripeFailure(err, { code: "portal_unavailable", refused: "Stripe refused to open the customer portal", what: "a portal session" }, this.logger);
     }
   }
 
@@ -145,13 +186,17 @@ function withQuery(base: string, name: string, value: string): string {
   return url.toString();
 }
 
-/** Stripe's refusal in our envelope: a refused request (a wrong price, an unusable account) is the plan's problem; anything else, Stripe's availability. */
-function stripeFailure(err: unknown, plan: string, logger: Logger): ApiError {
+/**
+ * Stripe's refusal in our envelope: a refused request (a wrong price, an
+ * unusable account, a portal not configured) is a 409 saying why; anything
+ * else, Stripe's availability.
+ */
+function stripeFailure(err: unknown, on: { code: "plan_unavailable" | "portal_unavailable"; refused: string; what: string }, logger: Logger): ApiError {
   if (err instanceof ApiError) return err;
   const e = err as { type?: string; code?: string; statusCode?: number; message?: string };
-  logger.warn({ stripeError: { type: e.type, code: e.code, statusCode: e.statusCode } }, "Stripe refused a checkout session");
+  logger.warn({ stripeError: { type: e.type, code: e.code, statusCode: e.statusCode } }, `Stripe refused ${on.what}`);
   if (e.type === "StripeInvalidRequestError" || e.type === "StripePermissionError") {
-    return new ApiError("plan_unavailable", `Stripe refused to start checkout of \`${plan}\`: ${e.message ?? "invalid request"}`);
+    return new ApiError(on.code, `${on.refused}: ${e.message ?? "invalid request"}`);
   }
-  return new ApiError("service_unavailable", "Stripe could not be reached to start checkout; try again in a moment.");
+  return new ApiError("service_unavailable", `Stripe could not be reached to create ${on.what}; try again in a moment.`);
 }

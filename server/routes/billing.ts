@@ -5,7 +5,7 @@ import { sessionOf, tenantOf } from "../http/principal.js";
 
 const s = initServer();
 
-/** The app's Stripe account (app key), the components' billing reads and checkout (session), and Stripe's webhook (signed). */
+/** The app's Stripe account (app key), the components' billing reads, checkout and the customer portal (session), and Stripe's webhook (signed). */
 export function billingRoutes({ billing, stripeWebhooks }: Services) {
   return {
     getBillingAccount: s.route(contract.getBillingAccount, async ({ req }) => ({ status: 200, body: await billing.account(tenantOf(req)) })),
@@ -17,6 +17,10 @@ export function billingRoutes({ billing, stripeWebhooks }: Services) {
     createCheckoutSession: s.route(contract.createCheckoutSession, async ({ req, body }) => ({
       status: 200,
       body: await billing.checkout(sessionOf(req), body),
+    })),
+    createPortalSession: s.route(contract.createPortalSession, async ({ req, body }) => ({
+      status: 200,
+      body: await billing.portal(sessionOf(req), body),
     })),
     receiveStripeWebhook: s.route(contract.receiveStripeWebhook, async ({ req, headers }) => ({
       status: 200,

@@ -51,6 +51,10 @@ export function checkout(server: TestServer, session: string, body: unknown): Pr
   return server.fetch("/v1/billing/checkout", { method: "POST", headers: { ...bearer(session), "content-type": "application/json" }, body: JSON.stringify(body) });
 }
 
+export function portal(server: TestServer, session: string, body: unknown = {}): Promise<Response> {
+  return server.fetch("/v1/billing/portal", { method: "POST", headers: { ...bearer(session), "content-type": "application/json" }, body: JSON.stringify(body) });
+}
+
 /** The service's clock in Stripe's Unix seconds. */
 export const unixNow = (server: TestServer) => Math.floor(server.clock.now().getTime() / 1000);
 

@@ -45,6 +45,7 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   connectBillingAccount: { body: { stripeAccountId: "acct_fixture" } },
   getBilling: {},
   createCheckoutSession: { body: { plan: "no-such-plan" } },
+  createPortalSession: { body: { returnUrl: "https://app.example/settings" } },
   receiveStripeWebhook: { body: { id: "evt_fixture", type: "ping" } },
   createWebhookEndpoint: { body: { url: "http://127.0.0.1:9/hook" } },
   listWebhookEndpoints: {},

@@ -7,8 +7,9 @@ import Stripe from "stripe";
  * A local stand-in for the few Stripe endpoints the service calls, speaking
  * Stripe's wire format: form-encoded requests (`metadata[svc_user]=...`), JSON
  * answers, the `Stripe-Account` header of Connect. The real `stripe` library is
- * pointed at it with STRIPE_API_URL. A Checkout Session's `url` is a tiny page
- * on the stand-in, so a browser test can land on "Stripe".
+ * pointed at it with STRIPE_API_URL. A Checkout Session's and a customer
+ * portal session's `url` are tiny pages on the stand-in, so a browser test can
+ * land on "Stripe".
  */
 
 export interface RecordedCheckout {
@@ -19,28 +20,57 @@ export interface RecordedCheckout {
   session: Record<string, unknown>;
 }
 
+export interface RecordedPortal {
+  /** The `Stripe-Account` header: the connected account the portal session was created in. */
+  stripeAccount: string | null;
+  /** Every form field, flat, as sent (`customer`, `return_url`, ...). */
+  fields: Record<string, string>;
+  session: Record<string, unknown>;
+}
+
 export interface StripeStandIn {
   url: string;
   checkouts: RecordedCheckout[];
-  /** The next `times` checkout requests answer this Stripe error instead (the library retries a 5xx once). */
+  portals: RecordedPortal[];
+  /** The next `times` checkout or portal requests answer this Stripe error instead (the library retries a 5xx once). */
   failNext(status: number, error: { type: string; message: string; code?: string }, times?: number): void;
   close(): Promise<void>;
 }
 
 export async function startStripeStandIn(): Promise<StripeStandIn> {
   const checkouts: RecordedCheckout[] = [];
+  const portals: RecordedPortal[] = [];
   let failure: { status: number; error: Record<string, unknown>; times: number } | null = null;
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const url = new URL(req.url ?? "/", base);
-    if (req.method === "POST" && url.pathname === "/v1/checkout/sessions") {
+    if (req.method === "POST" && (url.pathname === "/v1/checkout/sessions" || url.pathname === "/v1/billing_portal/sessions")) {
       if (!/^Bearer sk_test_/.test(req.headers.authorization ?? "")) return json(res, { error: { type: "invalid_request_error", message: "Invalid API Key provided" } }, 401);
       if (failure) {
         const f = failure;
         if (--failure.times <= 0) failure = null;
         return json(res, { error: f.error }, f.status);
       }
+    }
+    const stripeAccount = (req.headers["stripe-account"] as string | undefined) ?? null;
+    if (req.method === "POST" && url.pathname === "/v1/billing_portal/sessions") {
+      const fields = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString("utf8")));
+      if (!fields.customer) return json(res, { error: { type: "invalid_request_error", message: "Missing required param: customer.", param: "customer" } }, 400);
+      const id = `bps_${randomBytes(12).toString("hex")}`;
+      const session = {
+        id,
+        object: "billing_portal.session",
+        customer: fields.customer,
+        return_url: fields.return_url ?? null,
+        livemode: false,
+        created: Math.floor(Date.now() / 1000),
+        url: `${base}/portal/${id}`,
+      };
+      portals.push({ stripeAccount, fields, session });
+      return json(res, session);
+    }
+    if (req.method === "POST" && url.pathname === "/v1/checkout/sessions") {
       const fields = Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString("utf8")));
       const id = `cs_test_${randomBytes(12).toString("hex")}`;
       const session = {
@@ -59,7 +89,7 @@ export async function startStripeStandIn(): Promise<StripeStandIn> {
         created: Math.floor(Date.now() / 1000),
         url: `${base}/pay/${id}`,
       };
-      checkouts.push({ stripeAccount: (req.headers["stripe-account"] as string | undefined) ?? null, fields, session });
+      checkouts.push({ stripeAccount, fields, session });
       return json(res, session);
     }
     const pay = /^\/pay\/(cs_test_\w+)$/.exec(url.pathname);
@@ -68,6 +98,12 @@ export async function startStripeStandIn(): Promise<StripeStandIn> {
       res.writeHead(known ? 200 : 404, { "content-type": "text/html; charset=utf-8" });
       return res.end(`<!doctype html><title>Stripe stand-in</title><h1 id="pay">Pay for ${known ? pay[1] : "nothing"}</h1>`);
     }
+    const portal = /^\/portal\/(bps_\w+)$/.exec(url.pathname);
+    if (req.method === "GET" && portal) {
+      const known = portals.find((p) => p.session.id === portal[1]);
+      res.writeHead(known ? 200 : 404, { "content-type": "text/html; charset=utf-8" });
+      return res.end(`<!doctype html><title>Stripe stand-in</title><h1 id="portal">Portal for ${known ? String(known.session.customer) : "nobody"}</h1>`);
+    }
     return json(res, { error: { type: "invalid_request_error", message: `Unrecognized request URL (${req.method}: ${url.pathname})` } }, 404);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -75,6 +111,7 @@ export async function startStripeStandIn(): Promise<StripeStandIn> {
   return {
     url: base,
     checkouts,
+    portals,
     failNext: (status, error, times = 1) => void (failure = { status, error, times }),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

@@ -13,8 +13,13 @@
  * <svc-plans> and <svc-checkout> also take `return-url`: where Stripe sends the
  * browser back (default: the hosted billing page).
  *
+ * A user with a live Stripe subscription gets "Manage subscription" in <svc-plans>,
+ * and Choose on another plan, both opening Stripe's customer portal (plan changes,
+ * the card, invoices, cancelling) instead of a second checkout.
+ *
  * Events (bubbling, composed):
- *   svc-plan-selected  {plan}  from <svc-plans> when Choose is clicked; cancelable:
+ *   svc-plan-selected  {plan, portal}  from <svc-plans> when Choose is clicked (`portal`:
+ *                              true when it opens the customer portal); cancelable:
  *                              preventDefault() and the component starts no checkout
  *   svc-error          {status, code, message}  when a request fails
  *
@@ -57,6 +62,7 @@ button:disabled { opacity: .6; cursor: progress; }
 .state.online, .state.busy { color: var(--svc-ok, #137333); }
 .state.offline { color: var(--svc-muted, #5d6470); }
 .row { display: flex; justify-content: space-between; gap: .5rem; align-items: baseline; }
+.row.manage { align-items: center; margin-top: .75rem; }
 `;
 
 let sheet = null;
@@ -132,7 +138,7 @@ class SvcElement extends HTMLElement {
   show(...nodes) {
     const root = this.shadowRoot;
     for (const n of [...root.childNodes]) if (n.nodeName !== "STYLE") n.remove();
-    root.append(...nodes.flat());
+    root.append(...nodes.flat().filter((n) => n !== null && n !== undefined && n !== false));
   }
 
   async api(method, path, body) {
@@ -159,12 +165,22 @@ class SvcElement extends HTMLElement {
   }
 
   /** Starts checkout of `plan` and sends the browser to Stripe. */
-  async checkout(plan, button, errorSlot) {
+  checkout(plan, button, errorSlot) {
+    return this.toStripe("/billing/checkout", { plan }, button, errorSlot);
+  }
+
+  /** Opens Stripe's customer portal for the user's subscription. */
+  portal(button, errorSlot) {
+    return this.toStripe("/billing/portal", {}, button, errorSlot);
+  }
+
+  /** POSTs `path` and sends the browser to the `url` it answers; an error shows in `errorSlot`. */
+  async toStripe(path, body, button, errorSlot) {
     button.disabled = true;
     errorSlot.replaceChildren();
     try {
       const returnUrl = this.getAttribute("return-url");
-      const session = await this.api("POST", "/billing/checkout", { plan, ...(returnUrl ? { returnUrl } : {}) });
+      const session = await this.api("POST", path, { ...body, ...(returnUrl ? { returnUrl } : {}) });
       window.location.assign(session.url);
     } catch (err) {
       errorSlot.append(this.failure(err));
@@ -189,7 +205,17 @@ function allowanceText(plan) {
   return `${limit.toLocaleString()} ${limit === 1 ? unit.replace(/s$/, "") : unit} ${per}`;
 }
 
-/** The plans on sale, the user's current one marked, a Choose button on each plan they can buy. */
+/** A subscription bought through Stripe that still entitles the user: it is changed in the customer portal, not by a second checkout. */
+function stripeSubscribed(overview) {
+  const sub = overview.current.subscription;
+  return sub !== null && sub.source === "stripe" && (sub.status === "active" || sub.status === "trialing");
+}
+
+/**
+ * The plans on sale, the user's current one marked, a Choose button on each
+ * plan they can buy; with a Stripe subscription, Manage subscription and the
+ * Choose buttons open the customer portal.
+ */
 class SvcPlans extends SvcElement {
   static observedAttributes = ["session", "base-url"];
 
@@ -204,14 +230,17 @@ class SvcPlans extends SvcElement {
     }
     if (!current$()) return;
     const current = overview.current.plan?.slug ?? null;
+    const subscribed = stripeSubscribed(overview);
     const errorSlot = h("div", { class: "errors" });
     const cards = overview.plans.map((plan) => {
       const isCurrent = plan.slug === current;
       const buyable = overview.checkoutAvailable && plan.stripePriceId !== null && !plan.archived && !isCurrent;
       const button = buyable ? h("button", { type: "button", "data-plan": plan.slug, part: "button" }, "Choose") : null;
       button?.addEventListener("click", () => {
-        const chosen = new CustomEvent("svc-plan-selected", { bubbles: true, composed: true, cancelable: true, detail: { plan: plan.slug } });
-        if (this.dispatchEvent(chosen)) this.checkout(plan.slug, button, errorSlot);
+        const chosen = new CustomEvent("svc-plan-selected", { bubbles: true, composed: true, cancelable: true, detail: { plan: plan.slug, portal: subscribed } });
+        if (!this.dispatchEvent(chosen)) return;
+        if (subscribed) this.portal(button, errorSlot);
+        else this.checkout(plan.slug, button, errorSlot);
       });
       return h(
         "li",
@@ -227,8 +256,15 @@ class SvcPlans extends SvcElement {
     });
     const { allowance } = overview.current;
     const usage = allowance.limit === null ? `${allowance.used} ${allowance.unit} used this period` : `${allowance.used} of ${allowance.limit} ${allowance.unit} used this period`;
+    let manage = null;
+    if (subscribed && overview.checkoutAvailable) {
+      const button = h("button", { type: "button", class: "manage", part: "button manage" }, "Manage subscription");
+      button.addEventListener("click", () => this.portal(button, errorSlot));
+      manage = h("div", { class: "row manage" }, h("p", { class: "meta" }, "Change plan, payment method or cancel in the customer portal."), button);
+    }
     this.show(
       h("ul", { class: "list", part: "plans" }, cards),
+      manage,
       h("p", { class: "meta usage" }, usage),
       overview.checkoutAvailable ? null : h("p", { class: "muted unavailable" }, "Checkout is not available yet."),
       errorSlot,
