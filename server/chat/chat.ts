@@ -17,6 +17,37 @@ import type { RunBus } from "../runs/bus.js";
 import type { RunStore, StoredEvent } from "../runs/store.js";
 import { eventStreamBody, followRun } from "../runs/sse.js";
 import { ChunkWriter, CompletionBuilder, type CompletionHead } from "./completions.js";
+import { GroupCommit } from "../db/group-commit.js";
+
+/** What one `svc/echo` answer records: its run and its ledger row. */
+interface EchoRecord {
+  id: string;
+  app_id: string;
+  environment: string;
+  end_user_id: string;
+  output: string;
+  input_tokens: number;
+  output_tokens: number;
+  created_at: string;
+  period: string;
+}
+
+/**
+ * Echo answers' runs and ledger rows, written by group commit: the records of
+ * requests arriving together go in one statement (both tables), and each
+ * request is answered only once its records are committed, so rows and
+ * answers stay equal, exactly.
+ */
+const ECHO_INSERT = `WITH x AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, app_id text, environment text, end_user_id text, output text,
+      input_tokens bigint, output_tokens bigint, created_at timestamptz, period text)),
+  inserted AS (
+    INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, turns, output, input_tokens, output_tokens, last_seq, created_at, finished_at, stop_reason)
+    SELECT id, app_id, environment::"Environment", end_user_id, 'chat', $2, '{}'::jsonb, 'completed', 1, output, input_tokens, output_tokens, 0, created_at, created_at, 'stop' FROM x
+    RETURNING id)
+  INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, period, unique_key, created_at)
+  SELECT x.app_id, x.environment::"Environment", x.end_user_id, x.id, 'free', 'echo', x.input_tokens, x.output_tokens, x.period, 'echo:' || x.id, x.created_at
+    FROM x JOIN inserted i ON i.id = x.id`;
 
 type Request = z.infer<typeof ChatCompletionRequest>;
 
@@ -39,7 +70,11 @@ export class ChatService {
     private readonly store: RunStore,
     private readonly bus: RunBus,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.echoRecords = new GroupCommit((records) => this.db.query(ECHO_INSERT, [JSON.stringify(records), ECHO_MODEL]).then(() => {}));
+  }
+
+  private readonly echoRecords: GroupCommit<EchoRecord>;
 
   async complete(tenant: Tenant, body: Request, res: Response): Promise<z.infer<typeof ChatCompletion> | Readable> {
     if (body.model === ECHO_MODEL) return this.echo(tenant, body, res);
@@ -123,15 +158,17 @@ export class ChatService {
     const text = typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((p) => (p as { text?: string }).text ?? "").join("");
     const usage = { inputTokens: countWords(body.messages.map((m) => (typeof m.content === "string" ? m.content : "")).join(" ")), outputTokens: countWords(text) };
     const endUserId = await ensureEndUser(this.db, tenant, body.user);
-    await this.db.query(
-      `WITH inserted AS (
-         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, turns, output, input_tokens, output_tokens, last_seq, created_at, finished_at, stop_reason)
-         VALUES ($1, $2, $3::"Environment", $4, 'chat', $5, '{}'::jsonb, 'completed', 1, $6, $7, $8, 0, $9, $9, 'stop')
-         RETURNING id, app_id, environment, end_user_id, created_at)
-       INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, period, unique_key, created_at)
-       SELECT app_id, environment, end_user_id, id, 'free', 'echo', $7, $8, $10, 'echo:' || id, created_at FROM inserted`,
-      [runId, tenant.appId, tenant.environment, endUserId, ECHO_MODEL, text, usage.inputTokens, usage.outputTokens, now, periodOf(now)],
-    );
+    await this.echoRecords.add({
+      id: runId,
+      app_id: tenant.appId,
+      environment: tenant.environment,
+      end_user_id: endUserId,
+      output: text,
+      input_tokens: usage.inputTokens,
+      output_tokens: usage.outputTokens,
+      created_at: now.toISOString(),
+      period: periodOf(now),
+    });
     res.setHeader("Service-Run-Id", runId);
     const head: CompletionHead = { id: `chatcmpl-${runId.slice(4)}`, created: Math.floor(now.getTime() / 1000), model: ECHO_MODEL };
     const events: StoredEvent[] = [
