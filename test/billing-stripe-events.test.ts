@@ -3,7 +3,7 @@ import { DATABASES } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { tableCounts } from "./helpers/snapshot.js";
 import { signedDelivery, stripeEvent, completedCheckout, subscriptionObject } from "./helpers/stripe-standin.js";
-import { connectAccount, deliver, getUser, startHandback, stripeEnv, unixNow, WEBHOOK_SECRET, writePlans } from "./helpers/billing.js";
+import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, unixNow, WEBHOOK_SECRET, writePlans } from "./helpers/billing.js";
 
 /**
  * Stripe's signed webhooks set the entitlement: verified over the raw body,
@@ -138,14 +138,42 @@ describe.each(DATABASES)("billing: Stripe's webhooks on $db.name", ({ db, skip }
     expect(last?.payload).toMatchObject({ data: { user: "bob", plan: "free", previousPlan: "pro", status: "canceled" } });
   });
 
-  it.skipIf(skip)("finds the plan by its Stripe price when the metadata does not name it; the tenant by metadata when the account is not connected", async () => {
+  it.skipIf(skip)("finds the plan by its Stripe price, before the metadata (a change in the customer portal moves the price only)", async () => {
     const t = unixNow(server);
     const object = subscriptionObject({ id: "sub_byprice", customer: "cus_p", status: "trialing", price: "price_team", periodStart: t, periodEnd: t + 86400 * 30, trialEnd: t + 86400 * 14, metadata: { ...meta("pat", "team"), svc_plan: "" } });
-    expect((await deliver(server, "customer.subscription.created", object, { account: "acct_neverConnected" })).status).toBe(200);
+    expect((await deliver(server, "customer.subscription.created", object)).status).toBe(200);
     const row = (await subRow("sub_byprice"))!;
     expect(row.plan.slug).toBe("team");
     expect(row.trialEndsAt?.getTime()).toBe((t + 86400 * 14) * 1000);
     expect((await getUser(server, "pat")).subscription).toMatchObject({ status: "trialing", trialEndsAt: new Date((t + 86400 * 14) * 1000).toISOString() });
+    // The user switches to Pro in the portal: the price changes, the checkout's metadata still says team.
+    const switched = subscriptionObject({ id: "sub_byprice", customer: "cus_p", status: "active", price: "price_pro", periodStart: t, periodEnd: t + 86400 * 30, metadata: meta("pat", "team") });
+    expect((await deliver(server, "customer.subscription.updated", switched, { created: t + 5 })).status).toBe(200);
+    expect((await subRow("sub_byprice"))!.plan.slug).toBe("pro");
+    expect((await getUser(server, "pat")).plan?.slug).toBe("pro");
+  });
+
+  it.skipIf(skip)("an event's tenant is only the connected account it came from: metadata naming our app from another account changes nothing; an account is one app's", async () => {
+    const subs = await server.db.prisma.subscription.count();
+    const t = unixNow(server);
+    const forged = subscriptionObject({ id: "sub_forged1", customer: "cus_m", status: "active", price: "price_pro", periodStart: t, periodEnd: t + 86400 * 30, metadata: meta("mallory", "pro") });
+    const r = await deliver(server, "customer.subscription.created", forged, { account: "acct_neverConnected" });
+    expect(r).toMatchObject({ status: 200, body: { received: true } });
+    expect(await server.db.prisma.stripeEvent.findUnique({ where: { id: r.eventId } })).toBeNull();
+    expect(await server.db.prisma.subscription.count()).toBe(subs);
+    // A live-mode event from the test account is not the test environment's.
+    const live = await deliver(server, "customer.subscription.created", { ...forged, id: "sub_forged_live", livemode: true }, { livemode: true });
+    expect(live.status).toBe(200);
+    expect(await server.db.prisma.subscription.count()).toBe(subs);
+    // Another app cannot connect the account this one holds.
+    const other = await server.services.keys.createApp("Other app", "test");
+    const taken = await server.fetch("/v1/billing/account", {
+      method: "PUT",
+      headers: { authorization: `Bearer ${other.appKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ stripeAccountId: ACCOUNT }),
+    });
+    expect(taken.status).toBe(409);
+    expect((await taken.json()).error.code).toBe("account_in_use");
   });
 
   it.skipIf(skip)("acknowledges events it has nothing to do with: unknown types are recorded and change nothing; an unknown account without our metadata is not recorded", async () => {

@@ -43,10 +43,13 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(overview.checkoutAvailable).toBe(false);
     await expectError(await checkout(server, session, { plan: "pro" }), 409, "billing_not_connected");
     expect(stripe.checkouts).toHaveLength(0);
-    // The portal too, for a user with a subscription (its event named the app in its metadata).
+    // The portal too, for a user with a Stripe subscription (written as a row: no event names an app whose account is not connected).
     const zoe = await mintSession(server, "zoe");
-    const sub = { id: "sub_zoe", object: "subscription", customer: "cus_zoe", status: "active", metadata: { svc_app: server.dev.appId, svc_environment: "test", svc_user: "zoe", svc_plan: "pro" } };
-    expect((await deliver(server, "customer.subscription.created", sub, { account: null })).status).toBe(200);
+    const zoeUser = await server.db.prisma.endUser.findFirstOrThrow({ where: { externalId: "zoe" } });
+    const pro = await server.db.prisma.plan.findFirstOrThrow({ where: { appId: server.dev.appId, environment: "test", slug: "pro" } });
+    await server.db.prisma.subscription.create({
+      data: { id: "sub_row_zoe", appId: server.dev.appId, environment: "test", endUserId: zoeUser.id, planId: pro.id, status: "active", source: "stripe", stripeCustomerId: "cus_zoe", stripeSubscriptionId: "sub_zoe", currentPeriodStart: server.clock.now() },
+    });
     await expectError(await portal(server, zoe.session), 409, "billing_not_connected");
     expect(stripe.portals).toHaveLength(0);
 

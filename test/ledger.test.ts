@@ -189,6 +189,28 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("GET", "/v1/usage?costClass=gold")).status).toBe(400);
   });
 
+  it.skipIf(skip)("numbers past what JSON carries exactly, a cursor past BIGINT, and strings Postgres cannot store are 400s that change nothing", async () => {
+    const before = await tableCounts(server.db);
+    expect((await api("GET", "/v1/usage?cursor=9999999999999999999")).status).toBe(400);
+    expect((await api("POST", "/v1/plans", { slug: "huge", name: "Huge", priceMicros: 2 ** 60 })).status).toBe(400);
+    expect((await api("PATCH", "/v1/plans/free", { allowance: { unit: "runs", limit: 1e21 } })).status).toBe(400);
+    const echo = async (content: string) =>
+      server.fetch("/v1/chat/completions", {
+        method: "POST",
+        headers: { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" },
+        body: `{"model":"svc/echo","user":"nul","messages":[{"role":"user","content":"${content}"}]}`,
+      });
+    for (const bad of ["a\\u0000b", "lone \\ud800 high", "lone \\udc00 low"]) {
+      const r = await echo(bad);
+      expect(r.status, bad).toBe(400);
+      expect((await r.json()).error.code).toBe("invalid_json");
+    }
+    expect((await echo("a pair \\ud83d\\ude00 is fine")).status).toBe(200);
+    const after = await tableCounts(server.db);
+    expect(after.usage_rows).toBe(before.usage_rows + 1);
+    expect((await api("POST", "/v1/runs/run_any/usage", { inputTokens: 1e20, outputTokens: 1 })).status).toBe(400);
+  });
+
   it.skipIf(skip)("allowance.reached is recorded once per user and window for the app's webhook endpoints", async () => {
     await server.db.query(
       `INSERT INTO webhook_endpoints (id, app_id, environment, url, secret, event_types) VALUES ('we_ledger', $1, 'test', 'http://127.0.0.1:9/hook', 'sealed', ARRAY['allowance.reached'])`,

@@ -18,7 +18,7 @@ export const PlanInput = z.object({
   currency: z.string().regex(/^[a-z]{3}$/, "ISO 4217, lowercase").default("usd"),
   period: PlanPeriod.default("month"),
   allowance: z
-    .object({ unit: AllowanceUnit, limit: z.number().int().min(0).nullable() })
+    .object({ unit: AllowanceUnit, limit: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable() })
     .default({ unit: "runs", limit: null })
     .describe("What the plan includes per period; `limit: null` is unlimited."),
   overage: z.boolean().default(false).describe("False: the run that would pass the allowance gets 402. True: it runs, as overage."),
@@ -35,7 +35,7 @@ export const PlanUpdate = PlanInput.omit({ slug: true }).partial().extend({
   priceMicros: Micros.min(0).optional(),
   currency: z.string().regex(/^[a-z]{3}$/).optional(),
   period: PlanPeriod.optional(),
-  allowance: z.object({ unit: AllowanceUnit, limit: z.number().int().min(0).nullable() }).optional(),
+  allowance: z.object({ unit: AllowanceUnit, limit: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable() }).optional(),
   overage: z.boolean().optional(),
   trialDays: z.number().int().min(0).max(730).optional(),
   isDefault: z.boolean().optional(),

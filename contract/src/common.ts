@@ -9,7 +9,12 @@ export const RuntimeKind = z.enum(["model", "agent"]).describe("`model`: a model
 export const LiveState = z.enum(["online", "offline", "busy"]);
 
 /** Integer micros (millionths of the currency unit): never a float, never a string. */
-export const Micros = z.number().int().describe("Amount in integer micros (1 USD = 1,000,000).");
+export const Micros = z
+  .number()
+  .int()
+  .max(Number.MAX_SAFE_INTEGER)
+  .min(-Number.MAX_SAFE_INTEGER)
+  .describe("Amount in integer micros (1 USD = 1,000,000); within ±(2^53 − 1), so JSON carries it exactly.");
 export const IsoTime = z.string().datetime({ offset: true }).describe("ISO 8601 timestamp.");
 
 /** The app's own id for its end user, as sent in `user`. */

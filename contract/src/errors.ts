@@ -40,6 +40,7 @@ export const ERROR_CODES = {
   usage_already_reported: { status: 409, type: "conflict_error", message: "Usage for this run has already been reported." },
   plan_exists: { status: 409, type: "conflict_error", message: "A plan with this slug already exists." },
   plan_unavailable: { status: 409, type: "conflict_error", message: "This plan is archived or has no payment provider price." },
+  account_in_use: { status: 409, type: "conflict_error", message: "This Stripe account is connected to another app." },
   billing_not_connected: { status: 409, type: "conflict_error", message: "The app has not connected a Stripe account for this environment." },
   already_subscribed: { status: 409, type: "conflict_error", message: "The user already has a live Stripe subscription: change plans in the customer portal (POST /v1/billing/portal)." },
   no_subscription: { status: 409, type: "conflict_error", message: "The user has no Stripe subscription to manage." },

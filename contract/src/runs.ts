@@ -66,10 +66,10 @@ export const CancelResponse = z.object({
 /** What a run the app served itself used (after a `serve_in_app` handback). */
 export const RunUsage = z.object({
   user: AnsweringUser,
-  inputTokens: z.number().int().min(0),
-  outputTokens: z.number().int().min(0),
+  inputTokens: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+  outputTokens: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
   model: z.string().max(256).optional().describe("The model the app used."),
-  costMicros: z.number().int().min(0).optional().describe("What serving it cost the app, integer micros."),
+  costMicros: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional().describe("What serving it cost the app, integer micros."),
 });
 export const RunUsageResponse = z.object({
   runId: z.string(),

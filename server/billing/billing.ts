@@ -76,13 +76,30 @@ export class BillingService {
     return { environment: tenant.environment, stripeAccountId: await this.accountId(tenant), webhookUrl: this.webhookUrl };
   }
 
-  /** Connects (or replaces) the environment's Stripe account. Subscriptions bought before keep working: their events still name the app. */
+  /**
+   * Connects (or replaces) the environment's Stripe account. An account is one
+   * app's per environment (its events must name exactly one tenant): an account
+   * another app holds is 409. Events of an account replaced later name nobody.
+   */
   async connect(tenant: Tenant, stripeAccountId: string): Promise<z.infer<typeof BillingAccount>> {
-    await this.db.query(
-      `INSERT INTO billing_accounts (app_id, environment, stripe_account_id) VALUES ($1, $2::"Environment", $3)
-       ON CONFLICT (app_id, environment) DO UPDATE SET stripe_account_id = EXCLUDED.stripe_account_id`,
-      [tenant.appId, tenant.environment, stripeAccountId],
-    );
+    const held = await this.db.query<{ app_id: string }>(`SELECT app_id FROM billing_accounts WHERE stripe_account_id = $1 AND environment = $2::"Environment"`, [
+      stripeAccountId,
+      tenant.environment,
+    ]);
+    if (held.length > 0 && held[0].app_id !== tenant.appId) {
+      throw new ApiError("account_in_use", `The Stripe account ${stripeAccountId} is connected to another app in the ${tenant.environment} environment.`, { param: "stripeAccountId" });
+    }
+    try {
+      await this.db.query(
+        `INSERT INTO billing_accounts (app_id, environment, stripe_account_id) VALUES ($1, $2::"Environment", $3)
+         ON CONFLICT (app_id, environment) DO UPDATE SET stripe_account_id = EXCLUDED.stripe_account_id`,
+        [tenant.appId, tenant.environment, stripeAccountId],
+      );
+    } catch (err) {
+      // Another app connected it between the check and the write: the unique index decides.
+      if ((err as { code?: string }).code === "23505") throw new ApiError("account_in_use", `The Stripe account ${stripeAccountId} is connected to another app.`, { param: "stripeAccountId" });
+      throw err;
+    }
     return this.account(tenant);
   }
 

@@ -175,14 +175,17 @@ async function lockSubscription(tx: Tx, subscriptionId: string): Promise<void> {
   await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock(hashtext($1))`, `stripe-subscription:${subscriptionId}`);
 }
 
-/** The plan a subscription is for: named in its metadata, else the plan selling its price. */
+/**
+ * The plan a subscription is for: the plan selling its price first (a change
+ * made in the customer portal changes the price, never the metadata written at
+ * checkout), else the plan its metadata names.
+ */
 async function planOf(tx: Tx, tenant: Tenant, slug: string | undefined, priceId: string | null) {
-  if (slug) {
-    const plan = await tx.plan.findUnique({ where: { appId_environment_slug: { ...tenant, slug } } });
+  if (priceId) {
+    const plan = await tx.plan.findFirst({ where: { ...tenant, stripePriceId: priceId }, orderBy: [{ archivedAt: { sort: "desc", nulls: "first" } }, { createdAt: "desc" }] });
     if (plan) return plan;
   }
-  if (!priceId) return null;
-  return tx.plan.findFirst({ where: { ...tenant, stripePriceId: priceId }, orderBy: [{ archivedAt: { sort: "desc", nulls: "first" } }, { createdAt: "desc" }] });
+  return slug ? tx.plan.findUnique({ where: { appId_environment_slug: { ...tenant, slug } } }) : null;
 }
 
 function firstItem(sub: Record<string, unknown>): Record<string, unknown> | null {

@@ -7,7 +7,6 @@ import { ApiError } from "../errors.js";
 import { verifyStripeEvent } from "./stripe-client.js";
 import { applyStripeEvent, type PlanChange, type StripeEventLike } from "./entitlement.js";
 
-const ENVIRONMENTS = new Set(["test", "live"]);
 
 /**
  * Stripe's webhook: the platform's Connect endpoint, receiving the events of
@@ -72,22 +71,18 @@ export class StripeWebhookService {
   }
 
   /**
-   * Whose event it is: the connected account it came from (Connect's `account`,
-   * in the environment its `livemode` says), else the app the session's or
-   * subscription's metadata names (an account since replaced, or no Connect).
+   * Whose event it is: only the connected account it came from (Connect's
+   * `account`) decides, in the environment its `livemode` says. Metadata never
+   * does: any account connected to the platform can write metadata naming
+   * another app, so trusting it would let one app's account grant plans in
+   * another's. An event from an account no app has connected (or from the
+   * platform itself, where nothing is ever sold) is nobody's.
    */
-  private async tenantOf(event: { account?: unknown; livemode?: unknown; data: { object: Record<string, unknown> } }): Promise<Tenant | null> {
-    if (typeof event.account === "string") {
-      const environment = event.livemode === true ? "live" : "test";
-      const account = await this.db.prisma.billingAccount.findFirst({ where: { stripeAccountId: event.account, environment } });
-      if (account) return { appId: account.appId, environment: account.environment };
-    }
-    const meta = event.data.object.metadata as Record<string, unknown> | undefined;
-    const appId = meta?.svc_app;
-    const environment = meta?.svc_environment;
-    if (typeof appId !== "string" || typeof environment !== "string" || !ENVIRONMENTS.has(environment)) return null;
-    const app = await this.db.prisma.app.findUnique({ where: { id: appId } });
-    return app ? { appId, environment: environment as Tenant["environment"] } : null;
+  private async tenantOf(event: { account?: unknown; livemode?: unknown }): Promise<Tenant | null> {
+    if (typeof event.account !== "string") return null;
+    const environment = event.livemode === true ? "live" : "test";
+    const account = await this.db.prisma.billingAccount.findUnique({ where: { stripeAccountId_environment: { stripeAccountId: event.account, environment } } });
+    return account ? { appId: account.appId, environment: account.environment } : null;
   }
 
   /** `plan.changed` to the app's endpoints; a failure here is logged and never fails Stripe's delivery (the row is already right). */

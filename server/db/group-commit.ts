@@ -6,8 +6,9 @@
  * already received in that turn join it. That matters on PGlite, whose statements
  * run on this thread and never let a request in while they run; on Postgres the
  * writes in flight gather the next batch anyway. Each caller's promise
- * settles with its batch: resolved once the batch is committed, rejected when
- * the batch failed (then none of its rows exists).
+ * resolves once its item is committed. A batch that fails is written again item
+ * by item, so one bad item fails only its own caller (rejected: its row does
+ * not exist), never the others that happened to share its statement.
  */
 export class GroupCommit<T> {
   private queue: { item: T; resolve: () => void; reject: (err: unknown) => void }[] = [];
@@ -41,7 +42,8 @@ export class GroupCommit<T> {
         await this.write(batch.map((b) => b.item));
         for (const b of batch) b.resolve();
       } catch (err) {
-        for (const b of batch) b.reject(err);
+        if (batch.length === 1) batch[0].reject(err);
+        else for (const b of batch) await this.write([b.item]).then(b.resolve, b.reject);
       }
     }
     this.flushing = false;

@@ -19,11 +19,21 @@ const RAW_BODY_PATHS = new Set(["/v1/stripe/webhook", "/v1/stripe/webhook/"]);
  * too large 413 (mapped in the error handler). An empty body is fine for routes
  * whose body is optional; the contract's schema decides the rest.
  */
+/** A NUL character, or a surrogate without its pair. */
+const UNSTORABLE = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
 export function jsonBody(maxBytes: number) {
   const parse = express.json({
     limit: maxBytes,
     strict: true,
     type: () => true,
+    // Postgres stores text and JSON without NUL characters or unpaired surrogates: refused here as bad JSON (400), never a failed write (500).
+    reviver: (_key: string, value: unknown) => {
+      if (typeof value === "string" && UNSTORABLE.test(value)) {
+        throw new SyntaxError("strings may not hold a NUL character (\\u0000) or an unpaired surrogate");
+      }
+      return value;
+    },
     verify: (req: Request, _res, buf) => {
       if (RAW_BODY_PATHS.has(req.path)) req.rawBody = buf;
     },

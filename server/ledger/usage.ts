@@ -5,6 +5,9 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { micros } from "./money.js";
 
+/** The largest BIGINT: a cursor past it names no row (and Postgres would refuse to compare with it). */
+const MAX_BIGINT = 9223372036854775807n;
+
 interface UsageRowRecord {
   id: string | number;
   external_id: string;
@@ -32,7 +35,7 @@ export async function listUsage(db: Database, tenant: Tenant, q: z.infer<typeof 
   }
   let after = 0n;
   if (q.cursor !== undefined) {
-    if (!/^\d{1,19}$/.test(q.cursor)) throw new ApiError("invalid_request", "`cursor` is not one this endpoint returned.", { param: "cursor" });
+    if (!/^\d{1,19}$/.test(q.cursor) || BigInt(q.cursor) > MAX_BIGINT) throw new ApiError("invalid_request", "`cursor` is not one this endpoint returned.", { param: "cursor" });
     after = BigInt(q.cursor);
   }
   const where = [`u.app_id = $1`, `u.environment = $2::"Environment"`, `u.id > $3`];

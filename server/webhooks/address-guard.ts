@@ -23,6 +23,9 @@ PRIVATE.addSubnet("::", 128, "ipv6");
 PRIVATE.addSubnet("::1", 128, "ipv6");
 PRIVATE.addSubnet("fc00::", 7, "ipv6");
 PRIVATE.addSubnet("fe80::", 10, "ipv6");
+// NAT64 and the deprecated IPv4-compatible form embed an IPv4 address that may be internal.
+PRIVATE.addSubnet("64:ff9b::", 96, "ipv6");
+PRIVATE.addSubnet("::", 96, "ipv6");
 
 export function isPrivateAddress(address: string): boolean {
   const v4mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);

@@ -56,6 +56,7 @@ export class WebhookDispatcher {
   private poll: NodeJS.Timeout | null = null;
   private retryTimer: { at: number; timer: NodeJS.Timeout } | null = null;
   private passing = false;
+  private currentPass: Promise<void> | null = null;
   private again = false;
   private backlog = false;
   private closing = false;
@@ -89,9 +90,10 @@ export class WebhookDispatcher {
       return;
     }
     this.passing = true;
-    this.pass()
+    this.currentPass = this.pass()
       .catch((err) => this.log.warn({ err }, "webhook dispatch pass failed"))
       .finally(() => {
+        this.currentPass = null;
         this.passing = false;
         if (this.again) {
           this.again = false;
@@ -105,12 +107,14 @@ export class WebhookDispatcher {
     if (this.poll) clearInterval(this.poll);
     if (this.retryTimer) clearTimeout(this.retryTimer.timer);
     await Promise.all(this.stops.map((s) => s().catch(() => {})));
+    // A pass still claiming adds its deliveries to those in flight: wait for it, so none is sent after close.
+    await this.currentPass;
     if (this.inFlight.size) {
       const grace = new Promise((r) => setTimeout(r, Math.min(SHUTDOWN_GRACE_MS, this.options.timeoutMs)).unref());
       await Promise.race([Promise.all(this.inFlight.values()), grace]);
-      this.aborts.abort();
-      await Promise.all(this.inFlight.values());
     }
+    this.aborts.abort();
+    await Promise.all(this.inFlight.values());
   }
 
   private async pass(): Promise<void> {

@@ -63,9 +63,9 @@ export async function deliver(
   server: TestServer,
   type: string,
   object: Record<string, unknown>,
-  opts: { created?: number; account?: string | null; id?: string } = {},
+  opts: { created?: number; account?: string | null; id?: string; livemode?: boolean } = {},
 ): Promise<{ status: number; body: { received?: boolean; duplicate?: boolean; error?: { code: string } }; eventId: string }> {
-  const event = stripeEvent(type, object, { created: opts.created ?? unixNow(server), account: opts.account === undefined ? ACCOUNT : opts.account, id: opts.id });
+  const event = stripeEvent(type, object, { created: opts.created ?? unixNow(server), account: opts.account === undefined ? ACCOUNT : opts.account, id: opts.id, livemode: opts.livemode });
   const { body, headers } = signedDelivery(event, WEBHOOK_SECRET, unixNow(server));
   const res = await server.fetch("/v1/stripe/webhook", { method: "POST", headers, body });
   return { status: res.status, body: (await res.json()) as never, eventId: event.id };

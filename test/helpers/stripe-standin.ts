@@ -133,14 +133,14 @@ function json(res: http.ServerResponse, body: unknown, status = 200) {
 }
 
 /** A Stripe event as Stripe sends it to a Connect webhook. */
-export function stripeEvent(type: string, object: Record<string, unknown>, opts: { created: number; account?: string | null; id?: string }) {
+export function stripeEvent(type: string, object: Record<string, unknown>, opts: { created: number; account?: string | null; id?: string; livemode?: boolean }) {
   return {
     id: opts.id ?? `evt_${randomBytes(12).toString("hex")}`,
     object: "event",
     api_version: Stripe.API_VERSION,
     created: opts.created,
     type,
-    livemode: false,
+    livemode: opts.livemode ?? false,
     pending_webhooks: 1,
     request: { id: null, idempotency_key: null },
     ...(opts.account ? { account: opts.account } : {}),
