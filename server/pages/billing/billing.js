@@ -13,10 +13,16 @@ if (fragment.get("session")) sessionStorage.setItem(SESSION_KEY, fragment.get("s
 if (location.hash) history.replaceState(null, "", location.pathname + location.search);
 const token = sessionStorage.getItem(SESSION_KEY);
 
-const outcome = new URLSearchParams(location.search).get("checkout");
-if (outcome === "success" || outcome === "cancel") {
+const query = new URLSearchParams(location.search);
+const outcome = query.get("checkout");
+const fromPortal = query.get("portal") === "return";
+if (outcome === "success" || outcome === "cancel" || fromPortal) {
   $("checkout-result").textContent =
-    outcome === "success" ? "Thank you! Your new plan shows here as soon as the payment is confirmed." : "Checkout was cancelled: nothing was charged.";
+    outcome === "success"
+      ? "Thank you! Your new plan shows here as soon as the payment is confirmed."
+      : outcome === "cancel"
+        ? "Checkout was cancelled: nothing was charged."
+        : "Back from your subscription settings: any change shows here as soon as Stripe confirms it.";
   $("checkout-result").hidden = false;
 }
 
@@ -37,7 +43,7 @@ if (!token) {
   $("compute").append(compute);
   $("plans-section").hidden = false;
   $("compute-section").hidden = false;
-  if (outcome === "success") {
+  if (outcome === "success" || fromPortal) {
     // Stripe's webhook may land a moment after the browser: look again shortly.
     setTimeout(() => plans.load(), 3000);
   }
