@@ -19,7 +19,7 @@ type Action =
   | { kind: "report"; which: number; input: number; output: number; cost: number; twice: boolean }
   | { kind: "reportUnknown" }
   | { kind: "burst"; n: number }
-  | { kind: "plan"; plan: "runs3" | "runs5" | "tokens" | "overage" };
+  | { kind: "plan"; plan: keyof typeof PLANS };
 
 const action: fc.Arbitrary<Action> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ kind: "start" as const }) },
@@ -37,7 +37,7 @@ const action: fc.Arbitrary<Action> = fc.oneof(
   },
   { weight: 1, arbitrary: fc.constant({ kind: "reportUnknown" as const }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant("burst" as const), n: fc.integer({ min: 2, max: 12 }) }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant("plan" as const), plan: fc.constantFrom("runs3" as const, "runs5" as const, "tokens" as const, "overage" as const) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant("plan" as const), plan: fc.constantFrom("runs3" as const, "runs5" as const, "tokens" as const, "overage" as const, "tokmeter" as const) }) },
 );
 
 const PLANS = {
@@ -45,6 +45,7 @@ const PLANS = {
   runs5: { unit: "runs", limit: 5, overage: false },
   tokens: { unit: "tokens", limit: 150, overage: false },
   overage: { unit: "runs", limit: 2, overage: true, price: 250_000 },
+  tokmeter: { unit: "tokens", limit: 100, overage: true, price: 1_234 },
 } as const;
 
 describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
@@ -63,6 +64,7 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
     await api("POST", "/v1/plans", { slug: "runs5", name: "Five", allowance: { unit: "runs", limit: 5 } });
     await api("POST", "/v1/plans", { slug: "tokens", name: "Tokens", allowance: { unit: "tokens", limit: 150 } });
     await api("POST", "/v1/plans", { slug: "overage", name: "Overage", allowance: { unit: "runs", limit: 2 }, overage: true, overagePriceMicros: 250_000 });
+    await api("POST", "/v1/plans", { slug: "tokmeter", name: "Token meter", allowance: { unit: "tokens", limit: 100 }, overage: true, overagePriceMicros: 1_234 });
   }, 60_000);
   afterAll(async () => {
     await server?.close();
@@ -82,6 +84,7 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
         let tokens = 0;
         let cost = 0;
         let overageRuns = 0;
+        let tokenOverage = 0;
         const allowed = () => {
           const p = PLANS[plan];
           if (p.overage) return true;
@@ -91,7 +94,7 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
           if (status === 409) {
             expect(runId).toBeTruthy();
             if (!runIds.includes(runId!)) {
-              if (PLANS[plan].overage && runIds.length >= PLANS[plan].limit) overageRuns++;
+              if (plan === "overage" && runIds.length >= PLANS.overage.limit) overageRuns++;
               runIds.push(runId!);
             }
           } else expect(status).toBe(402);
@@ -129,7 +132,12 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
                 if (first && i === 0) {
                   expect(r.status).toBe(200);
                   reported.add(runId);
-                  tokens += a.input + a.output;
+                  // On the metered tokens plan the tokens past its allowance are priced per 1,000, rounded down.
+                  const t = a.input + a.output;
+                  const over = plan === "tokmeter" ? Math.max(0, Math.min(t, tokens + t - PLANS.tokmeter.limit)) : 0;
+                  tokenOverage += Math.floor((over * PLANS.tokmeter.price) / 1000);
+                  expect(r.body.amountMicros).toBe(a.cost + Math.floor((over * PLANS.tokmeter.price) / 1000));
+                  tokens += t;
                   cost += a.cost;
                 } else expect(r.body.error.code).toBe("usage_already_reported");
               }
@@ -171,7 +179,7 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
         expect(runRows.map((r) => r.runId).sort()).toEqual([...runIds].sort());
         expect(rows.filter((r) => r.kind === "app_usage").map((r) => r.runId).sort()).toEqual([...reported].sort());
         expect(sum((r) => r.inputTokens + r.outputTokens)).toBe(tokens);
-        expect(sum((r) => r.amountMicros)).toBe(cost + overageRuns * PLANS.overage.price);
+        expect(sum((r) => r.amountMicros)).toBe(cost + overageRuns * PLANS.overage.price + tokenOverage);
         if (runIds.length > 0) {
           const view = (await api("GET", `/v1/users/${user}`)).body;
           expect(view.usage).toMatchObject({ runs: runRows.length, amountMicros: sum((r) => r.amountMicros) });

@@ -151,6 +151,24 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("GET", "/v1/users/olga")).body).toMatchObject({ allowance: { limit: 1, used: 3, remaining: 0, reached: true }, usage: { amountMicros: 800_000 } });
   });
 
+  it.skipIf(skip)("a tokens plan with overage prices the tokens past its allowance per 1,000, reported by the app or run on the user's compute, up to the spend ceiling", async () => {
+    await api("POST", "/v1/plans", { slug: "tokmeter", name: "Token meter", allowance: { unit: "tokens", limit: 1000 }, overage: true, overagePriceMicros: 2_000, spendCeilingMicros: 10_000 });
+    await api("PUT", "/v1/users/tina/plan", { plan: "tokmeter" });
+    const first = await handback("tina");
+    expect((await api("POST", `/v1/runs/${runIdOf(first)}/usage`, { inputTokens: 600, outputTokens: 300 })).body.amountMicros).toBe(0); // 900 of 1,000
+    const second = await handback("tina");
+    // 1,500 tokens: 100 inside the allowance, 1,400 past it at 2,000 µ per 1,000 = 2,800 µ (plus the app's own cost).
+    expect((await api("POST", `/v1/runs/${runIdOf(second)}/usage`, { inputTokens: 1000, outputTokens: 500, costMicros: 7 })).body.amountMicros).toBe(2_807);
+    const third = await handback("tina");
+    expect((await api("POST", `/v1/runs/${runIdOf(third)}/usage`, { inputTokens: 4000, outputTokens: 0 })).body.amountMicros).toBe(8_000);
+    const tina = (await api("GET", "/v1/users/tina")).body;
+    expect(tina.usage).toMatchObject({ inputTokens: 5600, outputTokens: 800, amountMicros: 10_807 });
+    expect(tina.allowance).toMatchObject({ unit: "tokens", limit: 1000, used: 6400, reached: true });
+    const refused = await handback("tina"); // 10,807 µ spent: the ceiling of 10,000 is reached
+    expect(refused.status).toBe(402);
+    expect(refused.body.error.code).toBe("spend_ceiling_reached");
+  });
+
   it.skipIf(skip)("a monthly allowance starts again next month; a yearly one counts the whole year", async () => {
     await api("POST", "/v1/plans", { slug: "yearly", name: "Yearly", period: "year", allowance: { unit: "runs", limit: 2 } });
     await api("PUT", "/v1/users/yuri/plan", { plan: "yearly" });

@@ -223,6 +223,27 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     }
   });
 
+  it.skipIf(skip)("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns", async () => {
+    const tenant = { appId: server.dev.appId, environment: server.dev.environment };
+    // No tokens included, 1,000 µ per 1,000 tokens (1 µ a token), a ceiling 1 µ above what alice spent so far: the first turn's tokens reach it.
+    const [spent] = await server.db.query<{ s: string | number | null }>(`SELECT sum(u.amount_micros) AS s FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id WHERE e.external_id = 'alice'`);
+    await server.db.prisma.plan.create({
+      data: { id: "plan_tokmeter", ...tenant, slug: "tokmeter-runs", name: "Metered tokens", allowanceUnit: "tokens", allowance: 0n, overage: true, overagePriceMicros: 1000n, spendCeilingMicros: BigInt(spent.s ?? 0) + 1n, isDefault: true },
+    });
+    try {
+      const run = svc.runs.create({ user: "alice", prompt: "weather", tools: [{ name: "weather", run: async () => "sunny" }] });
+      const result = await run.result();
+      expect(result).toMatchObject({ status: "failed", stopReason: "spend_ceiling", error: { code: "spend_ceiling_reached" } });
+      const rows = await usageRows(await run.runId);
+      const tokens = rows.find((r) => r.kind === "tokens")!;
+      expect(tokens.inputTokens + tokens.outputTokens).toBeGreaterThan(0n);
+      expect(tokens.amountMicros).toBe(tokens.inputTokens + tokens.outputTokens);
+      expect(rows.find((r) => r.kind === "run")!.amountMicros).toBe(0n);
+    } finally {
+      await server.db.prisma.plan.update({ where: { id: "plan_tokmeter" }, data: { isDefault: false, archivedAt: new Date() } });
+    }
+  });
+
   it.skipIf(skip)("re-attaches after a dropped stream: the rest arrives with no gap and no duplicate, and the run went on meanwhile", async () => {
     // A fetch that cuts the run's first stream right after its first tool call.
     let cut = false;

@@ -162,8 +162,14 @@ export class RunService {
     const run = await this.find(tenant, runId, body.user);
     if (run.status !== "handed_back") throw new ApiError("invalid_request", `Run ${runId} was served by the service (${run.status}); usage is reported only for runs handed back with serve_in_app.`);
     const now = this.clock.now();
-    const amount = BigInt(body.costMicros ?? 0);
+    let amount = BigInt(body.costMicros ?? 0);
     await this.db.prisma.$transaction(async (tx) => {
+      // On a tokens plan with overage, the reported tokens past the allowance are priced too (svc_overage_micros).
+      const [overage] = await tx.$queryRawUnsafe<{ micros: bigint | number | string }[]>(
+        `SELECT svc_overage_micros($1::text, $2::"Environment", $3::text, $4::text, $5::bigint) AS micros`,
+        tenant.appId, tenant.environment, run.endUserId, periodOf(run.createdAt), body.inputTokens + body.outputTokens,
+      );
+      amount += BigInt(overage.micros);
       const claimed = await tx.run.updateMany({
         where: { id: runId, usageReportedAt: null },
         data: { usageReportedAt: now, inputTokens: BigInt(body.inputTokens), outputTokens: BigInt(body.outputTokens) },

@@ -136,7 +136,8 @@ export class RunStore {
     }
     if (w.usage?.length) {
       ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, amount_micros, period, unique_key, created_at)
-        SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens, x.amount_micros, x.period, x.unique_key, $3
+        SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens,
+               x.amount_micros + svc_overage_micros(r.app_id, r.environment, r.end_user_id, x.period, x.input_tokens + x.output_tokens), x.period, x.unique_key, $3
           FROM r, jsonb_to_recordset(${p(JSON.stringify(w.usage))}::jsonb) AS x(cost_class text, kind text, input_tokens bigint, output_tokens bigint, amount_micros bigint, period text, unique_key text)
         ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1)`);
     }
