@@ -34,7 +34,6 @@ export interface PlanChange {
   subscription: string;
 }
 
-const LIVE = ["active", "trialing"];
 /** Stripe never brings a subscription back from these. */
 const ENDED = ["canceled", "incomplete_expired"];
 
@@ -152,16 +151,10 @@ async function subscriptionChanged(tx: Tx, tenant: Tenant, sub: Record<string, u
 /** The slug of the plan the user is entitled to: their live subscription's (Stripe's first), else the default plan; null: none. */
 export async function entitledPlan(tx: Tx, tenant: Tenant, endUserId: string): Promise<string | null> {
   const rows = await tx.$queryRawUnsafe<{ slug: string }[]>(
-    `SELECT p.slug FROM plans p
-      WHERE p.id = COALESCE(
-        (SELECT s.plan_id FROM subscriptions s
-          WHERE s.app_id = $1 AND s.environment = $2::"Environment" AND s.end_user_id = $3 AND s.status = ANY($4::text[])
-          ORDER BY (s.source = 'stripe') DESC, s.created_at DESC LIMIT 1),
-        (SELECT d.id FROM plans d WHERE d.app_id = $1 AND d.environment = $2::"Environment" AND d.is_default AND d.archived_at IS NULL ORDER BY d.created_at LIMIT 1))`,
+    `SELECT p.slug FROM plans p WHERE p.id = svc_user_plan($1::text, $2::"Environment", $3::text)`,
     tenant.appId,
     tenant.environment,
     endUserId,
-    LIVE,
   );
   return rows[0]?.slug ?? null;
 }

@@ -48,14 +48,10 @@ export class UserLedger {
     const month = periodOf(now);
     const [subs, machines] = await Promise.all([
       this.db.query<PlanRow & { sub_status: string | null; sub_source: string | null; trial_ends_at: Date | string | null; current_period_end: Date | string | null; from_default: boolean }>(
-        `WITH s AS (
-           SELECT s.plan_id, s.status, s.source, s.trial_ends_at, s.current_period_end FROM subscriptions s
-            WHERE s.app_id = $1 AND s.environment = $2::"Environment" AND s.end_user_id = $3 AND s.status IN ('active', 'trialing')
-            ORDER BY (s.source = 'stripe') DESC, s.created_at DESC LIMIT 1)
-         SELECT ${PLAN_COLUMNS}, s.status AS sub_status, s.source AS sub_source, s.trial_ends_at, s.current_period_end, s.plan_id IS NULL AS from_default
-           FROM plans p LEFT JOIN s ON s.plan_id = p.id
-          WHERE p.id = COALESCE((SELECT plan_id FROM s),
-                (SELECT d.id FROM plans d WHERE d.app_id = $1 AND d.environment = $2::"Environment" AND d.is_default AND d.archived_at IS NULL ORDER BY d.created_at LIMIT 1))`,
+        // The plan and the subscription deciding it, by the SQL functions the run start uses (migration 20261122211500).
+        `SELECT ${PLAN_COLUMNS}, s.status AS sub_status, s.source AS sub_source, s.trial_ends_at, s.current_period_end, s.id IS NULL AS from_default
+           FROM plans p LEFT JOIN subscriptions s ON s.id = svc_user_subscription($1, $2::"Environment", $3)
+          WHERE p.id = svc_user_plan($1, $2::"Environment", $3)`,
         [tenant.appId, tenant.environment, endUserId],
       ),
       this.machines.listForUser(tenant, endUserId),
