@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { tableCounts } from "./helpers/snapshot.js";
 import { signedDelivery, stripeEvent, completedCheckout, subscriptionObject } from "./helpers/stripe-standin.js";
 import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, unixNow, WEBHOOK_SECRET, writePlans } from "./helpers/billing.js";
@@ -12,19 +12,15 @@ import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, un
  */
 describe.each(DATABASES)("billing: Stripe's webhooks on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target, stripeEnv("http://127.0.0.1:9"));
+    server = await startTestServerOn(db, stripeEnv("http://127.0.0.1:9"));
     await writePlans(server);
     expect((await connectAccount(server)).status).toBe(200);
   });
   afterAll(async () => {
     await server?.close();
-    await drop?.();
   });
 
   const subRow = (id: string) => server.db.prisma.subscription.findUnique({ where: { stripeSubscriptionId: id }, include: { plan: true, endUser: true } });

@@ -8,7 +8,7 @@ import { ChatOpenAI } from "@langchain/openai";
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool as lcTool } from "@langchain/core/tools";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
@@ -71,7 +71,6 @@ function sseData(body: string): (Record<string, unknown> | "[DONE]")[] {
 
 describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let model: ModelStandIn;
   let brittle: BrittleStandIn;
   let alice: WorkerProcess;
@@ -79,9 +78,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target, {}, { runningClock: true });
+    server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     brittle = await startBrittleStandIn();
     const a = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
@@ -96,7 +93,6 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
     await server?.close();
     await model?.close();
     await brittle?.close();
-    await drop?.();
     removeTempDirs();
   });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import OpenAI from "openai";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
@@ -14,16 +14,13 @@ import { expectError } from "./helpers/requests.js";
  */
 describe.each(DATABASES)("chat completions with the official openai client on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let model: ModelStandIn;
   let client: OpenAI;
   let worker: WorkerProcess;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target, {}, { runningClock: true });
+    server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     client = new OpenAI({ apiKey: server.dev.appKey, baseURL: `${server.url}/v1`, maxRetries: 2 });
     const alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
@@ -34,7 +31,6 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     worker?.stop();
     await server?.close();
     await model?.close();
-    await drop?.();
     removeTempDirs();
   });
 

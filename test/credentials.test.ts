@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError, requestInit, ROUTE_CASES, type RouteCase } from "./helpers/requests.js";
 import { SessionService } from "../server/sessions/sessions.js";
 import { tableCounts } from "./helpers/snapshot.js";
@@ -15,15 +15,12 @@ const ROUTES_NOT_BUILT = new Set(Object.entries(contract).filter(([, r]) => (r.m
  */
 describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   const creds: Record<string, string> = {};
   const pk: Record<string, string> = {};
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target);
+    server = await startTestServerOn(db);
     const { keys } = server.services;
     creds.appKey = server.dev.appKey;
     const [, id] = /^sk_svc_([a-z0-9]+)\./.exec(creds.appKey)!;
@@ -59,7 +56,6 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
 
   afterAll(async () => {
     await server?.close();
-    await drop?.();
   });
 
   const send = (c: RouteCase, headers: Record<string, string>, connectKey = pk.valid) =>

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupCommit } from "../server/db/group-commit.js";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 
 describe("group commit", () => {
   it("gathers what arrives in one turn of the event loop into one write; a lone write still goes", async () => {
@@ -41,16 +41,12 @@ describe("group commit", () => {
 /** `svc/echo` answers under concurrency: one run and one ledger row per answer, never more or fewer, however they were grouped. */
 describe.each(DATABASES)("svc/echo records by group commit on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target);
+    server = await startTestServerOn(db);
   }, 60_000);
   afterAll(async () => {
     await server?.close();
-    await drop?.();
   });
 
   it.skipIf(skip)("200 concurrent answers: 200 runs and 200 rows, each answer's run id among them", async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 
 /**
@@ -50,15 +50,12 @@ const PLANS = {
 
 describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let api: ReturnType<typeof apiClient>;
   let users = 0;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target);
+    server = await startTestServerOn(db);
     api = apiClient(server, server.dev.appKey);
     await api("POST", "/v1/plans", { slug: "runs3", name: "Three", allowance: { unit: "runs", limit: 3 }, isDefault: true });
     await api("POST", "/v1/plans", { slug: "runs5", name: "Five", allowance: { unit: "runs", limit: 5 } });
@@ -68,7 +65,6 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
   }, 60_000);
   afterAll(async () => {
     await server?.close();
-    await drop?.();
   });
 
   const start = (user: string) => api("POST", "/v1/runs", { user, model: "auto", prompt: "p", route: { prefer: ["app"] } });

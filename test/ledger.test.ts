@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 import { tableCounts } from "./helpers/snapshot.js";
 
@@ -13,19 +13,15 @@ import { tableCounts } from "./helpers/snapshot.js";
  */
 describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let api: ReturnType<typeof apiClient>;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target);
+    server = await startTestServerOn(db);
     api = apiClient(server, server.dev.appKey);
   }, 60_000);
   afterAll(async () => {
     await server?.close();
-    await drop?.();
   });
 
   /** A run the app serves itself (route `app` only): counted at its start, 409 serve_in_app, or 402. */

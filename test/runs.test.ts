@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svc, PaymentRequiredError, ServeInAppError, ConflictError, NotFoundError, type RunEvent } from "@svc/sdk";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
@@ -16,7 +16,6 @@ import { expectError } from "./helpers/requests.js";
  */
 describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let model: ModelStandIn;
   let svc: Svc;
   let workdir: string;
@@ -24,9 +23,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target, {}, { runningClock: true });
+    server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     const dir = tempDir("svc-run-standins-");
     const bin = writeFakeClis(dir);
@@ -45,7 +42,6 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     for (const w of workers) w.stop();
     await server?.close();
     await model?.close();
-    await drop?.();
     removeTempDirs();
   });
 

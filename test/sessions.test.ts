@@ -1,22 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 
 /** End-user sessions as the app's server mints and ends them (spec endpoints 9 and 10). */
 describe.each(DATABASES)("end-user sessions on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target);
+    server = await startTestServerOn(db);
   });
   afterAll(async () => {
     await server?.close();
-    await drop?.();
   });
 
   const mint = (body: unknown, appKey = server.dev.appKey) =>

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type PairedMachine, type WorkerProcess } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
@@ -19,7 +19,6 @@ type Event = { type: string; timestamp: string; data: Record<string, unknown> };
  */
 describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let model: ModelStandIn;
   let hook: Receiver;
   let secret: string;
@@ -28,9 +27,7 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4" }, { runningClock: true });
+    server = await startTestServerOn(db, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4" }, { runningClock: true });
     model = await startModelStandIn();
     hook = await startReceiver();
     const res = await server.fetch("/v1/webhook_endpoints", { method: "POST", headers: { ...bearer(server.dev.appKey), "content-type": "application/json" }, body: JSON.stringify({ url: hook.url }) });
@@ -42,7 +39,6 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
     await server?.close();
     await model?.close();
     await hook?.close();
-    await drop?.();
     removeTempDirs();
   });
 

@@ -3,7 +3,7 @@ import { WebhookVerificationError, Webhook } from "standardwebhooks";
 import type { z } from "zod";
 import type { WebhookDelivery, WebhookDeliveryPage } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
 import { bearer, expectError } from "./helpers/requests.js";
@@ -18,19 +18,15 @@ type Delivery = z.infer<typeof WebhookDelivery>;
  */
 describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   const receivers: Receiver[] = [];
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4,0.8", WEBHOOK_TIMEOUT_MS: "400" }, { runningClock: true });
+    server = await startTestServerOn(db, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4,0.8", WEBHOOK_TIMEOUT_MS: "400" }, { runningClock: true });
   });
   afterAll(async () => {
     await server?.close();
     for (const r of receivers) await r.close();
-    await drop?.();
     removeTempDirs();
   });
 

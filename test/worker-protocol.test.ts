@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, workerMessage, type ServerMessage } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, type PairedMachine } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
@@ -57,20 +57,16 @@ const unknownToken = () => `pt_svc_${randomBytes(32).toString("base64url")}`;
 
 describe.each(DATABASES)("worker protocol on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   const open: WebSocket[] = [];
   let users = 0;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
-    server = await startTestServer(made.target);
+    server = await startTestServerOn(db);
   });
   afterEach(() => closeAll(open));
   afterAll(async () => {
     await server?.close();
-    await drop?.();
     removeTempDirs();
   });
 

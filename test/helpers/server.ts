@@ -8,6 +8,7 @@ import { startServer, type RunningServer } from "../../server/server.js";
 import type { Clock } from "../../server/clock.js";
 import type { DatabaseTarget } from "../../server/db/open.js";
 import type { NewKeys } from "../../server/keys/keys.js";
+import type { TestDatabase } from "./databases.js";
 
 /**
  * A clock tests move by hand. Stopped (the default), it stands still between
@@ -73,6 +74,25 @@ export async function startTestServer(database: DatabaseTarget, env: Record<stri
     close: async () => {
       await server.close();
       fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * The real server on a fresh database made for it (`db.create()`), for one suite;
+ * its `close` also drops that database.
+ */
+export async function startTestServerOn(db: TestDatabase, env: Record<string, string> = {}, options: TestServerOptions = {}): Promise<TestServer> {
+  const made = await db.create();
+  const server = await startTestServer(made.target, env, options).catch(async (err) => {
+    await made.drop();
+    throw err;
+  });
+  return {
+    ...server,
+    close: async () => {
+      await server.close();
+      await made.drop();
     },
   };
 }
