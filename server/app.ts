@@ -77,7 +77,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const limiter = new RateLimiter(db.prisma, clock);
   const outbox = new WebhookOutbox(db, clock);
   const webhooks = new Webhooks(db, clock, config, outbox, logger);
-  const machines = new MachineService(db.prisma, clock, db);
+  const machines = new MachineService(db.prisma, clock, db, webhooks.facts);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
   const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts);

@@ -146,4 +146,18 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
     expect(log.data.every((d) => d.status === "delivered" && d.attempts.length === 1)).toBe(true);
     expect(new Set(hook.received.map((r) => r.headers["webhook-id"])).size).toBe(hook.received.length);
   });
+
+  it.skipIf(skip)("reports machine.offline once when the app revokes a machine that is connected", async () => {
+    worker = spawnWorker(["start"], alice.home);
+    await worker.waitFor(/Connected/);
+    await waitForEvent("machine.online", 3);
+    const res = await server.fetch(`/v1/users/alice/machines/${alice.machineId}`, { method: "DELETE", headers: bearer(server.dev.appKey) });
+    expect(res.status).toBe(200);
+    const offline = await waitForEvent("machine.offline", 4);
+    expect(offline.at(-1)!.data).toEqual({ machineId: alice.machineId, user: "alice" });
+    // The hub then closes the revoked machine's connection: the same connection, no second fact.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(eventsOf("machine.offline")).toHaveLength(4);
+    await kill(worker);
+  });
 });

@@ -4,6 +4,7 @@ import type { Notifications, Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { RuntimeAdvert } from "@svc/contract";
+import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 
@@ -35,6 +36,7 @@ export class MachineService {
     private readonly prisma: Prisma,
     private readonly clock: Clock,
     private readonly notifications: Notifications,
+    private readonly facts: WebhookFacts | null = null,
   ) {}
 
   async listForUser(tenant: Tenant, endUserId: string): Promise<z.infer<typeof MachineView>[]> {
@@ -119,12 +121,20 @@ export class MachineService {
    */
   async revoke(tenant: Tenant, endUserId: string, machineId: string): Promise<{ id: string; revokedAt: string }> {
     const now = this.clock.now();
-    const done = await this.prisma.machine.updateMany({
-      where: { id: machineId, appId: tenant.appId, environment: tenant.environment, endUserId, revokedAt: null },
-      data: { revokedAt: now, connectedInstance: null },
-    });
-    if (done.count !== 1) throw new ApiError("not_found", "No such machine for this user.");
+    // Its connection, read under the row's lock: a machine removed while connected goes offline (a `machine.offline` fact).
+    const done = await this.prisma.$queryRaw<{ connected_instance: string | null; connected_at: Date | null }[]>`
+      WITH old AS (
+        SELECT id, connected_instance, connected_at FROM machines
+         WHERE id = ${machineId} AND app_id = ${tenant.appId} AND environment = ${tenant.environment}::"Environment" AND end_user_id = ${endUserId} AND revoked_at IS NULL
+         FOR UPDATE)
+      UPDATE machines m SET revoked_at = ${now}, connected_instance = NULL FROM old WHERE m.id = old.id
+      RETURNING old.connected_instance, old.connected_at`;
+    if (done.length !== 1) throw new ApiError("not_found", "No such machine for this user.");
     await this.notifications.notify(MACHINE_REVOKED_CHANNEL, machineId);
+    const was = done[0];
+    if (was.connected_instance !== null && was.connected_at !== null) {
+      await this.facts?.machineOffline({ ...tenant, endUserId, machineId }, new Date(was.connected_at));
+    }
     return { id: machineId, revokedAt: now.toISOString() };
   }
 
