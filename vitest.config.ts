@@ -11,6 +11,10 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",
+    // vitest's default is one worker fewer than the cores: one on these 2-core machines. Most suites
+    // wait on real processes, sockets and timers rather than the CPU, so three share the cores well
+    // (the whole suite: 275 s instead of 491 s here, same results).
+    maxWorkers: 3,
     reporters: ["default", "./test/helpers/totals-reporter.ts"],
   },
 });
