@@ -143,6 +143,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect((await deliver(server, "customer.subscription.created", sub, { created: t })).status).toBe(200);
     const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
     expect(overview.current.subscription).toMatchObject({ source: "stripe", status: "active" });
+    expect(overview.portalAvailable).toBe(true);
 
     // The plan held, and any other: the portal is where plans change.
     for (const plan of ["team", "pro"]) {
@@ -174,10 +175,16 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect((await deliver(server, "customer.subscription.updated", { ...sub, status: "past_due" }, { created: t + 1 })).status).toBe(200);
     expect((await portal(server, session)).status).toBe(200);
     expect(stripe.portals.at(-1)!.fields.customer).toBe("cus_erin");
+    const unpaid = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
+    expect(unpaid).toMatchObject({ portalAvailable: true, current: { subscription: null } });
+    // ...and no second subscription meanwhile: the payment is fixed first.
+    expect((await expectError(await checkout(server, session, { plan: "pro" }), 409, "already_subscribed")).error.message).toMatch(/payment .* failed: fix it in the customer portal/);
+    expect(stripe.checkouts.length).toBe(before.checkouts);
 
     // Cancelled in the portal: Stripe's event ends it, and checkout is open again.
     expect((await deliver(server, "customer.subscription.deleted", { ...sub, status: "canceled" }, { created: t + 2 })).status).toBe(200);
     await expectError(await portal(server, session), 409, "no_subscription");
+    expect((await (await server.fetch("/v1/billing", { headers: bearer(session) })).json()).portalAvailable).toBe(false);
     expect((await checkout(server, session, { plan: "pro" })).status).toBe(200);
     expect(stripe.checkouts.length).toBe(before.checkouts + 1);
   });

@@ -63,6 +63,9 @@ export const BillingOverview = z.object({
   plans: z.array(Plan),
   current: User.pick({ plan: true, subscription: true, allowance: true, usage: true }),
   checkoutAvailable: z.boolean().describe("False until the app connects a Stripe account."),
+  portalAvailable: z
+    .boolean()
+    .describe("The user has a Stripe subscription to manage (live, or with a failed payment to fix): plan changes go through the customer portal, not a second checkout."),
 });
 
 export const CheckoutRequest = z.object({

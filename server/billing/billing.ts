@@ -44,16 +44,18 @@ export class BillingService {
   /** What the plans component renders: the plans on sale (and the default one), and where the session's user stands. */
   async overview(session: SessionPrincipal): Promise<z.infer<typeof BillingOverview>> {
     const tenant: Tenant = { appId: session.appId, environment: session.environment };
-    const [plans, user, checkoutAvailable] = await Promise.all([
+    const [plans, user, checkoutAvailable, manageable] = await Promise.all([
       this.reads.plans.list(tenant),
       this.reads.users.view(tenant, session.user),
       this.checkoutAvailable(tenant),
+      this.manageableSubscription(tenant, session.endUserId),
     ]);
     return {
       user: session.user,
       plans,
       current: { plan: user.plan, subscription: user.subscription, allowance: user.allowance, usage: user.usage },
       checkoutAvailable,
+      portalAvailable: manageable !== null,
     };
   }
 
@@ -65,6 +67,16 @@ export class BillingService {
   /** The hosted billing page, where checkout returns by default. */
   get billingPage(): string {
     return `${this.urls.base}/billing`;
+  }
+
+  /** The user's newest Stripe subscription the portal can manage: a live one first, else one with a failed payment. */
+  private async manageableSubscription(tenant: Tenant, endUserId: string) {
+    const subs = await this.db.prisma.subscription.findMany({
+      where: { ...tenant, endUserId, source: "stripe", status: { in: MANAGEABLE } },
+      orderBy: { createdAt: "desc" },
+      include: { plan: { select: { name: true } } },
+    });
+    return subs.find((s) => LIVE.includes(s.status)) ?? subs[0] ?? null;
   }
 
   /** True once both the platform's Stripe key and the app's account are there. */
@@ -115,13 +127,17 @@ export class BillingService {
     if (!plan) throw new ApiError("not_found", `No plan \`${request.plan}\`.`, { param: "plan" });
     if (plan.archivedAt) throw new ApiError("plan_unavailable", `The plan \`${plan.slug}\` is no longer sold.`);
     if (!plan.stripePriceId) throw new ApiError("plan_unavailable", `The plan \`${plan.slug}\` is not sold through checkout (it has no Stripe price).`);
-    // One Stripe subscription per user: a second checkout would start a second subscription (and a second charge).
-    const live = await this.db.prisma.subscription.findFirst({
-      where: { ...tenant, endUserId: session.endUserId, source: "stripe", status: { in: LIVE } },
-      orderBy: { createdAt: "desc" },
-      include: { plan: { select: { name: true } } },
-    });
-    if (live) throw new ApiError("already_subscribed", `You are already subscribed to ${live.plan.name}. Change plans in the customer portal (POST /v1/billing/portal).`);
+    // One Stripe subscription per user: a second checkout would start a second subscription (and a second charge),
+    // also while a failed payment waits to be fixed.
+    const held = await this.manageableSubscription(tenant, session.endUserId);
+    if (held) {
+      throw new ApiError(
+        "already_subscribed",
+        LIVE.includes(held.status)
+          ? `You are already subscribed to ${held.plan.name}. Change plans in the customer portal (POST /v1/billing/portal).`
+          : `The payment for your ${held.plan.name} subscription failed: fix it in the customer portal (POST /v1/billing/portal) before choosing another plan.`,
+      );
+    }
     const account = await this.accountId(tenant);
     if (!account) throw new ApiError("billing_not_connected", "Checkout is not available yet: the app has not connected its Stripe account.");
     if (!this.stripe) throw new ApiError("service_unavailable", "Checkout is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");

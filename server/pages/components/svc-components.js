@@ -205,10 +205,9 @@ function allowanceText(plan) {
   return `${limit.toLocaleString()} ${limit === 1 ? unit.replace(/s$/, "") : unit} ${per}`;
 }
 
-/** A subscription bought through Stripe that still entitles the user: it is changed in the customer portal, not by a second checkout. */
+/** A Stripe subscription the user holds (live, or with a failed payment to fix): it is changed in the customer portal, not by a second checkout. */
 function stripeSubscribed(overview) {
-  const sub = overview.current.subscription;
-  return sub !== null && sub.source === "stripe" && (sub.status === "active" || sub.status === "trialing");
+  return overview.portalAvailable === true;
 }
 
 /**
