@@ -334,7 +334,8 @@ export const ledgerContract = c.router(
       method: "GET",
       path: "/v1/usage",
       summary: "Usage rows of the ledger",
-      description: "Filter by `user`, `period` (`YYYY-MM`) and `environment`; paginated with `cursor`. Amounts in integer micros; `costClass` on every row.",
+      description:
+        "The ledger's rows in id order. Filter by `user`, `period` (`YYYY-MM`), `environment` (the key's own), `run` and `costClass`; paginated with `cursor` (`nextCursor` of the previous page). Amounts in integer micros; `costClass` on every row.",
       query: UsageQuery,
       responses: { 200: UsagePage, ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
