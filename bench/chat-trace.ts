@@ -20,7 +20,7 @@ import { performance } from "node:perf_hooks";
 import { post, stream } from "./chat-client.js";
 import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer } from "./lib.js";
 import type { DatabaseTarget } from "../server/db/open.js";
-import { durations, mark, marks, record, sqlLabel, wrap } from "./instruments.js";
+import { durations, mark, marks, sqlLabel, traceDispatch, wrap } from "./instruments.js";
 
 const which = process.argv[2] ?? "pglite";
 const mode = process.argv[3] ?? "turn";
@@ -60,19 +60,7 @@ wrap(sv.runs, "begin", () => "RunService.begin");
 wrap(sv.runStore, "write", () => "store.write");
 wrap(sv.runStore, "events", () => "store.events (follower catch-up)");
 wrap(sv.runBus, "publish", () => "bus.publish");
-const dispatch = sv.workers.dispatch.bind(sv.workers);
-sv.workers.dispatch = (owner, machineId, job, onEvent) => {
-  mark("dispatch job");
-  const sent = performance.now();
-  let first = true;
-  return dispatch(owner, machineId, job, (e) => {
-    mark(`job event ${e.type}`);
-    if (first) record("[job] dispatch -> first event back (WS, worker, runtime, WS)", performance.now() - sent);
-    first = false;
-    if (e.type === "done") record("[job] dispatch -> done", performance.now() - sent);
-    onEvent(e);
-  });
-};
+traceDispatch(sv.workers, "[job] dispatch -> first event back (WS, worker, runtime, WS)");
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 const headers = { "content-type": "application/json", authorization: `Bearer ${server.appKey}` };

@@ -2,6 +2,7 @@
  * Timing instruments for the trace tools (`trace.ts`, `chat-trace.ts`): they
  * wrap the server's objects from outside, so the server code is not changed.
  */
+import type { WorkerHub } from "../server/workers/hub.js";
 
 /** The current request's timeline (one at a time only); cleared by the caller. */
 export const marks: { t: number; what: string }[] = [];
@@ -30,3 +31,20 @@ export function wrap<T extends object>(obj: T, name: keyof T & string, label: (a
 
 /** A SQL call's label: its first words. */
 export const sqlLabel = (a: unknown[]) => `sql ${String(a[0]).replace(/\s+/g, " ").trim().slice(0, 48)}`;
+
+/** Marks each job the hub sends to a worker and its events, timing the first event back (`firstLabel`) and the job's end. */
+export function traceDispatch(workers: WorkerHub, firstLabel: string) {
+  const dispatch = workers.dispatch.bind(workers);
+  workers.dispatch = (owner, machineId, job, onEvent) => {
+    mark("dispatch job");
+    const sent = performance.now();
+    let first = true;
+    return dispatch(owner, machineId, job, (e) => {
+      mark(`job event ${e.type}`);
+      if (first) record(firstLabel, performance.now() - sent);
+      first = false;
+      if (e.type === "done") record("[job] dispatch -> done", performance.now() - sent);
+      onEvent(e);
+    });
+  };
+}

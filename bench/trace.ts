@@ -17,7 +17,7 @@ import { performance } from "node:perf_hooks";
 import { sseFrames } from "../test/helpers/sse.js";
 import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer } from "./lib.js";
 import type { DatabaseTarget } from "../server/db/open.js";
-import { durations, mark, marks, record, wrap } from "./instruments.js";
+import { durations, mark, marks, traceDispatch, wrap } from "./instruments.js";
 
 const which = process.argv[2] ?? "pglite";
 const loadMode = process.argv[3] === "load";
@@ -62,19 +62,7 @@ wrap(sv.runStore, "inputs", () => "store.inputs");
 wrap(sv.runStore, "write", () => "store.write");
 wrap(sv.runEngine, "wake", () => "engine.wake");
 wrap(sv.runBus, "publish", () => "bus.publish");
-const dispatch = sv.workers.dispatch.bind(sv.workers);
-sv.workers.dispatch = (owner, machineId, job, onEvent) => {
-  mark("dispatch job");
-  const sent = performance.now();
-  let first = true;
-  return dispatch(owner, machineId, job, (e) => {
-    mark(`job event ${e.type}`);
-    if (first) record("[job] dispatch -> first event back", performance.now() - sent);
-    first = false;
-    if (e.type === "done") record("[job] dispatch -> done", performance.now() - sent);
-    onEvent(e);
-  });
-};
+traceDispatch(sv.workers, "[job] dispatch -> first event back");
 
 const headers = { authorization: `Bearer ${server.appKey}`, "content-type": "application/json" };
 const body = JSON.stringify({ user: USER, prompt: "Plan my afternoon.", tools: TOOLS });
