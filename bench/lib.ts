@@ -9,6 +9,7 @@ import { parseConfig } from "../server/config.js";
 import { createLogger } from "../server/logger.js";
 import { startServer, type RunningServer } from "../server/server.js";
 import type { DatabaseTarget } from "../server/db/open.js";
+import { pairInto } from "../test/helpers/pair-via-api.js";
 
 /** The repository root (the cwd of the processes the bench starts). */
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -44,33 +45,9 @@ export async function startBenchServer(database: DatabaseTarget): Promise<BenchS
   return { ...server, appKey: field("app key"), connectKey: field("connect key") };
 }
 
-/**
- * Pairs a machine for `user` through the real endpoints and writes what
- * `svc-worker pair` would have written (same as pairViaApi in test/helpers/worker.ts).
- */
+/** Pairs a machine for `user` through the real endpoints (test/helpers/pair-via-api.ts); returns its config folder. */
 export async function pairMachine(server: BenchServer, user: string, settings: Record<string, unknown>): Promise<string> {
-  const post = async (p: string, body: unknown, token?: string) => {
-    const res = await fetch(`${server.url}${p}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
-      body: JSON.stringify(body),
-    });
-    const json = (await res.json()) as Record<string, string>;
-    if (res.status !== 200) throw new Error(`${p} answered ${res.status}: ${JSON.stringify(json)}`);
-    return json;
-  };
-  const code = await post(`/c/${server.connectKey}/v1/device/code`, { hostname: "bench-machine", platform: "linux", arch: "x64", client: "svc-worker" });
-  const { session } = await post("/v1/end_users/session", { user }, server.appKey);
-  await post("/v1/device/approve", { user_code: code.user_code }, session);
-  const t = await post(`/c/${server.connectKey}/v1/device/token`, { device_code: code.device_code });
-  const home = tempDir("svc-bench-worker-");
-  fs.writeFileSync(
-    path.join(home, "credentials.json"),
-    JSON.stringify({ server: t.server_url, connectUrl: t.connect_url, machineId: t.machine_id, pairingToken: t.pairing_token, environment: t.environment, appName: t.app_name, pairedAt: new Date().toISOString() }),
-    { mode: 0o600 },
-  );
-  fs.writeFileSync(path.join(home, "config.json"), JSON.stringify(settings), { mode: 0o600 });
-  return home;
+  return (await pairInto(tempDir("svc-bench-worker-"), { url: server.url }, server, user, settings, "bench-machine")).home;
 }
 
 /** Every child still running: killed when the bench exits, however it exits (and the temp folders go). */

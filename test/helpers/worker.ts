@@ -1,7 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import fs from "node:fs";
-import path from "node:path";
 import { ROOT, tempDir } from "./process.js";
+import { pairInto, type PairedMachine } from "./pair-via-api.js";
 
 /**
  * A real `svc-worker` process (`node worker/bin/svc-worker.js ...`), as an end
@@ -62,42 +61,15 @@ export function spawnPair(serverUrl: string, connectKey: string, home?: string):
   return spawnWorker(["pair", "--connect-key", connectKey, "--server", serverUrl], home);
 }
 
-export interface PairedMachine {
-  home: string;
-  machineId: string;
-  token: string;
-  /** The session of the user who approved it. */
-  session: string;
-}
+export type { PairedMachine };
 
-/**
- * Pairs a machine for `user` through the real endpoints (code, session, approve,
- * token) and writes what `svc-worker pair` would have written into a fresh config
- * folder, with `settings` as its config.json.
- */
-export async function pairViaApi(
+/** `pairInto` (test/helpers/pair-via-api.ts) a fresh temporary config folder. */
+export function pairViaApi(
   server: { url: string; fetch(path: string, init?: RequestInit): Promise<Response> },
   keys: { appKey: string; connectKey: string },
   user: string,
   settings: Record<string, unknown> = {},
   hostname = "test-machine",
 ): Promise<PairedMachine> {
-  const post = async (path: string, body: unknown, token?: string) => {
-    const res = await server.fetch(path, { method: "POST", headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: JSON.stringify(body) });
-    const json = (await res.json()) as Record<string, string>;
-    if (res.status !== 200) throw new Error(`${path} answered ${res.status}: ${JSON.stringify(json)}`);
-    return json;
-  };
-  const code = await post(`/c/${keys.connectKey}/v1/device/code`, { hostname, platform: "linux", arch: "x64", client: "svc-worker" });
-  const { session } = await post("/v1/end_users/session", { user }, keys.appKey);
-  await post("/v1/device/approve", { user_code: code.user_code }, session);
-  const t = await post(`/c/${keys.connectKey}/v1/device/token`, { device_code: code.device_code });
-  const home = tempDir("svc-worker-home-");
-  fs.writeFileSync(
-    path.join(home, "credentials.json"),
-    JSON.stringify({ server: t.server_url, connectUrl: t.connect_url, machineId: t.machine_id, pairingToken: t.pairing_token, environment: t.environment, appName: t.app_name, pairedAt: new Date().toISOString() }),
-    { mode: 0o600 },
-  );
-  fs.writeFileSync(path.join(home, "config.json"), JSON.stringify(settings), { mode: 0o600 });
-  return { home, machineId: t.machine_id, token: t.pairing_token, session };
+  return pairInto(tempDir("svc-worker-home-"), server, keys, user, settings, hostname);
 }
