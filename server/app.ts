@@ -51,7 +51,7 @@ export interface Services {
   runEngine: RunEngine;
   runs: RunService;
   chat: ChatService;
-  /** Outbound webhooks: every service that reports a fact to the app emits through it. */
+  /** The outbox of outbound webhooks, under `webhooks.facts` (which every service reports through). */
   outbox: WebhookOutbox;
   /** The app's webhook endpoints, the delivery log, the dispatcher and the facts services report. */
   webhooks: Webhooks;
@@ -84,12 +84,12 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds, facts: webhooks.facts });
-  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, outbox, logger);
+  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts);
   const plans = new PlanService(db, clock);
-  const users = new UserLedger(db, clock, machines, plans, outbox, logger);
+  const users = new UserLedger(db, clock, machines, plans, webhooks.facts);
   return {
     billing: new BillingService(db, urls, stripeClient(config.stripe), logger, { plans, users }),
-    stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, outbox, logger),
+    stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
     db,
     plans,
     users,

@@ -2,7 +2,7 @@ import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { Logger } from "../logger.js";
-import type { WebhookOutbox } from "../webhooks/outbox.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { verifyStripeEvent } from "./stripe-client.js";
 import { applyStripeEvent, type PlanChange, type StripeEventLike } from "./entitlement.js";
@@ -20,7 +20,7 @@ export class StripeWebhookService {
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly secret: string | null,
-    private readonly outbox: WebhookOutbox,
+    private readonly facts: WebhookFacts,
     private readonly logger: Logger,
   ) {}
 
@@ -85,17 +85,13 @@ export class StripeWebhookService {
     return account ? { appId: account.appId, environment: account.environment } : null;
   }
 
-  /** `plan.changed` to the app's endpoints; a failure here is logged and never fails Stripe's delivery (the row is already right). */
-  private async report(tenant: Tenant, eventId: string, change: PlanChange): Promise<void> {
-    try {
-      await this.outbox.emit(
-        tenant,
-        "plan.changed",
-        { user: change.user, plan: change.plan, previousPlan: change.previousPlan, status: change.status, source: "stripe", subscription: change.subscription },
-        `plan.changed:${eventId}`,
-      );
-    } catch (err) {
-      this.logger.error({ err, stripeEvent: eventId }, "could not record the plan.changed webhook");
-    }
+  /** `plan.changed` to the app's endpoints; a failure there is logged and never fails Stripe's delivery (the row is already right). */
+  private report(tenant: Tenant, eventId: string, change: PlanChange): Promise<void> {
+    return this.facts.planChanged(
+      tenant,
+      change.user,
+      { plan: change.plan, previousPlan: change.previousPlan, status: change.status, source: "stripe", subscription: change.subscription },
+      `plan.changed:${eventId}`,
+    );
   }
 }

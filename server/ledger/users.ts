@@ -4,8 +4,7 @@ import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
-import type { WebhookOutbox } from "../webhooks/outbox.js";
-import type { Logger } from "../logger.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { ensureEndUser } from "../users/end-users.js";
@@ -29,8 +28,7 @@ export class UserLedger {
     private readonly clock: Clock,
     private readonly machines: MachineService,
     private readonly plans: PlanService,
-    private readonly outbox: WebhookOutbox,
-    private readonly log: Logger,
+    private readonly facts: WebhookFacts,
   ) {}
 
   async view(tenant: Tenant, externalId: string): Promise<UserView> {
@@ -122,9 +120,12 @@ export class UserLedger {
     });
     const after = await this.view(tenant, externalId);
     if (before.plan?.id !== after.plan?.id) {
-      await this.outbox
-        .emit(tenant, "plan.changed", { user: externalId, plan: after.plan?.slug ?? null, previousPlan: before.plan?.slug ?? null, status: after.subscription?.status ?? null, source: "app" }, `plan.changed:app:${endUserId}:${now.getTime()}`)
-        .catch((err) => this.log.error({ err }, "could not record the plan.changed webhook"));
+      await this.facts.planChanged(
+        tenant,
+        externalId,
+        { plan: after.plan?.slug ?? null, previousPlan: before.plan?.slug ?? null, status: after.subscription?.status ?? null, source: "app" },
+        `plan.changed:app:${endUserId}:${now.getTime()}`,
+      );
     }
     return after;
   }

@@ -10,8 +10,7 @@ import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
 import type { RunEngine } from "./engine.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
-import type { WebhookOutbox } from "../webhooks/outbox.js";
-import type { Logger } from "../logger.js";
+import type { WebhookFacts } from "../webhooks/facts.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -42,8 +41,7 @@ export class RunService {
     private readonly store: RunStore,
     private readonly engine: RunEngine,
     private readonly leaseSeconds: number,
-    private readonly outbox: WebhookOutbox,
-    private readonly log: Logger,
+    private readonly facts: WebhookFacts,
   ) {}
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
@@ -103,13 +101,13 @@ export class RunService {
       ],
     );
     if (r.outcome === "allowance_exhausted") {
-      this.allowanceReached(tenant, spec.user, endUser.id, r, now);
+      this.allowanceReached(tenant, endUser.id, r, now);
       throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run.`);
     }
     if (r.outcome === "spend_ceiling_reached") {
       throw new ApiError("spend_ceiling_reached", `The user's spend this period (${r.consumed} micros) reached the plan's ceiling of ${r.ceiling} micros: nothing was run.`);
     }
-    if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, spec.user, endUser.id, r, now);
+    if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, endUser.id, r, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
     if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
     if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
@@ -120,11 +118,8 @@ export class RunService {
   }
 
   /** Tells the app (webhook `allowance.reached`), once per user and plan window, that the allowance is used up. */
-  private allowanceReached(tenant: Tenant, user: string, endUserId: string, r: { allowance: string | null; consumed: string | null; unit: string | null; spend_period: string | null }, now: Date) {
-    const window = r.spend_period ?? periodOf(now);
-    this.outbox
-      .emit(tenant, "allowance.reached", { user, unit: r.unit, allowance: Number(r.allowance), used: Number(r.consumed), period: window }, `allowance.reached:${endUserId}:${window}:${r.allowance}`)
-      .catch((err) => this.log.error({ err }, "could not record the allowance.reached webhook"));
+  private allowanceReached(tenant: Tenant, endUserId: string, r: { allowance: string | null; consumed: string | null; unit: string | null; spend_period: string | null }, now: Date) {
+    void this.facts.allowanceReached(tenant, endUserId, { unit: r.unit, allowance: Number(r.allowance), used: Number(r.consumed), period: r.spend_period ?? periodOf(now) });
   }
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {

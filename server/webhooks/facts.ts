@@ -45,7 +45,7 @@ export class WebhookFacts {
   /** A run reached completed, failed or cancelled (handed-back runs are the app's own to report). */
   runFinished(run: FinishedRun, outcome: RunOutcome): Promise<void> {
     const tenant = { appId: run.app_id, environment: run.environment };
-    return this.report("run.finished", tenant, run.end_user_id, `run.finished:${run.id}`, (user) => ({
+    return this.report("run.finished", tenant, { endUserId: run.end_user_id }, `run.finished:${run.id}`, (user) => ({
       runId: run.id,
       user,
       status: outcome.status,
@@ -57,17 +57,27 @@ export class WebhookFacts {
 
   /** A machine was paired to its user (its token was handed out). */
   machinePaired(m: MachineRef, hostname: string, platform: string): Promise<void> {
-    return this.report("machine.paired", m, m.endUserId, `machine.paired:${m.machineId}`, (user) => ({ machineId: m.machineId, user, hostname, platform }));
+    return this.report("machine.paired", m, { endUserId: m.endUserId }, `machine.paired:${m.machineId}`, (user) => ({ machineId: m.machineId, user, hostname, platform }));
   }
 
   /** A connection of the machine began serving it; `connectedAt` names that connection. */
   machineOnline(m: MachineRef, connectedAt: Date): Promise<void> {
-    return this.report("machine.online", m, m.endUserId, `machine.online:${m.machineId}:${connectedAt.getTime()}`, (user) => ({ machineId: m.machineId, user }));
+    return this.report("machine.online", m, { endUserId: m.endUserId }, `machine.online:${m.machineId}:${connectedAt.getTime()}`, (user) => ({ machineId: m.machineId, user }));
   }
 
   /** The connection that began at `connectedAt` ended (closed, timed out, or its instance is gone). */
   machineOffline(m: MachineRef, connectedAt: Date): Promise<void> {
-    return this.report("machine.offline", m, m.endUserId, `machine.offline:${m.machineId}:${connectedAt.getTime()}`, (user) => ({ machineId: m.machineId, user }));
+    return this.report("machine.offline", m, { endUserId: m.endUserId }, `machine.offline:${m.machineId}:${connectedAt.getTime()}`, (user) => ({ machineId: m.machineId, user }));
+  }
+
+  /** A user's plan or its subscription's status changed (a Stripe event, or the app's PUT /v1/users/:id/plan); `key` names the change. */
+  planChanged(tenant: Tenant, user: string, change: Record<string, unknown>, key: string): Promise<void> {
+    return this.report("plan.changed", tenant, { user }, key, () => ({ user, ...change }));
+  }
+
+  /** A user used up their allowance for a window: once per user, window and allowance. */
+  allowanceReached(tenant: Tenant, endUserId: string, reached: { unit: string | null; allowance: number; used: number; period: string }): Promise<void> {
+    return this.report("allowance.reached", tenant, { endUserId }, `allowance.reached:${endUserId}:${reached.period}:${reached.allowance}`, (user) => ({ user, ...reached }));
   }
 
   /** Waits for the reports under way (shutdown: before the database closes). */
@@ -75,14 +85,21 @@ export class WebhookFacts {
     await Promise.all(this.pending);
   }
 
-  private report(type: WebhookEventType, tenant: Tenant, endUserId: string, key: string, data: (user: string) => Record<string, unknown>): Promise<void> {
+  /** `who`: our id for the user (their own id is read with the check), or their own id when the caller has it. */
+  private report(
+    type: WebhookEventType,
+    tenant: Tenant,
+    who: { endUserId: string } | { user: string },
+    key: string,
+    data: (user: string) => Record<string, unknown>,
+  ): Promise<void> {
     const work = (async () => {
       // One read: the user's own id, and whether any endpoint wants this event at all.
+      const wanted = `EXISTS (SELECT 1 FROM webhook_endpoints e
+                 WHERE e.app_id = $2 AND e.environment = $3::"Environment" AND e.disabled_at IS NULL AND $4 = ANY(e.event_types)) AS wanted`;
       const rows = await this.db.query<{ external_id: string; wanted: boolean }>(
-        `SELECT u.external_id, EXISTS (SELECT 1 FROM webhook_endpoints e
-                 WHERE e.app_id = $2 AND e.environment = $3::"Environment" AND e.disabled_at IS NULL AND $4 = ANY(e.event_types)) AS wanted
-           FROM end_users u WHERE u.id = $1`,
-        [endUserId, tenant.appId, tenant.environment, type],
+        "endUserId" in who ? `SELECT u.external_id, ${wanted} FROM end_users u WHERE u.id = $1` : `SELECT $1::text AS external_id, ${wanted}`,
+        ["endUserId" in who ? who.endUserId : who.user, tenant.appId, tenant.environment, type],
       );
       if (!rows[0]?.wanted) return;
       await this.outbox.emit(tenant, type, data(rows[0].external_id), key);
