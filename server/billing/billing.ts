@@ -69,10 +69,10 @@ export class BillingService {
     return `${this.urls.base}/billing`;
   }
 
-  /** The user's newest Stripe subscription the portal can manage: a live one first, else one with a failed payment. */
-  private async manageableSubscription(tenant: Tenant, endUserId: string) {
+  /** The user's newest Stripe subscription the portal can manage: a live one first, else one with a failed payment (`withCustomer`: only those whose Stripe customer is known). */
+  private async manageableSubscription(tenant: Tenant, endUserId: string, opts: { withCustomer?: boolean } = {}) {
     const subs = await this.db.prisma.subscription.findMany({
-      where: { ...tenant, endUserId, source: "stripe", status: { in: MANAGEABLE } },
+      where: { ...tenant, endUserId, source: "stripe", status: { in: MANAGEABLE }, ...(opts.withCustomer ? { stripeCustomerId: { not: null } } : {}) },
       orderBy: { createdAt: "desc" },
       include: { plan: { select: { name: true } } },
     });
@@ -176,11 +176,7 @@ export class BillingService {
   async portal(session: SessionPrincipal, request: z.infer<typeof PortalRequest>): Promise<z.infer<typeof PortalSession>> {
     const returnUrl = request.returnUrl === undefined ? null : httpUrl(request.returnUrl);
     const tenant: Tenant = { appId: session.appId, environment: session.environment };
-    const subscriptions = await this.db.prisma.subscription.findMany({
-      where: { ...tenant, endUserId: session.endUserId, source: "stripe", status: { in: MANAGEABLE }, stripeCustomerId: { not: null } },
-      orderBy: { createdAt: "desc" },
-    });
-    const subscription = subscriptions.find((s) => LIVE.includes(s.status)) ?? subscriptions[0];
+    const subscription = await this.manageableSubscription(tenant, session.endUserId, { withCustomer: true });
     if (!subscription?.stripeCustomerId) {
       throw new ApiError("no_subscription", "There is no Stripe subscription to manage: choose a plan to subscribe (POST /v1/billing/checkout).");
     }
