@@ -31,7 +31,7 @@ const Env = z.object({
     .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/, "must be comma-separated seconds, e.g. 5,300,1800")
     .default("5,300,1800,7200,18000,36000,36000"),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(15000),
-  WEBHOOK_PRIVATE_ADDRESSES: z.enum(["test", "all", "none"]).default("test"),
+  WEBHOOK_PRIVATE_ADDRESSES: z.enum(["test", "all", "none"]).default("none"),
   SVC_SEALING_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes in base64 (openssl rand -base64 32)").optional(),
 });
 
