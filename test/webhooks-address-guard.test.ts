@@ -4,6 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isPrivateAddress } from "../server/webhooks/address-guard.js";
 import { postOnce } from "../server/webhooks/send.js";
 import { parseConfig } from "../server/config.js";
+import { openDatabase } from "../server/db/open.js";
+import { migrate, readMigrations } from "../server/db/migrate.js";
 import { KeyService } from "../server/keys/keys.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
@@ -135,6 +137,38 @@ describe("webhook address guard", () => {
     const r = await postOnce(redirector.url, {}, "{}", 2000);
     expect(r).toMatchObject({ statusCode: 307, error: "HTTP 307: redirects are not followed" });
     expect(receiver.received.length).toBe(before);
+  });
+
+  it("attempts logged before this version lose a redirect's target and the private address a name resolved to (migration)", async () => {
+    const db = await openDatabase({ kind: "pglite", dataDir: null });
+    try {
+      const all = readMigrations();
+      const at = all.findIndex((m) => m.name.endsWith("_webhook_log_redirect_scrub"));
+      expect(at).toBeGreaterThan(0);
+      await migrate(db, all.slice(0, at));
+      await db.exec(`INSERT INTO apps (id, name) VALUES ('app_old', 'Old');
+        INSERT INTO webhook_endpoints (id, app_id, environment, url, secret) VALUES ('we_old', 'app_old', 'test', 'http://hooks.example/', 'sealed');
+        INSERT INTO webhook_deliveries (id, app_id, environment, endpoint_id, event_type, payload, event_key, last_error) VALUES
+          ('msg_1', 'app_old', 'test', 'we_old', 'plan.changed', '{}', 'k1', 'HTTP 302: redirects are not followed (to http://10.0.0.5/admin?token=x)'),
+          ('msg_2', 'app_old', 'test', 'we_old', 'plan.changed', '{}', 'k2', 'EPRIVATE: db.internal resolves to the private address 10.0.3.4 (live endpoints may only reach public ones)'),
+          ('msg_3', 'app_old', 'test', 'we_old', 'plan.changed', '{}', 'k3', 'HTTP 500');
+        INSERT INTO webhook_attempts (delivery_id, attempt, at, status_code, error, duration_ms) VALUES
+          ('msg_1', 1, now(), 302, 'HTTP 302: redirects are not followed (to http://10.0.0.5/admin?token=x)', 3),
+          ('msg_2', 1, now(), NULL, 'EPRIVATE: db.internal resolves to the private address 10.0.3.4 (live endpoints may only reach public ones)', 1),
+          ('msg_3', 1, now(), 500, 'HTTP 500', 2);`);
+      await migrate(db, all);
+      const deliveries = await db.query<{ id: string; last_error: string }>(`SELECT id, last_error FROM webhook_deliveries ORDER BY id`);
+      const attempts = await db.query<{ delivery_id: string; error: string }>(`SELECT delivery_id, error FROM webhook_attempts ORDER BY delivery_id`);
+      const expected = [
+        "HTTP 302: redirects are not followed",
+        "EPRIVATE: db.internal resolves to a private address (live endpoints may only reach public ones)",
+        "HTTP 500",
+      ];
+      expect(deliveries.map((d) => d.last_error)).toEqual(expected);
+      expect(attempts.map((a) => a.error)).toEqual(expected);
+    } finally {
+      await db.close();
+    }
   });
 
   describe.each([
