@@ -37,7 +37,8 @@ export interface BenchServer extends RunningServer {
 export async function startBenchServer(database: DatabaseTarget): Promise<BenchServer> {
   const sink = new Writable({ write: (_chunk, _enc, cb) => cb() });
   const dataDir = tempDir("svc-bench-");
-  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info" });
+  // SVC_DEV_APP=1: the benchmarks use the dev app's keys from the banner, on Postgres too.
+  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info", SVC_DEV_APP: "1" });
   const printed: string[] = [];
   const server = await startServer({ config, logger: createLogger(config.logLevel, sink), database, print: (t) => printed.push(t) });
   const banner = printed.join("");

@@ -31,7 +31,8 @@ const Env = z.object({
     .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/, "must be comma-separated seconds, e.g. 5,300,1800")
     .default("5,300,1800,7200,18000,36000,36000"),
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(15000),
-  WEBHOOK_PRIVATE_ADDRESSES: z.enum(["test", "all", "none"]).default("test"),
+  WEBHOOK_PRIVATE_ADDRESSES: z.enum(["test", "all", "none"]).default("none"),
+  SVC_DEV_APP: z.enum(["0", "1"], { message: "must be 1 (create the development app on an empty database) or 0 (never)" }).optional(),
   SVC_SEALING_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes in base64 (openssl rand -base64 32)").optional(),
 });
 
@@ -60,6 +61,11 @@ export interface Config {
   webhooks: { retrySchedule: number[]; timeoutMs: number; privateAddresses: "test" | "all" | "none" };
   /** Key sealing secrets kept usable at rest (webhook signing secrets); null: a key file in the data folder. */
   sealingKey: Buffer | null;
+  /**
+   * The development app and its printed key on an empty database: true (`SVC_DEV_APP=1`) on any
+   * database, false (`0`) never, null (unset) only on the embedded database, never on Postgres.
+   */
+  devApp: boolean | null;
 }
 
 export class ConfigError extends Error {
@@ -91,6 +97,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     stripe: { secretKey: e.STRIPE_SECRET_KEY ?? null, webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? null, apiUrl: e.STRIPE_API_URL ?? null },
     webhooks: { retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(",").map(Number), timeoutMs: e.WEBHOOK_TIMEOUT_MS, privateAddresses: e.WEBHOOK_PRIVATE_ADDRESSES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
+    devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",
   };
 }
 

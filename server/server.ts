@@ -80,7 +80,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));
     // Last, once nothing else can fail: the dev app's key is shown only now, and
     // only its hash is stored, so a start that failed earlier must not have made it.
-    const created = await bootstrapDevApp(db, services.keys);
+    const created = await bootstrapDevApp(db, services.keys, config.devApp);
     if (created) (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url));
     logger.info({ url, database: db.kind }, "listening");
     return { url, db, services, close };

@@ -62,7 +62,8 @@ function startWorker(home: string): WorkerProcess {
 
 /** A server process on its database; with `port`, its real address is that port (PUBLIC_URL may name the balancer). */
 async function instance(databaseUrl: string, env: Record<string, string> = {}, port?: number): Promise<ServerProcess> {
-  const s = await startServerProcess(tempDir("svc-inst-"), { DATABASE_URL: databaseUrl, ...(port ? { PORT: String(port) } : {}), ...env });
+  // SVC_DEV_APP=1: the first instance on the fresh Postgres prints the dev app the tests use.
+  const s = await startServerProcess(tempDir("svc-inst-"), { DATABASE_URL: databaseUrl, SVC_DEV_APP: "1", ...(port ? { PORT: String(port) } : {}), ...env });
   if (port) s.url = `http://127.0.0.1:${port}`;
   return s;
 }

@@ -27,7 +27,8 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
 
   beforeAll(async () => {
     if (skip) return;
-    server = await startTestServerOn(db, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4" }, { runningClock: true });
+    // The receivers are on this machine: test endpoints may reach private addresses (refused by default).
+    server = await startTestServerOn(db, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", WEBHOOK_PRIVATE_ADDRESSES: "test" }, { runningClock: true });
     model = await startModelStandIn();
     hook = await startReceiver();
     const res = await server.fetch("/v1/webhook_endpoints", { method: "POST", headers: { ...bearer(server.dev.appKey), "content-type": "application/json" }, body: JSON.stringify({ url: hook.url }) });

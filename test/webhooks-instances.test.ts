@@ -23,7 +23,8 @@ describe.skipIf(postgres.skip)("webhooks across instances on postgres", () => {
     const made = await postgres.db.create();
     drop = made.drop;
     // Instances sharing a database share the sealing key (README: Webhooks to your app).
-    const env = { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", SVC_SEALING_KEY: randomBytes(32).toString("base64") };
+    // The receivers are on this machine: test endpoints may reach private addresses (refused by default).
+    const env = { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", WEBHOOK_PRIVATE_ADDRESSES: "test", SVC_SEALING_KEY: randomBytes(32).toString("base64") };
     a = await startTestServer(made.target, env, { runningClock: true });
     b = await startTestServer(made.target, env, { runningClock: true });
   }, 60_000);

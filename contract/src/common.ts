@@ -23,7 +23,7 @@ export const UserId = z.string().min(1).max(256).describe("The app's id for its 
 export const Runtime = z.object({
   name: z.string().describe("e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible`, `claude-code`, `codex`."),
   kind: RuntimeKind,
-  costClass: CostClass,
+  costClass: CostClass.describe("The class the ledger records work on this runtime with: the service's decision from `kind` (`model`: `user_hardware`, `agent`: `user_subscription`), whatever the machine advertised."),
   models: z.array(z.string()),
   state: LiveState,
 });

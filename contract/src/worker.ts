@@ -30,6 +30,7 @@ export const WORKER_CLOSE = {
 export const RuntimeAdvert = z.object({
   name: z.string().min(1).max(64).describe("`ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`."),
   kind: RuntimeKind,
+  /** Informational only: the service decides the cost class from `kind` (server/ledger/metering.ts `costClassOf`). */
   costClass: CostClass,
   models: z.array(z.string().max(256)).max(1000),
 });

@@ -9,7 +9,7 @@ import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { periodOf } from "../ledger/metering.js";
+import { costClassOf, periodOf } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { DEFAULT_CHAT_ROUTE, reachableRuntimes } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
@@ -46,7 +46,7 @@ const ECHO_INSERT = `WITH x AS (
     SELECT id, app_id, environment::"Environment", end_user_id, 'chat', $2, '{}'::jsonb, 'completed', 1, output, input_tokens, output_tokens, 0, created_at, created_at, 'stop' FROM x
     RETURNING id)
   INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, period, unique_key, created_at)
-  SELECT x.app_id, x.environment::"Environment", x.end_user_id, x.id, 'free', 'echo', x.input_tokens, x.output_tokens, x.period, 'echo:' || x.id, x.created_at
+  SELECT x.app_id, x.environment::"Environment", x.end_user_id, x.id, $3::"CostClass", 'echo', x.input_tokens, x.output_tokens, x.period, 'echo:' || x.id, x.created_at
     FROM x JOIN inserted i ON i.id = x.id`;
 
 type Request = z.infer<typeof ChatCompletionRequest>;
@@ -71,7 +71,7 @@ export class ChatService {
     private readonly bus: RunBus,
     private readonly log: Logger,
   ) {
-    this.echoRecords = new GroupCommit((records) => this.db.query(ECHO_INSERT, [JSON.stringify(records), ECHO_MODEL]).then(() => {}));
+    this.echoRecords = new GroupCommit((records) => this.db.query(ECHO_INSERT, [JSON.stringify(records), ECHO_MODEL, costClassOf("service")]).then(() => {}));
   }
 
   private readonly echoRecords: GroupCommit<EchoRecord>;

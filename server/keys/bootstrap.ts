@@ -5,11 +5,23 @@ const BOOTSTRAP_LOCK = 72_410_002;
 export const DEV_APP_NAME = "Local development app";
 
 /**
- * On first start with an empty database: a local development app with test
- * keys, returned once so the caller can print them (they are stored hashed and
- * can never be shown again). Instances starting together create it once.
+ * Whether this start may create the development app: only where the operator asks
+ * for it. `wanted` is `SVC_DEV_APP` (true: `1`, false: `0`, null: unset); unset, only
+ * the embedded database (a developer's `npm start`) gets one, never a Postgres, where
+ * a production deployment's instances would print a live credential into their logs.
  */
-export async function bootstrapDevApp(db: Database, keys: KeyService): Promise<NewKeys | null> {
+export function devAppWanted(db: Pick<Database, "kind">, wanted: boolean | null): boolean {
+  return wanted ?? db.kind === "pglite";
+}
+
+/**
+ * On first start with an empty database, where it is wanted (devAppWanted): a local
+ * development app with test keys, returned once so the caller can print them (they
+ * are stored hashed and can never be shown again). Instances starting together
+ * create it once.
+ */
+export async function bootstrapDevApp(db: Database, keys: KeyService, wanted: boolean | null): Promise<NewKeys | null> {
+  if (!devAppWanted(db, wanted)) return null;
   return db.exclusive(BOOTSTRAP_LOCK, async () => ((await keys.isEmpty()) ? keys.createApp(DEV_APP_NAME, "test") : null));
 }
 

@@ -7,6 +7,7 @@ import type { RuntimeAdvert } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
+import { costClassOfRuntime } from "../ledger/metering.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
@@ -80,7 +81,11 @@ export class MachineService {
     return r ? { connectedAt: now, wasOnline: r.was_online, previousConnectedAt: r.previous_connected_at ? new Date(r.previous_connected_at) : null } : null;
   }
 
-  /** The runtimes it advertises now, replacing what it said before. */
+  /**
+   * The runtimes it advertises now, replacing what it said before. The cost class
+   * stored (and shown by the compute reads) is the service's, from the runtime's
+   * kind: what the worker advertised for it is not taken (costClassOf).
+   */
   async setRuntimes(id: MachineIdentity, runtimes: RuntimeAdvert[]): Promise<void> {
     const now = this.clock.now();
     await this.prisma.$transaction(async (tx) => {
@@ -88,8 +93,8 @@ export class MachineService {
       for (const r of runtimes) {
         await tx.runtime.upsert({
           where: { machineId_name: { machineId: id.machineId, name: r.name } },
-          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, kind: r.kind, costClass: r.costClass, models: r.models, updatedAt: now },
-          update: { kind: r.kind, costClass: r.costClass, models: r.models, updatedAt: now },
+          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, updatedAt: now },
+          update: { kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, updatedAt: now },
         });
       }
     });
@@ -159,7 +164,7 @@ export class MachineService {
     const runtimeViews = runtimes.map((r) => ({
       name: r.name,
       kind: r.kind,
-      costClass: r.costClass,
+      costClass: costClassOfRuntime(r.kind),
       models: Array.isArray(r.models) ? (r.models as string[]) : [],
       state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
     }));

@@ -2,7 +2,7 @@ import type { Job, JobEvent } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import type { WorkerHub, JobHandle } from "../workers/hub.js";
-import { periodOf, type CostClassValue } from "../ledger/metering.js";
+import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
@@ -54,8 +54,6 @@ export class Cancelled extends Error {
 /** This instance can no longer drive the run (lease lost, machine moved, shutting down): stop without a word. */
 export class Abandoned extends Error {}
 
-const COST_CLASS: Record<string, CostClassValue> = { "user-hardware": "user_hardware", "user-subscription": "user_subscription", app: "app_served" };
-
 /**
  * What drives one run on this instance: its events (numbered, stored, then handed
  * to readers here), its waits for answers (woken by this instance's endpoints, a
@@ -83,7 +81,7 @@ export abstract class RunDriver {
     protected run: RunRow,
   ) {
     this.seq = run.last_seq;
-    this.costClass = COST_CLASS[run.route_kind ?? "user-hardware"];
+    this.costClass = costClassOf((run.route_kind ?? "user-hardware") as CostRoute);
     this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };
   }
 

@@ -2,14 +2,14 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
-import type { CostClassValue } from "../ledger/metering.js";
+import { costClassOf, type CostClassValue } from "../ledger/metering.js";
 
 export type RouteKindValue = "user-hardware" | "user-subscription" | "app";
 
 /** Where a run goes: a runtime on one of the user's machines, or back to the app. */
 export type Route =
   | { kind: "user-hardware" | "user-subscription"; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: "model" | "agent"; model: string | null }
-  | { kind: "app"; costClass: "app_served" };
+  | { kind: "app"; costClass: CostClassValue };
 
 export const DEFAULT_RUN_ROUTE: RouteKindValue[] = ["user-hardware", "user-subscription", "app"];
 export const DEFAULT_CHAT_ROUTE: RouteKindValue[] = ["user-hardware", "app"];
@@ -23,7 +23,6 @@ export interface Candidate {
   instance: string;
   runtime: string;
   kind: "model" | "agent";
-  cost_class: CostClassValue;
   models: string[];
   busy: boolean;
 }
@@ -36,13 +35,13 @@ export interface Candidate {
 export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKindValue[]): Promise<Route | null> {
   const rows = await reachableRuntimes(sql, clock, tenant, endUserId);
   for (const kind of prefer) {
-    if (kind === "app") return { kind: "app", costClass: "app_served" };
+    if (kind === "app") return { kind: "app", costClass: costClassOf("app") };
     const wanted = kind === "user-hardware" ? "model" : "agent";
     const fits = rows.filter((r) => r.kind === wanted).sort(byPreference);
     for (const r of fits) {
       const served = modelServed(r, model);
       if (served !== undefined) {
-        return { kind, costClass: r.cost_class, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, model: served };
+        return { kind, costClass: costClassOf(kind, r.kind), machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, model: served };
       }
     }
   }
@@ -57,7 +56,7 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
 export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string): Promise<Candidate[]> {
   const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
   return sql.query<Candidate>(
-    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.cost_class, r.models, r.busy
+    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.models, r.busy
        FROM machines m JOIN runtimes r ON r.machine_id = m.id
       WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
         AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4

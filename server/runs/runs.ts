@@ -5,7 +5,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { periodOf } from "../ledger/metering.js";
+import { costClassOf, periodOf, type CostRoute } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
 import type { RunEngine } from "./engine.js";
@@ -175,7 +175,7 @@ export class RunService {
           ...tenant,
           endUserId: run.endUserId,
           runId,
-          costClass: "app_served",
+          costClass: costClassOf("app"),
           kind: "app_usage",
           inputTokens: BigInt(body.inputTokens),
           outputTokens: BigInt(body.outputTokens),
@@ -186,7 +186,7 @@ export class RunService {
         },
       });
     });
-    return { runId, costClass: "app_served" as const, inputTokens: body.inputTokens, outputTokens: body.outputTokens, amountMicros: Number(amount) };
+    return { runId, costClass: costClassOf("app"), inputTokens: body.inputTokens, outputTokens: body.outputTokens, amountMicros: Number(amount) };
   }
 
   async get(tenant: Tenant, runId: string): Promise<z.infer<typeof RunView>> {
@@ -198,7 +198,7 @@ export class RunService {
       status: r.status,
       model: r.model,
       route: r.routeKind as "user-hardware" | "user-subscription" | "app" | null,
-      costClass: r.routeKind === "app" ? "app_served" : r.routeKind === "user-subscription" ? "user_subscription" : r.routeKind ? "user_hardware" : null,
+      costClass: r.routeKind ? costClassOf(r.routeKind as CostRoute) : null,
       machineId: r.machineId,
       runtime: r.runtimeName,
       turns: r.turns,

@@ -17,7 +17,7 @@ export interface DispatcherOptions {
   concurrency?: number;
   /** How often the outbox is looked at without a wake (lost notifications, retries due). */
   pollMs?: number;
-  /** Which environments' endpoints may reach private addresses (default: test only). */
+  /** Which environments' endpoints may reach private addresses (default: none). */
   privateAddresses?: PrivateAddressPolicy;
 }
 
@@ -171,7 +171,7 @@ export class WebhookDispatcher {
         "webhook-timestamp": String(Math.floor(sentAt.getTime() / 1000)),
         "webhook-signature": new Webhook(secret).sign(d.id, sentAt, d.body),
       };
-      const publicOnly = !allowsPrivate(this.options.privateAddresses ?? "test", d.environment);
+      const publicOnly = !allowsPrivate(this.options.privateAddresses ?? "none", d.environment);
       result = await postOnce(d.url, headers, d.body, this.options.timeoutMs, this.aborts.signal, publicOnly);
     }
     await this.record(d, at, result!);

@@ -1,6 +1,6 @@
 import http from "node:http";
 import https from "node:https";
-import { publicOnlyLookup, refuseLiteral } from "./address-guard.js";
+import { guardedAgents, openAgents, publicOnlyLookup, refuseLiteral } from "./address-guard.js";
 
 /** How one attempt went: the receiver's status, or why there was none. */
 export interface AttemptResult {
@@ -14,9 +14,12 @@ const MAX_ANSWER_BYTES = 64 * 1024;
 
 /**
  * POSTs `body` once, within `timeoutMs` for the whole exchange. Redirects are
- * never followed (a 3xx is a failed attempt, saying so); a 2xx is the only
+ * never followed (a 3xx is a failed attempt, saying so, but never where it pointed:
+ * the delivery log must not show where a target redirected); a 2xx is the only
  * success. Never throws: a timeout, a refused connection or a reset is an error
- * string. `signal` aborts it (the service stopping).
+ * string. `signal` aborts it (the service stopping). With `publicOnly`, the URL's
+ * literal address and every DNS answer must be public (address-guard.ts), and the
+ * connection comes from agents whose every socket was checked so.
  */
 export function postOnce(url: string, headers: Record<string, string>, body: string, timeoutMs: number, signal?: AbortSignal, publicOnly = false): Promise<AttemptResult> {
   const started = performance.now();
@@ -45,9 +48,11 @@ export function postOnce(url: string, headers: Record<string, string>, body: str
     }
 
     const payload = Buffer.from(body, "utf8");
+    const agents = publicOnly ? guardedAgents : openAgents;
     const req = client.request(target, {
       method: "POST",
       headers: { ...headers, "content-length": String(payload.length) },
+      agent: client === https ? agents.https : agents.http,
       ...(publicOnly ? { lookup: publicOnlyLookup } : {}),
     });
     const timer = setTimeout(() => {
@@ -68,7 +73,7 @@ export function postOnce(url: string, headers: Record<string, string>, body: str
         status >= 200 && status < 300
           ? null
           : status >= 300 && status < 400
-            ? `HTTP ${status}: redirects are not followed${res.headers.location ? ` (to ${String(res.headers.location).slice(0, 200)})` : ""}`
+            ? `HTTP ${status}: redirects are not followed`
             : `HTTP ${status}`;
       // The answer's body is read (so the connection can be reused) but not kept; a huge one is cut off.
       let read = 0;

@@ -38,7 +38,7 @@ export interface TestServer extends RunningServer {
   logs: string[];
   /** Whatever the server printed outside the log (the dev-app banner). */
   printed: string[];
-  /** The dev app's keys, from the banner of the first start. */
+  /** The dev app's keys, from the banner of the first start (SVC_DEV_APP=1 unless `env` says otherwise). */
   dev: NewKeys;
   /** `fetch` against the server, path relative to its base URL. */
   fetch(path: string, init?: RequestInit): Promise<Response>;
@@ -56,7 +56,9 @@ export async function startTestServer(database: DatabaseTarget, env: Record<stri
   });
   const clock = new TestClock(options.runningClock ?? false);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-test-"));
-  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: "info", ...env });
+  // SVC_DEV_APP=1: tests read the dev app's keys from the banner, on Postgres too (where a start
+  // without the flag creates none). `SVC_DEV_APP: ""` in `env` leaves it unset (the operator's default).
+  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: "info", SVC_DEV_APP: "1", ...env });
   const logger = createLogger(config.logLevel, sink);
   let dev: NewKeys | null = null;
   const server = await startServer({ config, logger, clock, database, print: (t) => printed.push(t) });
