@@ -198,7 +198,8 @@ export class StripeConnect {
           await this.stripe.connect.oauth.deauthorize({ client_id: this.stripe.clientId, stripe_user_id: row.stripe_account_id });
         } catch (err) {
           // Already disconnected at Stripe (its owner revoked the platform): nothing left to revoke.
-          if (!(err instanceof Stripe.errors.StripeInvalidClientError)) throw stripeTrouble(err, "a deauthorization", this.logger);
+          const revokedAlready = err instanceof Stripe.errors.StripeInvalidClientError && (err.statusCode ?? 500) < 500;
+          if (!revokedAlready) throw stripeTrouble(err, "a deauthorization", this.logger);
         }
       } else {
         this.logger.warn({ app: tenant.appId, environment: tenant.environment }, "Stripe account detached without deauthorizing it: STRIPE_CONNECT_CLIENT_ID is not configured");
@@ -231,7 +232,8 @@ export class StripeConnect {
       const token = await stripe.connect.oauth.token({ grant_type: "authorization_code", code: query.code });
       account = token.stripe_user_id;
     } catch (err) {
-      if (err instanceof Stripe.errors.StripeOAuthError) {
+      // Stripe's OAuth errors come as `{error, error_description}` whatever the status: only a 4xx is a refusal of the code.
+      if (err instanceof Stripe.errors.StripeOAuthError && (err.statusCode ?? 500) < 500) {
         this.logger.warn({ stripeError: { type: err.type, statusCode: err.statusCode } }, "Stripe refused an OAuth authorization code");
         throw new ApiError("connect_failed", `Stripe refused the authorization code: ${err.message ?? err.type}. Start connecting again.`);
       }

@@ -61,8 +61,12 @@ export async function follow(res: Response): Promise<Response> {
  * account's owner is signed in and approves, and Stripe sends it back to the callback. Answers the callback's response
  * (200 JSON without a `returnUrl`).
  */
-export async function connectAccount(server: TestServer, stripe: StripeStandIn, opts: { account?: string; appKey?: string; returnUrl?: string } = {}): Promise<Response> {
-  stripe.signIn(opts.account ?? ACCOUNT);
+export async function connectAccount(
+  server: TestServer,
+  stripe: StripeStandIn,
+  opts: { account?: string; appKey?: string; returnUrl?: string; answer?: "approve" | "deny" } = {},
+): Promise<Response> {
+  stripe.signIn(opts.account ?? ACCOUNT, opts.answer);
   const start = await startConnect(server, { mode: "oauth", ...(opts.returnUrl ? { returnUrl: opts.returnUrl } : {}) }, opts.appKey);
   expect(start.status, await start.clone().text()).toBe(200);
   const { url } = (await start.json()) as { url: string };
