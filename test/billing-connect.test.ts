@@ -247,6 +247,8 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     const again = await (await startConnect(server, { mode: "create" }, app.appKey)).json();
     expect(again.stripeAccountId).toBe(body.stripeAccountId);
     expect(stripe.accountCreations.filter((f) => f["metadata[svc_app]"] === app.appId)).toHaveLength(1);
+    // Each start supersedes the earlier onboarding links' ways back: one state row, however often it is started.
+    expect(await server.db.prisma.billingConnectState.count({ where: { appId: app.appId, mode: "onboarding" } })).toBe(1);
     const finished = await follow(await fetch(again.url, { redirect: "manual" }));
     expect(finished.status, await finished.clone().text()).toBe(200);
     expect(await finished.json()).toMatchObject({ outcome: "connected", account: { stripeAccountId: body.stripeAccountId, connectedVia: "created", chargesEnabled: true, detailsSubmitted: true } });

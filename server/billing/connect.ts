@@ -124,12 +124,8 @@ export class StripeConnect {
     const now = this.clock.now();
     await this.db.query(`DELETE FROM billing_connect_states WHERE expires_at <= $1`, [now]);
     if (request.mode === "create") {
-      // A new onboarding link supersedes the earlier ones' ways back.
-      await this.db.query(`UPDATE billing_connect_states SET used_at = $3 WHERE app_id = $1 AND environment = $2::"Environment" AND mode = 'onboarding' AND used_at IS NULL`, [
-        tenant.appId,
-        tenant.environment,
-        now,
-      ]);
+      // A new onboarding link supersedes the earlier ones' ways back (deleted, so repeated starts keep one row).
+      await this.db.query(`DELETE FROM billing_connect_states WHERE app_id = $1 AND environment = $2::"Environment" AND mode = 'onboarding'`, [tenant.appId, tenant.environment]);
     }
     await this.limitFlows(tenant, now);
 
