@@ -136,6 +136,10 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect((await account(other)).stripeAccountId).toBe("acct_1OwnerFour");
     expect((await account(app)).stripeAccountId).toBe("acct_1OwnerTwo");
     expect(await account(live)).toMatchObject({ environment: "live", stripeAccountId: null });
+    // The platform's key is a test key: the live environment cannot connect (its events would say livemode: false, the test environment's).
+    for (const mode of ["oauth", "create"]) {
+      expect((await expectError(await startConnect(server, { mode }, live.appKey), 503, "service_unavailable")).error.message).toMatch(/live environment .* test key/);
+    }
   });
 
   it.skipIf(skip)("the owner declining, and Stripe refusing the code, attach nothing and say why (JSON, or a redirect to the returnUrl)", async () => {

@@ -121,6 +121,13 @@ export class StripeConnect {
         "Stripe Connect OAuth is not configured on this service (STRIPE_CONNECT_CLIENT_ID): connect an existing account later, or use `mode: \"create\"` for an account the platform creates.",
       );
     }
+    if (stripe.livemode !== (tenant.environment === "live")) {
+      // Events name their environment by `livemode`, the platform key's mode: an account connected across modes would never receive its events.
+      throw new ApiError(
+        "service_unavailable",
+        `The ${tenant.environment} environment cannot connect a Stripe account on this service: its platform key (STRIPE_SECRET_KEY) is a ${stripe.livemode ? "live" : "test"} key.`,
+      );
+    }
     const now = this.clock.now();
     await this.db.query(`DELETE FROM billing_connect_states WHERE expires_at <= $1`, [now]);
     if (request.mode === "create") {

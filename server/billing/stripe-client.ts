@@ -13,7 +13,12 @@ export interface StripeClients {
   connectUrl: string;
   /** The platform's Connect client id (`ca_...`): OAuth needs it; null when not configured. */
   clientId: string | null;
+  /** The platform key's mode (`sk_live_`/`rk_live_`): its connected accounts' events say `livemode`, which names the environment. */
+  livemode: boolean;
 }
+
+/** How long one call to Stripe may take (the library's default is 80 s) before it counts as Stripe unreachable. */
+export const STRIPE_TIMEOUT_MS = 20_000;
 
 /**
  * The platform's Stripe clients, or null when no secret key is configured
@@ -29,11 +34,12 @@ export function stripeClients(config: Config["stripe"]): StripeClients | null {
     connect: client(config.secretKey, config.connectUrl),
     connectUrl: config.connectUrl ?? STRIPE_CONNECT_HOST,
     clientId: config.connectClientId,
+    livemode: /^(sk|rk)_live_/.test(config.secretKey),
   };
 }
 
 function client(secretKey: string, at: string | null): Stripe {
-  if (!at) return new Stripe(secretKey, { maxNetworkRetries: 1 });
+  if (!at) return new Stripe(secretKey, { maxNetworkRetries: 1, timeout: STRIPE_TIMEOUT_MS });
   const url = new URL(at);
   const protocol = url.protocol === "http:" ? "http" : "https";
   return new Stripe(secretKey, {
@@ -41,6 +47,7 @@ function client(secretKey: string, at: string | null): Stripe {
     port: url.port ? Number(url.port) : protocol === "http" ? 80 : 443,
     protocol,
     maxNetworkRetries: 1,
+    timeout: STRIPE_TIMEOUT_MS,
   });
 }
 
