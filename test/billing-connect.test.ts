@@ -192,6 +192,19 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     const redirected = await connectAccount(server, stripe, { appKey: second.appKey, account: "acct_1Shared", returnUrl: "https://second.example/billing" });
     expect(redirected.headers.get("location")).toBe("https://second.example/billing?stripe_connect=error&code=account_in_use");
 
+    // Two apps whose owners authorized the same account, their callbacks racing: one holds it, the other is refused.
+    const racers = [await newApp(), await newApp()];
+    const callbacks: string[] = [];
+    for (const racer of racers) {
+      stripe.signIn("acct_1Raced");
+      const { url } = await (await startConnect(server, { mode: "oauth" }, racer.appKey)).json();
+      callbacks.push((await fetch(url, { redirect: "manual" })).headers.get("location")!);
+    }
+    const raced = await Promise.all(callbacks.map((c) => fetch(c, { redirect: "manual" })));
+    expect(raced.map((r) => r.status).sort()).toEqual([200, 409]);
+    expect((await raced.find((r) => r.status === 409)!.json()).error.code).toBe("account_in_use");
+    expect(await server.db.prisma.billingAccount.count({ where: { stripeAccountId: "acct_1Raced" } })).toBe(1);
+
     // An account attached by a bare id before Connect (`legacy`, never verified) gives way to a verified connection.
     const squatter = await newApp();
     await server.db.prisma.billingAccount.create({ data: { appId: squatter.appId, environment: "test", stripeAccountId: "acct_1Squatted", connectedVia: "legacy" } });
