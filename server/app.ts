@@ -32,7 +32,7 @@ import { WebhookOutbox } from "./webhooks/outbox.js";
 import { Webhooks } from "./webhooks/webhooks.js";
 import { BillingService } from "./billing/billing.js";
 import { StripeWebhookService } from "./billing/stripe-events.js";
-import { stripeClient } from "./billing/stripe-client.js";
+import { stripeClients } from "./billing/stripe-client.js";
 import { browserCors } from "./http/cors.js";
 import { PlanService } from "./ledger/plans.js";
 import { UserLedger } from "./ledger/users.js";
@@ -88,7 +88,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);
   return {
-    billing: new BillingService(db, urls, stripeClient(config.stripe), logger, { plans, users }),
+    billing: new BillingService(db, clock, urls, stripeClients(config.stripe), logger, { plans, users }),
     stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
     db,
     plans,

@@ -26,6 +26,8 @@ const Env = z.object({
   STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_(test|live)_\w+$/, "must be a Stripe secret or restricted key (sk_test_..., rk_live_...)").optional(),
   STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\w+$/, "must be a Stripe webhook signing secret (whsec_...)").optional(),
   STRIPE_API_URL: z.string().url().optional(),
+  STRIPE_CONNECT_CLIENT_ID: z.string().regex(/^ca_\w+$/, "must be the platform's Connect client id (ca_...)").optional(),
+  STRIPE_CONNECT_URL: z.string().url().regex(/^https?:\/\//, "must be an http or https URL").optional(),
   WEBHOOK_RETRY_SCHEDULE: z
     .string()
     .regex(/^\d+(\.\d+)?(,\d+(\.\d+)?)*$/, "must be comma-separated seconds, e.g. 5,300,1800")
@@ -55,8 +57,11 @@ export interface Config {
   runLeaseSeconds: number;
   /** A run nobody can drive (its machine connected nowhere) for this long after its lease lapsed fails with `worker_lost`. */
   runOrphanSeconds: number;
-  /** Stripe: the platform's secret key, the Connect webhook's signing secret, and the API's address (a stand-in in tests). */
-  stripe: { secretKey: string | null; webhookSecret: string | null; apiUrl: string | null };
+  /**
+   * Stripe: the platform's secret key, the Connect webhook's signing secret, the API's address (a stand-in in tests),
+   * the platform's Connect client id (OAuth) and the Connect host's address (OAuth authorize and token; a stand-in in tests).
+   */
+  stripe: { secretKey: string | null; webhookSecret: string | null; apiUrl: string | null; connectClientId: string | null; connectUrl: string | null };
   /** Outbound webhooks: seconds to wait before each retry (its length is the number of retries), and each try's timeout. */
   webhooks: { retrySchedule: number[]; timeoutMs: number; privateAddresses: "test" | "all" | "none" };
   /** Key sealing secrets kept usable at rest (webhook signing secrets); null: a key file in the data folder. */
@@ -94,7 +99,13 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
     runLeaseSeconds: e.RUN_LEASE_SECONDS,
     runOrphanSeconds: e.RUN_ORPHAN_SECONDS,
-    stripe: { secretKey: e.STRIPE_SECRET_KEY ?? null, webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? null, apiUrl: e.STRIPE_API_URL ?? null },
+    stripe: {
+      secretKey: e.STRIPE_SECRET_KEY ?? null,
+      webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? null,
+      apiUrl: e.STRIPE_API_URL ?? null,
+      connectClientId: e.STRIPE_CONNECT_CLIENT_ID ?? null,
+      connectUrl: e.STRIPE_CONNECT_URL ? e.STRIPE_CONNECT_URL.replace(/\/+$/, "") : null,
+    },
     webhooks: { retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(",").map(Number), timeoutMs: e.WEBHOOK_TIMEOUT_MS, privateAddresses: e.WEBHOOK_PRIVATE_ADDRESSES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
     devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",

@@ -28,9 +28,9 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
 
   beforeAll(async () => {
     stripe = await startStripeStandIn();
-    server = await startTestServer({ kind: "pglite", dataDir: null }, stripeEnv(stripe.url));
+    server = await startTestServer({ kind: "pglite", dataDir: null }, stripeEnv(stripe));
     await writePlans(server);
-    expect((await connectAccount(server)).status).toBe(200);
+    expect((await connectAccount(server, stripe)).status).toBe(200);
     // The app: its server mints a session for the signed-in user and renders its own page around the components.
     app = http.createServer(async (req, res) => {
       const url = new URL(req.url ?? "/", "http://app");

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { tableCounts } from "./helpers/snapshot.js";
-import { signedDelivery, stripeEvent, completedCheckout, subscriptionObject } from "./helpers/stripe-standin.js";
+import { signedDelivery, stripeEvent, completedCheckout, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
 import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, unixNow, WEBHOOK_SECRET, writePlans } from "./helpers/billing.js";
 
 /**
@@ -12,15 +12,18 @@ import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, un
  */
 describe.each(DATABASES)("billing: Stripe's webhooks on $db.name", ({ db, skip }) => {
   let server: TestServer;
+  let stripe: StripeStandIn;
 
   beforeAll(async () => {
     if (skip) return;
-    server = await startTestServerOn(db, stripeEnv("http://127.0.0.1:9"));
+    stripe = await startStripeStandIn();
+    server = await startTestServerOn(db, stripeEnv(stripe));
     await writePlans(server);
-    expect((await connectAccount(server)).status).toBe(200);
+    expect((await connectAccount(server, stripe)).status).toBe(200);
   });
   afterAll(async () => {
     await server?.close();
+    await stripe?.close();
   });
 
   const subRow = (id: string) => server.db.prisma.subscription.findUnique({ where: { stripeSubscriptionId: id }, include: { plan: true, endUser: true } });
@@ -161,13 +164,9 @@ describe.each(DATABASES)("billing: Stripe's webhooks on $db.name", ({ db, skip }
     const live = await deliver(server, "customer.subscription.created", { ...forged, id: "sub_forged_live", livemode: true }, { livemode: true });
     expect(live.status).toBe(200);
     expect(await server.db.prisma.subscription.count()).toBe(subs);
-    // Another app cannot connect the account this one holds.
+    // Another app cannot connect the account this one holds, even once its owner authorized it through OAuth.
     const other = await server.services.keys.createApp("Other app", "test");
-    const taken = await server.fetch("/v1/billing/account", {
-      method: "PUT",
-      headers: { authorization: `Bearer ${other.appKey}`, "content-type": "application/json" },
-      body: JSON.stringify({ stripeAccountId: ACCOUNT }),
-    });
+    const taken = await connectAccount(server, stripe, { appKey: other.appKey });
     expect(taken.status).toBe(409);
     expect((await taken.json()).error.code).toBe("account_in_use");
   });

@@ -4,7 +4,7 @@ import { startTestServer, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
 import { nested, startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { ACCOUNT, checkout, connectAccount, deliver, mintSession, portal, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
+import { ACCOUNT, checkout, connectAccount, deliver, mintSession, portal, startConnect, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
 
 /**
  * The app's Stripe account, what the components read (GET /v1/billing),
@@ -22,7 +22,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     const made = await db.create();
     drop = made.drop;
     stripe = await startStripeStandIn();
-    server = await startTestServer(made.target, stripeEnv(stripe.url));
+    server = await startTestServer(made.target, stripeEnv(stripe));
     await writePlans(server);
   });
   afterAll(async () => {
@@ -53,12 +53,13 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     await expectError(await portal(server, zoe.session), 409, "billing_not_connected");
     expect(stripe.portals).toHaveLength(0);
 
-    expect(await getAccount()).toEqual({ environment: "test", stripeAccountId: null, webhookUrl: `${server.url}/v1/stripe/webhook` });
-    await expectError(await connectAccount(server, "not-an-account"), 400, "invalid_request");
-    const put = await connectAccount(server, "acct_first");
-    expect(await put.json()).toEqual({ environment: "test", stripeAccountId: "acct_first", webhookUrl: `${server.url}/v1/stripe/webhook` });
-    await connectAccount(server, ACCOUNT); // replaced, not added
-    expect(await getAccount()).toMatchObject({ stripeAccountId: ACCOUNT });
+    expect(await getAccount()).toMatchObject({ environment: "test", stripeAccountId: null, connectedVia: null, webhookUrl: `${server.url}/v1/stripe/webhook` });
+    // Through Stripe Connect only (test/billing-connect.test.ts has the rest).
+    const first = await connectAccount(server, stripe, { account: "acct_first" });
+    expect(first.status, await first.clone().text()).toBe(200);
+    expect((await first.json()).account).toMatchObject({ environment: "test", stripeAccountId: "acct_first", connectedVia: "oauth", webhookUrl: `${server.url}/v1/stripe/webhook` });
+    expect((await connectAccount(server, stripe)).status).toBe(200); // replaced, not added
+    expect(await getAccount()).toMatchObject({ stripeAccountId: ACCOUNT, chargesEnabled: true });
     expect(await server.db.prisma.billingAccount.count()).toBe(1);
   });
 
@@ -225,11 +226,15 @@ describe("billing without Stripe configured", () => {
   beforeAll(async () => {
     server = await startTestServer({ kind: "pglite", dataDir: null });
     await writePlans(server);
-    await connectAccount(server);
+    // Connected while Stripe was configured (nothing can be connected without it); the operator has removed the key since.
+    await server.db.prisma.billingAccount.create({ data: { appId: server.dev.appId, environment: "test", stripeAccountId: ACCOUNT, connectedVia: "oauth", chargesEnabled: true } });
   });
   afterAll(async () => server?.close());
 
-  it("checkout and the portal answer 503 saying Stripe is not configured; every webhook is refused (400) saying no secret is configured", async () => {
+  it("checkout, the portal and connecting answer 503 saying Stripe is not configured; every webhook is refused (400) saying no secret is configured", async () => {
+    for (const mode of ["oauth", "create"]) {
+      expect((await expectError(await startConnect(server, { mode }), 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
+    }
     const { session } = await mintSession(server, "alice");
     const res = await checkout(server, session, { plan: "pro" });
     expect((await expectError(res, 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);

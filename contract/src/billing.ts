@@ -48,13 +48,62 @@ export const AssignPlanRequest = z.object({
   plan: Slug.nullable().describe("The plan's slug; null puts the user back on the default plan."),
 });
 
-export const BillingAccountRequest = z.object({
-  stripeAccountId: z.string().regex(/^acct_[A-Za-z0-9]+$/, "a Stripe account id, acct_..."),
-});
+/** `PUT /v1/billing/account` with a bare account id is refused (410 `connect_required`): whatever it carries, it attaches nothing. */
+export const BillingAccountRequest = z.unknown();
+
+const Requirements = z
+  .object({
+    currentlyDue: z.array(z.string()).describe("What Stripe needs now before the account can take (or keep taking) charges."),
+    pastDue: z.array(z.string()),
+    disabledReason: z.string().nullable().describe("Why charges are disabled, in Stripe's words (`requirements.past_due`, ...)."),
+  })
+  .describe("The account's `requirements`, as Stripe last reported them.");
+
 export const BillingAccount = z.object({
   environment: Environment,
-  stripeAccountId: z.string().nullable(),
+  stripeAccountId: z.string().nullable().describe("The connected account, `acct_...`; null until one is connected."),
+  connectedVia: z
+    .enum(["oauth", "created", "legacy"])
+    .nullable()
+    .describe("`oauth`: its owner authorized the platform through Stripe Connect OAuth; `created`: the platform created it for the app (onboarding through Account Links); `legacy`: attached by a bare id before Connect was required (unverified: another app connecting it through OAuth displaces it)."),
+  connectedAt: z.string().datetime().nullable(),
+  chargesEnabled: z.boolean().nullable().describe("Stripe's `charges_enabled`: checkout is refused while it is false. Null: not known."),
+  detailsSubmitted: z.boolean().nullable().describe("Stripe's `details_submitted`: false while onboarding is unfinished."),
+  payoutsEnabled: z.boolean().nullable(),
+  requirements: Requirements.nullable(),
+  checkedAt: z.string().datetime().nullable().describe("When Stripe last described the account (read again on this request when older than 30 seconds, and on its `account.updated` events)."),
   webhookUrl: z.string().describe("Where Stripe must send this account's events (a Connect webhook of the platform)."),
+});
+
+export const ConnectRequest = z.object({
+  mode: z
+    .enum(["oauth", "create"])
+    .describe("`oauth`: connect an existing Stripe account (Standard) through Stripe's OAuth; its owner signs in to Stripe and authorizes the platform. `create`: the platform creates an account for the app (or resumes the one it created) and its owner onboards through a Stripe Account Link."),
+  returnUrl: z
+    .string()
+    .url()
+    .max(2000)
+    .optional()
+    .describe("Where the browser goes when the flow ends (http or https), with `stripe_connect=connected|onboarding|error` (and `code` on error) added; default: the callback answers JSON."),
+});
+export const ConnectStart = z.object({
+  mode: z.enum(["oauth", "create"]),
+  url: z.string().describe("Send the app owner's browser here: Stripe's OAuth authorization page, or the account's onboarding link."),
+  expiresAt: z.string().datetime().describe("When the flow's `state` expires (single use)."),
+  stripeAccountId: z.string().nullable().describe("`create`: the account the platform created (attached at once, onboarding pending); `oauth`: null until the owner authorizes."),
+});
+
+export const ConnectCallbackQuery = z.object({
+  state: z.string().max(200).optional().describe("The flow's state, as handed to Stripe: it authenticates this call."),
+  code: z.string().max(500).optional().describe("OAuth: the authorization code (`ac_...`)."),
+  scope: z.string().max(100).optional(),
+  error: z.string().max(200).optional().describe("OAuth: Stripe's error, e.g. `access_denied` when the owner declined."),
+  error_description: z.string().max(1000).optional(),
+  link: z.enum(["return", "refresh"]).optional().describe("Onboarding: `refresh` when the Account Link expired (a new one is made), else the way back."),
+});
+export const ConnectCallbackResult = z.object({
+  outcome: z.enum(["connected", "onboarding"]).describe("`onboarding`: the account is attached but Stripe still needs details from its owner."),
+  account: BillingAccount,
 });
 
 /** What the plans and checkout components render for the session's user. */

@@ -16,6 +16,10 @@ export const ERROR_CODES = {
   expired_token: { status: 400, type: "device_flow_error", message: "The device code has expired; start pairing again." },
   invalid_grant: { status: 400, type: "device_flow_error", message: "The device code is unknown or has already been used." },
   invalid_signature: { status: 400, type: "invalid_request_error", message: "The webhook signature does not verify." },
+  // Stripe Connect (attaching the app's Stripe account)
+  invalid_state: { status: 400, type: "invalid_request_error", message: "The Stripe Connect state is unknown, already used or expired: start connecting again (POST /v1/billing/connect)." },
+  connect_denied: { status: 400, type: "invalid_request_error", message: "The Stripe account's owner declined the connection." },
+  connect_failed: { status: 400, type: "invalid_request_error", message: "Stripe refused the connection (an authorization code unknown, used or expired): start connecting again." },
   // 401: who is calling is not established
   missing_credential: { status: 401, type: "authentication_error", message: "This endpoint needs a credential." },
   invalid_credential: { status: 401, type: "authentication_error", message: "The credential is malformed or unknown." },
@@ -47,6 +51,7 @@ export const ERROR_CODES = {
   portal_unavailable: { status: 409, type: "conflict_error", message: "Stripe refused to open the customer portal (is it configured in the app's Stripe account?)." },
   // 410
   expired: { status: 410, type: "invalid_request_error", message: "This has expired." },
+  connect_required: { status: 410, type: "invalid_request_error", message: "A Stripe account is attached only through Stripe Connect (POST /v1/billing/connect), never by its id." },
   // 413, 415
   payload_too_large: { status: 413, type: "invalid_request_error", message: "The request body is too large." },
   unsupported_media_type: { status: 415, type: "invalid_request_error", message: "The request body must be application/json." },

@@ -36,6 +36,10 @@ import {
   BillingAccountRequest,
   BillingOverview,
   CheckoutRequest,
+  ConnectCallbackQuery,
+  ConnectCallbackResult,
+  ConnectRequest,
+  ConnectStart,
   CheckoutSession,
   PlanInput,
   PlanSlugParam,
@@ -389,22 +393,55 @@ export const ledgerContract = c.router(
       responses: { 200: User, ...errors(409), ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
-    // extension: the app connects its Stripe account
+    // extension: the app connects its Stripe account, through Stripe Connect only
     getBillingAccount: {
       method: "GET",
       path: "/v1/billing/account",
       summary: "The app's connected Stripe account",
+      description: "The account connected for this environment, how it was connected, and its state as Stripe reports it (charges, onboarding, requirements).",
       responses: { 200: BillingAccount, ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
     connectBillingAccount: {
       method: "PUT",
       path: "/v1/billing/account",
-      summary: "Connect the app's Stripe account",
-      description: "Checkout Sessions are created in this connected account (`Stripe-Account`), one per environment.",
+      summary: "Refused: connect through Stripe Connect",
+      description:
+        "Attaching a Stripe account by its id is no longer accepted (anyone can name any account): always 410 `connect_required`, nothing attached. Use POST /v1/billing/connect.",
+      deprecated: true,
       body: BillingAccountRequest,
-      responses: { 200: BillingAccount, ...appKeyErrors, ...notBuilt },
+      responses: { ...errors(410), ...appKeyErrors },
       metadata: meta({ auth: "appKey" }),
+    },
+    disconnectBillingAccount: {
+      method: "DELETE",
+      path: "/v1/billing/account",
+      summary: "Disconnect the app's Stripe account",
+      description:
+        "Detaches the environment's account: checkout stops and its events name nobody. An account connected through OAuth is deauthorized at Stripe first (the platform's access to it ends); a created account stays its owner's. Without an account: the same answer.",
+      body: c.noBody(),
+      responses: { 200: BillingAccount, ...errors(503), ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
+    },
+    startBillingConnect: {
+      method: "POST",
+      path: "/v1/billing/connect",
+      summary: "Start connecting the app's Stripe account (Stripe Connect)",
+      description:
+        "Answers the `url` to send the app owner's browser to. `oauth`: Stripe's OAuth authorization page for an existing account, with a single-use `state` (10 minutes) bound to this app and environment; the account is attached only when Stripe's callback proves the owner authorized it. `create`: the platform creates a Standard account for the app (or resumes the one it created), attaches it, and answers its onboarding link (Account Links). 503 when Stripe (or, for `oauth`, `STRIPE_CONNECT_CLIENT_ID`) is not configured; 429 with more than 20 flows in flight.",
+      body: ConnectRequest,
+      responses: { 200: ConnectStart, ...errors(503), ...appKeyErrors },
+      metadata: meta({ auth: "appKey" }),
+    },
+    billingConnectCallback: {
+      method: "GET",
+      path: "/v1/billing/connect/callback",
+      summary: "Stripe Connect's way back (browser)",
+      description:
+        "Where Stripe sends the app owner's browser: no credential, the `state` authenticates (unknown, used, expired: 400 `invalid_state`). OAuth: the code is exchanged with Stripe for the account's id, then attached (409 `account_in_use` when another app holds that account; `connect_denied` when the owner declined). Onboarding: the account's state is read from Stripe (`link=refresh`: a new onboarding link, 302). With the flow's `returnUrl`: 302 there with `stripe_connect=connected|onboarding|error` (and `code`); without: JSON.",
+      query: ConnectCallbackQuery,
+      responses: { 200: ConnectCallbackResult, 302: c.noBody(), ...errors(409, 503) },
+      metadata: meta({ auth: "none" }),
     },
     // extension: what the plans and checkout components use (browser, `est_` session)
     getBilling: {

@@ -1,12 +1,14 @@
 import type { z } from "zod";
-import type { BillingAccount, BillingOverview, CheckoutRequest, CheckoutSession, Plan, PortalRequest, PortalSession, User } from "@svc/contract";
+import type { BillingOverview, CheckoutRequest, CheckoutSession, Plan, PortalRequest, PortalSession, User } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { PublicUrls } from "../public-urls.js";
 import type { SessionPrincipal } from "../sessions/sessions.js";
 import type { Logger } from "../logger.js";
 import { ApiError } from "../errors.js";
-import type { Stripe } from "./stripe-client.js";
+import type { Clock } from "../clock.js";
+import type { StripeClients } from "./stripe-client.js";
+import { httpUrl, StripeConnect, withQuery as withParams } from "./connect.js";
 
 /** What a Checkout Session and the subscription it starts carry: who bought what, read back by the webhooks. */
 export function checkoutMetadata(tenant: Tenant, user: string, plan: string): Record<string, string> {
@@ -33,13 +35,19 @@ export interface BillingReads {
  * (stripe-events.ts), never from the browser coming back.
  */
 export class BillingService {
+  /** The app's Stripe account: attached through Stripe Connect only (connect.ts). */
+  readonly connect: StripeConnect;
+
   constructor(
     private readonly db: Database,
+    clock: Clock,
     private readonly urls: PublicUrls,
-    private readonly stripe: Stripe | null,
+    private readonly stripe: StripeClients | null,
     private readonly logger: Logger,
     private readonly reads: BillingReads,
-  ) {}
+  ) {
+    this.connect = new StripeConnect(db, clock, urls, stripe, logger);
+  }
 
   /** What the plans component renders: the plans on sale (and the default one), and where the session's user stands. */
   async overview(session: SessionPrincipal): Promise<z.infer<typeof BillingOverview>> {
@@ -59,11 +67,6 @@ export class BillingService {
     };
   }
 
-  /** Where Stripe must send the connected accounts' events. */
-  get webhookUrl(): string {
-    return `${this.urls.base}/v1/stripe/webhook`;
-  }
-
   /** The hosted billing page, where checkout returns by default. */
   get billingPage(): string {
     return `${this.urls.base}/billing`;
@@ -79,40 +82,11 @@ export class BillingService {
     return subs.find((s) => LIVE.includes(s.status)) ?? subs[0] ?? null;
   }
 
-  /** True once both the platform's Stripe key and the app's account are there. */
+  /** True once the platform's Stripe key and the app's account are there, and Stripe has not said the account cannot take charges. */
   async checkoutAvailable(tenant: Tenant): Promise<boolean> {
-    return this.stripe !== null && (await this.accountId(tenant)) !== null;
-  }
-
-  async account(tenant: Tenant): Promise<z.infer<typeof BillingAccount>> {
-    return { environment: tenant.environment, stripeAccountId: await this.accountId(tenant), webhookUrl: this.webhookUrl };
-  }
-
-  /**
-   * Connects (or replaces) the environment's Stripe account. An account is one
-   * app's per environment (its events must name exactly one tenant): an account
-   * another app holds is 409. Events of an account replaced later name nobody.
-   */
-  async connect(tenant: Tenant, stripeAccountId: string): Promise<z.infer<typeof BillingAccount>> {
-    const held = await this.db.query<{ app_id: string }>(`SELECT app_id FROM billing_accounts WHERE stripe_account_id = $1 AND environment = $2::"Environment"`, [
-      stripeAccountId,
-      tenant.environment,
-    ]);
-    if (held.length > 0 && held[0].app_id !== tenant.appId) {
-      throw new ApiError("account_in_use", `The Stripe account ${stripeAccountId} is connected to another app in the ${tenant.environment} environment.`, { param: "stripeAccountId" });
-    }
-    try {
-      await this.db.query(
-        `INSERT INTO billing_accounts (app_id, environment, stripe_account_id) VALUES ($1, $2::"Environment", $3)
-         ON CONFLICT (app_id, environment) DO UPDATE SET stripe_account_id = EXCLUDED.stripe_account_id`,
-        [tenant.appId, tenant.environment, stripeAccountId],
-      );
-    } catch (err) {
-      // Another app connected it between the check and the write: the unique index decides.
-      if ((err as { code?: string }).code === "23505") throw new ApiError("account_in_use", `The Stripe account ${stripeAccountId} is connected to another app.`, { param: "stripeAccountId" });
-      throw err;
-    }
-    return this.account(tenant);
+    if (this.stripe === null) return false;
+    const account = await this.connect.chargeableAccount(tenant);
+    return account !== null && account.chargesEnabled !== false;
   }
 
   /**
@@ -138,14 +112,18 @@ export class BillingService {
           : `The payment for your ${held.plan.name} subscription failed: fix it in the customer portal (POST /v1/billing/portal) before choosing another plan.`,
       );
     }
-    const account = await this.accountId(tenant);
-    if (!account) throw new ApiError("billing_not_connected", "Checkout is not available yet: the app has not connected its Stripe account.");
+    const connected = await this.connect.chargeableAccount(tenant);
+    if (!connected) throw new ApiError("billing_not_connected", "Checkout is not available yet: the app has not connected its Stripe account.");
+    if (connected.chargesEnabled === false) {
+      throw new ApiError("billing_not_connected", "Checkout is not available yet: the app's Stripe account cannot take charges (its onboarding is unfinished or Stripe disabled charges).");
+    }
+    const account = connected.id;
     if (!this.stripe) throw new ApiError("service_unavailable", "Checkout is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
 
     const metadata = checkoutMetadata(tenant, session.user, plan.slug);
     const back = (outcome: "success" | "cancel") => withQuery(returnUrl ?? this.billingPage, "checkout", outcome);
     try {
-      const created = await this.stripe.checkout.sessions.create(
+      const created = await this.stripe.api.checkout.sessions.create(
         {
           mode: "subscription",
           line_items: [{ price: plan.stripePriceId, quantity: 1 }],
@@ -180,11 +158,11 @@ export class BillingService {
     if (!subscription?.stripeCustomerId) {
       throw new ApiError("no_subscription", "There is no Stripe subscription to manage: choose a plan to subscribe (POST /v1/billing/checkout).");
     }
-    const account = await this.accountId(tenant);
+    const account = await this.connect.accountId(tenant);
     if (!account) throw new ApiError("billing_not_connected", "The customer portal is not available: the app has not connected its Stripe account.");
     if (!this.stripe) throw new ApiError("service_unavailable", "The customer portal is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
     try {
-      const created = await this.stripe.billingPortal.sessions.create(
+      const created = await this.stripe.api.billingPortal.sessions.create(
         { customer: subscription.stripeCustomerId, return_url: withQuery(returnUrl ?? this.billingPage, "portal", "return") },
         { stripeAccount: account },
       );
@@ -193,26 +171,10 @@ export class BillingService {
       throw stripeFailure(err, { code: "portal_unavailable", refused: "Stripe refused to open the customer portal", what: "a portal session" }, this.logger);
     }
   }
-
-  private async accountId(tenant: Tenant): Promise<string | null> {
-    const row = await this.db.prisma.billingAccount.findUnique({ where: { appId_environment: tenant } });
-    return row?.stripeAccountId ?? null;
-  }
-}
-
-/** A `returnUrl` Stripe may send the browser to: http or https only. */
-function httpUrl(value: string): string {
-  const url = new URL(value);
-  if (url.protocol !== "https:" && url.protocol !== "http:") {
-    throw new ApiError("invalid_request", "`returnUrl` must be an http or https URL.", { param: "returnUrl" });
-  }
-  return url.toString();
 }
 
 function withQuery(base: string, name: string, value: string): string {
-  const url = new URL(base);
-  url.searchParams.set(name, value);
-  return url.toString();
+  return withParams(base, { [name]: value });
 }
 
 /**

@@ -6,6 +6,7 @@ import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { verifyStripeEvent } from "./stripe-client.js";
 import { applyStripeEvent, type PlanChange, type StripeEventLike } from "./entitlement.js";
+import { statusOf } from "./connect.js";
 
 
 /**
@@ -44,6 +45,10 @@ export class StripeWebhookService {
           now,
         );
         if (recorded === 0) return { duplicate: true, change: null };
+        if (event.type === "account.updated" || event.type === "account.application.deauthorized") {
+          await applyAccountEvent(tx, tenant, event as StripeEventLike & { account: string }, this.logger);
+          return { duplicate: false, change: null };
+        }
         return { duplicate: false, change: await applyStripeEvent(tx, tenant, event, now) };
       },
       { timeout: 15_000 },
@@ -94,4 +99,42 @@ export class StripeWebhookService {
       `plan.changed:${eventId}`,
     );
   }
+}
+
+type Tx = Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0];
+
+/**
+ * The connected account itself: `account.updated` stores its state (charges,
+ * onboarding, requirements) unless a newer one is stored; the platform's access
+ * revoked by the account's owner (`account.application.deauthorized`) detaches
+ * it from the app, unless it was connected again after the event.
+ */
+async function applyAccountEvent(tx: Tx, tenant: Tenant, event: StripeEventLike & { account: string }, logger: Logger): Promise<void> {
+  const at = new Date(event.created * 1000);
+  if (event.type === "account.updated") {
+    const object = event.data.object;
+    if (object.id !== undefined && object.id !== event.account) return;
+    const status = statusOf(object);
+    await tx.$executeRawUnsafe(
+      `UPDATE billing_accounts SET charges_enabled = $4, details_submitted = $5, payouts_enabled = $6, requirements = $7::jsonb, checked_at = $8
+       WHERE app_id = $1 AND environment = $2::"Environment" AND stripe_account_id = $3 AND (checked_at IS NULL OR checked_at <= $8)`,
+      tenant.appId,
+      tenant.environment,
+      event.account,
+      status.chargesEnabled,
+      status.detailsSubmitted,
+      status.payoutsEnabled,
+      status.requirements ? JSON.stringify(status.requirements) : null,
+      at,
+    );
+    return;
+  }
+  const detached = await tx.$executeRawUnsafe(
+    `DELETE FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment" AND stripe_account_id = $3 AND connected_at <= $4`,
+    tenant.appId,
+    tenant.environment,
+    event.account,
+    at,
+  );
+  if (detached > 0) logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: event.account }, "Stripe account detached: its owner revoked the platform's access");
 }

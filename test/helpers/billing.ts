@@ -1,11 +1,17 @@
 import { expect } from "vitest";
 import type { TestServer } from "./server.js";
 import { bearer } from "./requests.js";
-import { signedDelivery, stripeEvent } from "./stripe-standin.js";
+import { signedDelivery, STANDIN_CLIENT_ID, stripeEvent, type StripeStandIn } from "./stripe-standin.js";
 
-/** What the billing suites configure: the platform's Stripe key and webhook secret, pointed at the stand-in. */
+/** What the billing suites configure: the platform's Stripe key, webhook secret and Connect client id, pointed at the stand-in's two hosts. */
 export const WEBHOOK_SECRET = "whsec_billingtestsecret0123456789";
-export const stripeEnv = (standinUrl: string) => ({ STRIPE_SECRET_KEY: "sk_test_standin", STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET, STRIPE_API_URL: standinUrl });
+export const stripeEnv = (stripe: Pick<StripeStandIn, "url" | "connectUrl">) => ({
+  STRIPE_SECRET_KEY: "sk_test_standin",
+  STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+  STRIPE_API_URL: stripe.url,
+  STRIPE_CONNECT_URL: stripe.connectUrl,
+  STRIPE_CONNECT_CLIENT_ID: STANDIN_CLIENT_ID,
+});
 
 export const ACCOUNT = "acct_1AppConnected";
 
@@ -39,12 +45,32 @@ export async function mintSession(server: TestServer, user: string): Promise<{ s
   return (await res.json()) as { session: string; url: string };
 }
 
-export async function connectAccount(server: TestServer, account = ACCOUNT): Promise<Response> {
-  return server.fetch("/v1/billing/account", {
-    method: "PUT",
-    headers: { ...bearer(server.dev.appKey), "content-type": "application/json" },
-    body: JSON.stringify({ stripeAccountId: account }),
-  });
+export function startConnect(server: TestServer, body: unknown, appKey = server.dev.appKey): Promise<Response> {
+  return server.fetch("/v1/billing/connect", { method: "POST", headers: { ...bearer(appKey), "content-type": "application/json" }, body: JSON.stringify(body) });
+}
+
+/** Follows one redirect by hand, as a browser would (no credential, no cookies). */
+export async function follow(res: Response): Promise<Response> {
+  expect(res.status, await res.clone().text()).toBe(302);
+  return fetch(res.headers.get("location")!, { redirect: "manual" });
+}
+
+/**
+ * Connects `account` to an app through Stripe Connect OAuth, the way the app owner's browser does it: the app's
+ * server starts the flow (POST /v1/billing/connect), the browser opens Stripe's authorization page, where the
+ * account's owner is signed in and approves, and Stripe sends it back to the callback. Answers the callback's response
+ * (200 JSON without a `returnUrl`).
+ */
+export async function connectAccount(
+  server: TestServer,
+  stripe: StripeStandIn,
+  opts: { account?: string; appKey?: string; returnUrl?: string; answer?: "approve" | "deny" } = {},
+): Promise<Response> {
+  stripe.signIn(opts.account ?? ACCOUNT, opts.answer);
+  const start = await startConnect(server, { mode: "oauth", ...(opts.returnUrl ? { returnUrl: opts.returnUrl } : {}) }, opts.appKey);
+  expect(start.status, await start.clone().text()).toBe(200);
+  const { url } = (await start.json()) as { url: string };
+  return follow(await fetch(url, { redirect: "manual" }));
 }
 
 export function checkout(server: TestServer, session: string, body: unknown): Promise<Response> {

@@ -43,6 +43,10 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   assignUserPlan: { params: { id: "u1" }, body: { plan: null } },
   getBillingAccount: {},
   connectBillingAccount: { body: { stripeAccountId: "acct_fixture" } },
+  disconnectBillingAccount: {},
+  // Stripe is not configured in the suites using these: a returnUrl refused before Stripe is asked keeps the answer below 500.
+  startBillingConnect: { body: { mode: "oauth", returnUrl: "ftp://app.example/back" } },
+  billingConnectCallback: { query: "state=cst_unknown&code=ac_fixture" },
   getBilling: {},
   createCheckoutSession: { body: { plan: "no-such-plan" } },
   createPortalSession: { body: { returnUrl: "https://app.example/settings" } },
