@@ -130,10 +130,12 @@ export class WorkerHub {
     const { machineId } = identity;
     const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits);
     this.all.add(conn);
-    ws.on("error", (err) => this.log.warn({ err, machineId }, "worker socket error"));
+    ws.on("error", (err: Error & { code?: string }) => {
+      if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") this.log.warn({ machineId, code: 1009 }, `worker connection closed: it sent a frame over ${WORKER_MAX_FRAME_BYTES} bytes`);
+      else this.log.warn({ err, machineId }, "worker socket error");
+    });
     ws.on("close", (code, reason) => {
-      if (code === 1009) this.log.warn({ machineId, code }, `worker connection closed: a frame over ${WORKER_MAX_FRAME_BYTES} bytes`);
-      else if (code >= 4000) this.log.info({ machineId, code, reason: reason.toString() }, "worker connection closed by policy");
+      if (code >= 4000) this.log.info({ machineId, code, reason: reason.toString() }, "worker connection closed by policy");
       this.all.delete(conn);
       conn.closed();
       if (this.connections.get(machineId) !== conn) return;
