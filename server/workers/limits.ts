@@ -6,6 +6,7 @@
 export class TokenBucket {
   private tokens: number;
   private at: number;
+  private lastScale = 1;
 
   constructor(
     readonly capacity: number,
@@ -21,6 +22,9 @@ export class TokenBucket {
   take(n = 1): boolean {
     const t = this.now();
     const k = this.scale();
+    // A larger allowance (another job) brings its own burst.
+    if (k > this.lastScale) this.tokens += (k - this.lastScale) * this.capacity;
+    this.lastScale = k;
     this.tokens = Math.min(this.capacity * k, this.tokens + ((t - this.at) / 1000) * this.perSecond * k);
     this.at = t;
     if (this.tokens < n) return false;
