@@ -270,7 +270,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     console.log(`[hostile-machine on ${db.name}] ${JSON.stringify(memory)}`);
   }, 180_000);
 
-  it.skipIf(skip)("a runtime at its advertised maxConcurrentJobs is busy: runs go back to the app or get no_compute, until a job ends", async () => {
+  it.skipIf(skip)("a runtime at its advertised maxConcurrentJobs is busy: runs go back to the app or get no_compute until a job ends, and a resumed turn waits for a slot", async () => {
     const { user, w } = await hostile(1);
     const first = await modelRun(user, w);
     const noCompute = await startRun({ user, prompt: "again", route: { prefer: ["user-hardware"] } });
@@ -283,6 +283,23 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     const next = await modelRun(user, w);
     w.send(done(next.jobId));
     expect((await ended(next.runId)).status).toBe("completed");
+
+    // A model run waiting for the app's tool result holds no slot; its next turn, once answered, waits on the service for one.
+    const waiting = await modelRun(user, w, { tools: [{ name: "t" }] });
+    w.send(event(waiting.jobId, { type: "tool_call", id: "c1", name: "t", arguments: "{}" }));
+    w.send(done(waiting.jobId, "", "tool_calls"));
+    const [call] = await pollUntil(() => server.db.prisma.toolCall.findMany({ where: { runId: waiting.runId } }), (c) => c.length === 1);
+    await pollUntil(() => getRun(waiting.runId), (r) => r.status === "waiting");
+    const holder = await modelRun(user, w);
+    const answered = await server.fetch(`/v1/runs/${waiting.runId}/tool_result`, { method: "POST", headers: appHeaders(), body: JSON.stringify({ callId: call.callId, result: "r" }) });
+    expect(answered.status).toBe(200);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(w.pending.filter((p) => p.type === "job")).toEqual([]); // queued on the service, not sent past the cap
+    w.send(done(holder.jobId));
+    const resumed = await w.next("job");
+    expect(resumed.payload.job.kind === "model_turn" && resumed.payload.job.messages.at(-1)).toMatchObject({ role: "tool", content: "r" });
+    w.send(done(resumed.payload.jobId, "after the tool"));
+    expect(await ended(waiting.runId)).toMatchObject({ status: "completed", output: "after the tool" });
   });
 
   it.skipIf(skip)("a conversation over the link's frame limit fails its run conversation_too_large; the frame is never sent and the link stays up", async () => {
