@@ -254,7 +254,8 @@ export abstract class RunDriver {
     this.deltaTimer = setTimeout(() => {
       this.deltaTimer = null;
       this.lastDeltaFlush = performance.now();
-      this.flush().catch(() => {});
+      // Taken by a write meanwhile (an end, a tool call): nothing left to write.
+      if (this.buffer.length) this.flush().catch(() => {});
     }, wait);
   }
 

@@ -24,8 +24,9 @@ export class JobTooLarge extends Error {
   constructor(
     readonly bytes: number,
     readonly limit: number,
+    kind: Job["kind"],
   ) {
-    super(`The model turn's job is ${bytes} bytes, more than the ${limit} bytes the link to the machine takes in one frame: the conversation is too large.`);
+    super(`The ${kind === "model_turn" ? "model turn's" : "agent run's"} job is ${bytes} bytes, more than the ${limit} bytes the link to the machine takes in one frame: the conversation is too large.`);
   }
 }
 
@@ -90,7 +91,7 @@ export class WorkerHub {
     const bytes = Buffer.byteLength(frame);
     if (bytes > limit) {
       this.log.warn({ machineId, bytes, limit, kind: job.kind }, "job not sent: its frame is over the link's limit");
-      throw new JobTooLarge(bytes, limit);
+      throw new JobTooLarge(bytes, limit, job.kind);
     }
     conn.submit(jobId, job.runtime, frame, { onEvent });
     return {
