@@ -28,7 +28,8 @@ interface SentJob {
 interface QueuedJob {
   jobId: string;
   runtime: string;
-  frame: string;
+  /** Makes its frame again when it goes out (a waiting job does not hold its frame). */
+  frame: () => string;
   listener: JobListener;
 }
 
@@ -95,14 +96,14 @@ export class WorkerConnection {
     this.socket.close(code, reason);
   }
 
-  /** Sends a job (its frame already made), or queues it while its runtime is at its cap. */
-  submit(jobId: string, runtime: string, frame: string, listener: JobListener): void {
+  /** Sends a job (its frame already made, and how to make it again), or queues it while its runtime is at its cap. */
+  submit(jobId: string, runtime: string, frame: string | null, make: () => string, listener: JobListener): void {
     if (this.running(runtime) >= (this.caps.get(runtime) ?? Infinity)) {
-      this.queued.push({ jobId, runtime, frame, listener });
+      this.queued.push({ jobId, runtime, frame: make, listener });
       return;
     }
     this.jobs.set(jobId, { listener, runtime, cancelled: false, timer: null });
-    if (this.open) this.socket.send(frame);
+    if (this.open) this.socket.send(frame ?? make());
   }
 
   /** Stops a job: a queued one is dropped; a sent one is told to stop and keeps its slot until the worker says it ended (at most 30 s; its events still reach its listener). */
@@ -155,7 +156,7 @@ export class WorkerConnection {
       const q = this.queued[i];
       if (this.running(q.runtime) < (this.caps.get(q.runtime) ?? Infinity)) {
         this.queued.splice(i, 1);
-        this.submit(q.jobId, q.runtime, q.frame, q.listener);
+        this.submit(q.jobId, q.runtime, null, q.frame, q.listener);
       } else i++;
     }
   }

@@ -85,7 +85,8 @@ export class WorkerHub {
       throw new ApiError("no_compute", "That machine is not connected here for this user.");
     }
     const jobId = randomId("job_", 20);
-    const frame = JSON.stringify(serverMessage("job", { jobId, job }));
+    const make = () => JSON.stringify(serverMessage("job", { jobId, job }));
+    const frame = make();
     // Never sent over the link's limit: the worker would drop the link and the run would come back to the same frame.
     const limit = Math.min(this.limits.jobFrameBytes, conn.maxJobFrameBytes);
     const bytes = Buffer.byteLength(frame);
@@ -93,7 +94,7 @@ export class WorkerHub {
       this.log.warn({ machineId, bytes, limit, kind: job.kind }, "job not sent: its frame is over the link's limit");
       throw new JobTooLarge(bytes, limit, job.kind);
     }
-    conn.submit(jobId, job.runtime, frame, { onEvent });
+    conn.submit(jobId, job.runtime, frame, make, { onEvent });
     return {
       jobId,
       cancel: (reason) => conn.cancel(jobId, reason),
