@@ -18,8 +18,9 @@ export const RunLimits = z.object({
 });
 
 /**
- * Why a run failed (`run_failed.stopReason`, `GET /v1/runs/:id`'s `stopReason`).
- * Clients should treat an unknown value as a failure of another kind.
+ * Why a run failed (`run_failed.stopReason`, `GET /v1/runs/:id`'s `stopReason`):
+ * every reason the service gives. The wire field stays a string, so a client
+ * should treat a value it does not know as a failure of another kind.
  */
 export const RUN_FAILURE_REASONS = [
   "max_turns",
@@ -164,8 +165,9 @@ export const RunEvent = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("run_failed"),
     error: z.object({ code: z.string(), message: z.string() }),
+    // On the wire a string (a newer service may add reasons; older clients must not refuse the event); the names are `RunFailureReason`.
     stopReason: z
-      .union([RunFailureReason, z.string()])
+      .string()
       .describe(
         "Why it failed: `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, `internal_error`, " +
           "`limit_exceeded` (the machine passed a per-run limit: events, bytes, permission requests or tool calls; `error.message` names it), " +

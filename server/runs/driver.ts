@@ -1,4 +1,4 @@
-import type { Job, JobEvent } from "@svc/contract";
+import type { Job, JobEvent, RunFailureReason } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
@@ -60,7 +60,7 @@ export interface RunEnd {
 /** Ends a run with a reason (a limit, a failure, a cancel). */
 export class RunStop extends Error {
   constructor(
-    readonly stopReason: string,
+    readonly stopReason: RunFailureReason,
     readonly code: string,
     message: string,
   ) {
@@ -349,7 +349,7 @@ export abstract class RunDriver {
       throw new Abandoned();
     }
     const own = this.run.request.limits;
-    const [ms, reason, what] =
+    const [ms, reason, what]: [number, RunFailureReason, string] =
       job.kind === "model_turn"
         ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
         : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
