@@ -425,4 +425,62 @@ describe("svc-worker against a service that over-sends", () => {
     expect(worker.stdout).not.toMatch(/connection lost/);
     expect(closedCode).toBeNull();
   }, 60_000);
+
+  it("never sends a frame over 1 MiB: big text goes in pieces, a done too large goes without its output, a tool call too large fails its job", async () => {
+    // A model server whose answers are larger than a frame: 1.5 MB of text, or a tool call with 1.5 MB of arguments.
+    const big = "x".repeat(1_500_000);
+    const bigModel = http.createServer(async (req, res) => {
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      if (req.url === "/api/tags") return res.end(JSON.stringify({ models: [{ name: "m" }] }));
+      const body = JSON.parse(Buffer.concat(chunks).toString()) as { messages: { content: string }[] };
+      const frame = (delta: unknown, finish: string | null = null) => `data: ${JSON.stringify({ choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      if (body.messages[0].content === "call") res.write(frame({ tool_calls: [{ index: 0, id: "c1", function: { name: "t", arguments: JSON.stringify({ blob: big }) } }] }, "tool_calls"));
+      else for (let i = 0; i < big.length; i += 300_000) res.write(frame({ content: big.slice(i, i + 300_000) }));
+      res.end(`${frame({}, "stop")}data: [DONE]\n\n`);
+    });
+    await new Promise<void>((r) => bigModel.listen(0, "127.0.0.1", r));
+    const port = (service.address() as AddressInfo).port;
+    const home = tempDir("svc-worker-home-");
+    fs.writeFileSync(
+      path.join(home, "credentials.json"),
+      JSON.stringify({ server: `http://127.0.0.1:${port}`, connectUrl: `ws://127.0.0.1:${port}/v1/worker`, machineId: "mch_big", pairingToken: "pt_svc_y", environment: "test", appName: "Stand-in", pairedAt: new Date().toISOString() }),
+    );
+    fs.writeFileSync(path.join(home, "config.json"), JSON.stringify({ runtimes: { ollama: `http://127.0.0.1:${(bigModel.address() as AddressInfo).port}`, llamacpp: false, lmstudio: false, claude: false, codex: false } }));
+    const connected = new Promise<WebSocket>((resolve) => wss.once("connection", resolve));
+    const w = spawnWorker(["start"], home);
+    try {
+      const ws = await connected;
+      const frames: { bytes: number; m: WorkerMessage }[] = [];
+      ws.on("message", (d: Buffer) => frames.push({ bytes: d.length, m: JSON.parse(d.toString()) as WorkerMessage }));
+      let closedCode: number | null = null;
+      ws.on("close", (code) => (closedCode = code));
+      await pollUntil(async () => frames, (f) => f.some((x) => x.m.type === "hello"));
+      ws.send(JSON.stringify(serverMessage("welcome", { machineId: "mch_big", heartbeatSeconds: 10, appName: "Stand-in" })));
+      await w.waitFor(/Connected/);
+      const turn = (content: string) => ({ kind: "model_turn" as const, runtime: "ollama", model: "m", messages: [{ role: "user" as const, content }], tools: [{ type: "function" as const, function: { name: "t" } }] });
+      const end = (jobId: string) => (x: { m: WorkerMessage }) => x.m.type === "job_event" && x.m.payload.jobId === jobId && ["done", "failed"].includes(x.m.payload.event.type);
+
+      ws.send(JSON.stringify(serverMessage("job", { jobId: "job_text", job: turn("talk") })));
+      const text = await pollUntil(async () => frames, (f) => f.some(end("job_text")));
+      const ofText = text.filter((x) => x.m.type === "job_event" && x.m.payload.jobId === "job_text").map((x) => (x.m as Extract<WorkerMessage, { type: "job_event" }>).payload.event);
+      expect(ofText.filter((e) => e.type === "text_delta").map((e) => (e as { text: string }).text).join("")).toBe(big);
+      expect(ofText.at(-1)).toMatchObject({ type: "done", output: "" });
+
+      ws.send(JSON.stringify(serverMessage("job", { jobId: "job_call", job: turn("call") })));
+      const call = await pollUntil(async () => frames, (f) => f.some(end("job_call")));
+      const ended = call.find(end("job_call"))!.m as Extract<WorkerMessage, { type: "job_event" }>;
+      expect(ended.payload.event).toMatchObject({ type: "failed", code: "frame_too_large" });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(frames.filter((x) => x.m.type === "job_event" && x.m.payload.jobId === "job_call")).toHaveLength(1); // nothing of it after its failure
+      expect(Math.max(...frames.map((f) => f.bytes))).toBeLessThanOrEqual(1024 * 1024);
+      expect(closedCode).toBeNull();
+      expect(w.stdout).toMatch(/job_call: an event of \d+ bytes is over the 1048576-byte frame limit/);
+    } finally {
+      w.stop();
+      bigModel.closeAllConnections();
+      await new Promise((r) => bigModel.close(r));
+    }
+  }, 60_000);
 });

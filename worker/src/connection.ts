@@ -60,6 +60,8 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
 function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?: ServeEnd; why: string }> {
   const { credentials, runtimes, print, signal } = opts;
   const jobs = new Map<string, RunningJob>();
+  /** Jobs failed because an event would not fit a frame: nothing more of them is sent. */
+  const tooLarge = new Set<string>();
   return new Promise((resolve) => {
     const ws = new WebSocket(credentials.connectUrl, {
       headers: { authorization: `Bearer ${credentials.pairingToken}` },
@@ -97,6 +99,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       const { jobId, event } = m.payload;
       if (event.type === "done" && event.output) return send(workerMessage("job_event", { jobId, event: { ...event, output: "" } }));
       print(`✗ ${jobId}: an event of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit; the job fails`);
+      tooLarge.add(jobId);
       jobs.get(jobId)?.abort.abort();
       jobs.delete(jobId);
       if (event.type === "failed" && event.code === "frame_too_large") return;
@@ -175,7 +178,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         text = "";
       };
       const emit = (event: JobEvent) => {
-        if (ended) return;
+        if (ended || tooLarge.has(jobId)) return;
         if (event.type === "text_delta") {
           text += event.text;
           if (text.length >= TEXT_PIECE_CHARS || (!textTimer && performance.now() - textSentAt >= TEXT_WINDOW_MS)) sendText();
