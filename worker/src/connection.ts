@@ -122,7 +122,9 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       });
     });
     ws.on("error", (err) => finish({ why: err.message }));
-    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: runtimes.map((r) => r.advert), maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES })));
+    // Within the catalog's bounds (at most 1,000 models of at most 256 characters each), so the hello is never refused for its size.
+    const adverts = runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) }));
+    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts, maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES })));
     ws.on("close", (code, reason) => {
       const text = reason.toString() || `code ${code}`;
       if (code === WORKER_CLOSE.revoked) finish({ end: { reason: "revoked", message: text }, why: text });
