@@ -39,12 +39,12 @@ export function traceDispatch(workers: WorkerHub, firstLabel: string) {
     mark("dispatch job");
     const sent = performance.now();
     let first = true;
-    return dispatch(owner, machineId, job, (e) => {
+    return dispatch(owner, machineId, job, (e, bytes) => {
       mark(`job event ${e.type}`);
       if (first) record(firstLabel, performance.now() - sent);
       first = false;
       if (e.type === "done") record("[job] dispatch -> done", performance.now() - sent);
-      onEvent(e);
+      onEvent(e, bytes);
     });
   };
 }

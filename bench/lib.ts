@@ -48,7 +48,8 @@ export async function startBenchServer(database: DatabaseTarget): Promise<BenchS
 
 /** Pairs a machine for `user` through the real endpoints (test/helpers/pair-via-api.ts); returns its config folder. */
 export async function pairMachine(server: BenchServer, user: string, settings: Record<string, unknown>): Promise<string> {
-  return (await pairInto(tempDir("svc-bench-worker-"), { url: server.url }, server, user, settings, "bench-machine")).home;
+  // The benches load one machine with many jobs at once (1,000 streams): no cap below that.
+  return (await pairInto(tempDir("svc-bench-worker-"), { url: server.url }, server, user, { maxConcurrentJobs: 1024, ...settings }, "bench-machine")).home;
 }
 
 /** Every child still running: killed when the bench exits, however it exits (and the temp folders go). */

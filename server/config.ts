@@ -35,6 +35,15 @@ const Env = z.object({
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(60000).default(15000),
   WEBHOOK_PRIVATE_ADDRESSES: z.enum(["test", "all", "none"]).default("none"),
   SVC_DEV_APP: z.enum(["0", "1"], { message: "must be 1 (create the development app on an empty database) or 0 (never)" }).optional(),
+  RUN_MAX_EVENTS: z.coerce.number().int().min(100).max(10_000_000).default(50_000),
+  RUN_MAX_EVENT_BYTES: z.coerce.number().int().min(64 * 1024).max(1024 * 1024 * 1024).default(64 * 1024 * 1024),
+  RUN_MAX_PERMISSION_REQUESTS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  RUN_MAX_TOOL_CALLS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  RUN_TURN_TIMEOUT_SECONDS: z.coerce.number().min(1).max(86_400).default(600),
+  RUN_AGENT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(7 * 86_400).default(3600),
+  WORKER_MESSAGES_PER_SECOND: z.coerce.number().int().min(10).max(1_000_000).default(200),
+  WORKER_BYTES_PER_SECOND: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(8 * 1024 * 1024),
+  WORKER_JOB_FRAME_BYTES: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(16 * 1024 * 1024),
   SVC_SEALING_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes in base64 (openssl rand -base64 32)").optional(),
 });
 
@@ -64,6 +73,10 @@ export interface Config {
   stripe: { secretKey: string | null; webhookSecret: string | null; apiUrl: string | null; connectClientId: string | null; connectUrl: string | null };
   /** Outbound webhooks: seconds to wait before each retry (its length is the number of retries), and each try's timeout. */
   webhooks: { retrySchedule: number[]; timeoutMs: number; privateAddresses: "test" | "all" | "none" };
+  /** What one run may take from its machine, and its deadlines (see `RunLimitsConfig`). */
+  runLimits: RunLimitsConfig;
+  /** What one worker connection may send, and the largest job frame sent to it (see `WorkerLimitsConfig`). */
+  workerLimits: WorkerLimitsConfig;
   /** Key sealing secrets kept usable at rest (webhook signing secrets); null: a key file in the data folder. */
   sealingKey: Buffer | null;
   /**
@@ -71,6 +84,29 @@ export interface Config {
    * database, false (`0`) never, null (unset) only on the embedded database, never on Postgres.
    */
   devApp: boolean | null;
+}
+
+/** Per-run limits on what a machine sends, and the deadlines; passing one fails the run (`limit_exceeded`, `turn_timeout`, `run_timeout`). */
+export interface RunLimitsConfig {
+  /** Events stored for one run (after text deltas are merged). */
+  maxEvents: number;
+  /** Bytes of job events one run takes from its machine (frames as received). */
+  maxEventBytes: number;
+  maxPermissionRequests: number;
+  /** Tool calls a model's turns may make in one run. */
+  maxToolCalls: number;
+  /** Default deadline of one model turn (a run's `limits.turnTimeoutMs` overrides it). */
+  turnTimeoutMs: number;
+  /** Default deadline of an agent CLI's whole run (`limits.runTimeoutMs` overrides it). */
+  agentRunTimeoutMs: number;
+}
+
+/** Per-connection limits of a worker's WebSocket (token buckets, for the connection and again per job it runs; burst: 5 s of messages, 4 s of bytes); passing one closes it with 4029. */
+export interface WorkerLimitsConfig {
+  messagesPerSecond: number;
+  bytesPerSecond: number;
+  /** The largest `job` frame sent to a worker (capped by what the worker says it reads). */
+  jobFrameBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -107,6 +143,15 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       connectUrl: e.STRIPE_CONNECT_URL ? e.STRIPE_CONNECT_URL.replace(/\/+$/, "") : null,
     },
     webhooks: { retrySchedule: e.WEBHOOK_RETRY_SCHEDULE.split(",").map(Number), timeoutMs: e.WEBHOOK_TIMEOUT_MS, privateAddresses: e.WEBHOOK_PRIVATE_ADDRESSES },
+    runLimits: {
+      maxEvents: e.RUN_MAX_EVENTS,
+      maxEventBytes: e.RUN_MAX_EVENT_BYTES,
+      maxPermissionRequests: e.RUN_MAX_PERMISSION_REQUESTS,
+      maxToolCalls: e.RUN_MAX_TOOL_CALLS,
+      turnTimeoutMs: e.RUN_TURN_TIMEOUT_SECONDS * 1000,
+      agentRunTimeoutMs: e.RUN_AGENT_TIMEOUT_SECONDS * 1000,
+    },
+    workerLimits: { messagesPerSecond: e.WORKER_MESSAGES_PER_SECOND, bytesPerSecond: e.WORKER_BYTES_PER_SECOND, jobFrameBytes: e.WORKER_JOB_FRAME_BYTES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
     devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",
   };

@@ -2,11 +2,12 @@ import { randomBytes } from "node:crypto";
 import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, workerMessage, type ServerMessage } from "@svc/contract";
+import { WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, workerMessage } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, type PairedMachine } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
+import { closeRawWorkers, connectRawWorker } from "./helpers/raw-worker.js";
 import { bearer } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
 
@@ -24,23 +25,6 @@ const HELLO = workerMessage("hello", {
   runtimes: [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }],
 });
 const heartbeat = (busy: string[] = []) => workerMessage("heartbeat", { busy });
-
-interface Closed {
-  code: number;
-  reason: string;
-}
-
-/** A raw worker connection: the socket, every server message in order, and waits on both. */
-interface Conn {
-  ws: WebSocket;
-  /** Messages received and not yet taken by `next`. */
-  pending: ServerMessage[];
-  /** The next message of this type not taken yet (waits for it). */
-  next<T extends ServerMessage["type"]>(type: T, timeoutMs?: number): Promise<Extract<ServerMessage, { type: T }>>;
-  send(message: unknown): void;
-  /** Resolves when the socket closes, with the code and reason. */
-  closed: Promise<Closed>;
-}
 
 interface Refusal {
   status: number;
@@ -371,51 +355,8 @@ describe("worker connections and the server's own life", () => {
   });
 });
 
-/** Opens a worker connection with the token in the Authorization header; resolves once open. */
-async function connectTo(server: TestServer, open: WebSocket[], token: string): Promise<Conn> {
-  const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}${WORKER_CONNECT_PATH}`, { headers: bearer(token) });
-  open.push(ws);
-  const pending: ServerMessage[] = [];
-  const waiters: { type: string; resolve: (m: ServerMessage) => void }[] = [];
-  ws.on("message", (data) => {
-    const message = JSON.parse(data.toString("utf8")) as ServerMessage;
-    const i = waiters.findIndex((w) => w.type === message.type);
-    if (i >= 0) waiters.splice(i, 1)[0].resolve(message);
-    else pending.push(message);
-  });
-  const closed = new Promise<Closed>((resolve) => ws.once("close", (code, reason) => resolve({ code, reason: reason.toString() })));
-  await new Promise<void>((resolve, reject) => {
-    ws.once("open", () => resolve());
-    ws.once("error", reject);
-    ws.once("unexpected-response", (_req, res) => reject(new Error(`the handshake answered ${res.statusCode}`)));
-  });
-  ws.on("error", () => {});
-  return {
-    ws,
-    pending,
-    closed,
-    send: (message) => ws.send(JSON.stringify(message)),
-    next: (type, timeoutMs = 5_000) => {
-      const i = pending.findIndex((p) => p.type === type);
-      if (i >= 0) return Promise.resolve(pending.splice(i, 1)[0] as never);
-      return new Promise((resolve, reject) => {
-        const waiter = {
-          type,
-          resolve: (msg: ServerMessage) => {
-            clearTimeout(timer);
-            resolve(msg as never);
-          },
-        };
-        const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(waiter), 1);
-          reject(new Error(`no ${type} message within ${timeoutMs} ms; got ${JSON.stringify(pending)}`));
-        }, timeoutMs);
-        waiters.push(waiter);
-        void closed.then((c) => reject(new Error(`the connection closed (${c.code} ${c.reason}) while waiting for ${type}`)));
-      });
-    },
-  };
-}
+/** A raw worker connection (test/helpers/raw-worker.ts) to this server. */
+const connectTo = (server: TestServer, open: WebSocket[], token: string) => connectRawWorker(server.url, token, open);
 
 /** Tries to open a worker connection and returns the plain HTTP answer that refused it. */
 function refusalFrom(server: TestServer, headers: Record<string, string>, path: string): Promise<Refusal> {
@@ -442,24 +383,7 @@ function refusalFrom(server: TestServer, headers: Record<string, string>, path: 
   });
 }
 
-/** Closes every socket a test opened and waits until each is closed. */
-async function closeAll(open: WebSocket[]): Promise<void> {
-  await Promise.all(
-    open.splice(0).map(
-      (ws) =>
-        new Promise<void>((resolve) => {
-          if (ws.readyState === WebSocket.CLOSED) return resolve();
-          ws.once("close", () => resolve());
-          if (ws.readyState === WebSocket.CONNECTING) ws.terminate();
-          else ws.close();
-          setTimeout(() => {
-            ws.terminate();
-            resolve();
-          }, 2_000).unref();
-        }),
-    ),
-  );
-}
+const closeAll = closeRawWorkers;
 
 /** Polls `fn` until `ok` says yes (5 s by default: these answers come at once or not at all). */
 const until = <T>(fn: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 5_000) => pollUntil(fn, ok, timeoutMs);

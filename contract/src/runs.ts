@@ -13,7 +13,30 @@ export const RunLimits = z.object({
   maxTurns: z.number().int().min(1).max(100).optional().describe("Model turns at most (default 20)."),
   toolResultTimeoutMs: z.number().int().min(1000).max(3_600_000).optional().describe("Deadline for each tool result (default 10 min)."),
   approvalTimeoutMs: z.number().int().min(1000).max(3_600_000).optional().describe("Deadline for each approval (default 10 min)."),
+  turnTimeoutMs: z.number().int().min(1000).max(3_600_000).optional().describe("Deadline for each model turn on the user's machine (default 10 min); passed: `turn_timeout`."),
+  runTimeoutMs: z.number().int().min(1000).max(86_400_000).optional().describe("Deadline for an agent CLI's whole run (default 60 min); passed: `run_timeout`."),
 });
+
+/**
+ * Why a run failed (`run_failed.stopReason`, `GET /v1/runs/:id`'s `stopReason`):
+ * every reason the service gives. The wire field stays a string, so a client
+ * should treat a value it does not know as a failure of another kind.
+ */
+export const RUN_FAILURE_REASONS = [
+  "max_turns",
+  "tool_result_timeout",
+  "approval_timeout",
+  "spend_ceiling",
+  "worker_lost",
+  "runtime_error",
+  "internal_error",
+  "limit_exceeded",
+  "conversation_too_large",
+  "turn_timeout",
+  "run_timeout",
+] as const;
+export const RunFailureReason = z.enum(RUN_FAILURE_REASONS);
+export type RunFailureReason = z.infer<typeof RunFailureReason>;
 
 export const CreateRunRequest = z.object({
   user: UserId,
@@ -142,7 +165,15 @@ export const RunEvent = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("run_failed"),
     error: z.object({ code: z.string(), message: z.string() }),
-    stopReason: z.string().describe("`max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, ..."),
+    // On the wire a string (a newer service may add reasons; older clients must not refuse the event); the names are `RunFailureReason`.
+    stopReason: z
+      .string()
+      .describe(
+        "Why it failed: `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, `internal_error`, " +
+          "`limit_exceeded` (the machine passed a per-run limit: events, bytes, permission requests or tool calls; `error.message` names it), " +
+          "`conversation_too_large` (a model turn's job would not fit the link's frame limit), `turn_timeout` (a model turn passed its deadline), " +
+          "`run_timeout` (an agent CLI's run passed its deadline). Unknown values may be added.",
+      ),
   }),
   z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),
 ]);

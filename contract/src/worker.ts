@@ -9,8 +9,20 @@ import { ChatMessage, ChatTool } from "./chat.js";
  * payload is refused with an `error` message, never a crash.
  */
 export const WORKER_PROTOCOL_VERSION = 1;
-/** The largest frame either side accepts; a bigger one closes the connection (1009). */
+/**
+ * The largest frame the service accepts from a worker (1 MiB); a bigger one closes
+ * the connection (1009). A worker never sends one: an event that would not fit
+ * fails its job (`frame_too_large`) instead.
+ */
 export const WORKER_MAX_FRAME_BYTES = 1024 * 1024;
+/**
+ * The largest frame the service sends to a worker that says (in `hello`) it takes
+ * job frames this large: a `job` carries the whole conversation of a model turn.
+ * A worker that says nothing is sent at most `WORKER_MAX_FRAME_BYTES` (what older
+ * workers accept). A job that would not fit fails its run with
+ * `conversation_too_large`; the frame is never sent, so the link stays up.
+ */
+export const WORKER_MAX_JOB_FRAME_BYTES = 16 * 1024 * 1024;
 /** The path the worker connects to (the token response's `connect_url`). */
 export const WORKER_CONNECT_PATH = "/v1/worker";
 /** WebSocket close codes the service uses, so the worker knows whether to come back. */
@@ -23,6 +35,8 @@ export const WORKER_CLOSE = {
   heartbeatTimeout: 4003,
   /** Too many bad messages. */
   protocolError: 4004,
+  /** Too many messages or bytes per second (or heartbeats, runtimes lists, errors): slow down, then reconnect. */
+  tooManyMessages: 4029,
   /** The server is shutting down: reconnect. */
   goingAway: 1001,
 } as const;
@@ -33,6 +47,13 @@ export const RuntimeAdvert = z.object({
   /** Informational only: the service decides the cost class from `kind` (server/ledger/metering.ts `costClassOf`). */
   costClass: CostClass,
   models: z.array(z.string().max(256)).max(1000),
+  maxConcurrentJobs: z
+    .number()
+    .int()
+    .min(1)
+    .max(1024)
+    .optional()
+    .describe("Jobs this runtime takes at once (set by the machine's user); more are routed elsewhere or wait. Absent: no cap (older workers)."),
 });
 export type RuntimeAdvert = z.infer<typeof RuntimeAdvert>;
 
@@ -96,6 +117,13 @@ export const WorkerMessage = z.discriminatedUnion("type", [
       client: z.string().max(128),
       version: z.string().max(64),
       runtimes: z.array(RuntimeAdvert).max(64),
+      maxJobFrameBytes: z
+        .number()
+        .int()
+        .min(WORKER_MAX_FRAME_BYTES)
+        .max(1024 * 1024 * 1024)
+        .optional()
+        .describe("The largest frame this worker reads; the service sends job frames up to the smaller of this and `WORKER_MAX_JOB_FRAME_BYTES`. Absent: `WORKER_MAX_FRAME_BYTES`."),
     }),
   ),
   envelope("heartbeat", z.object({ busy: z.array(z.string().max(64)).max(64) })),

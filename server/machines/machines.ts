@@ -93,8 +93,8 @@ export class MachineService {
       for (const r of runtimes) {
         await tx.runtime.upsert({
           where: { machineId_name: { machineId: id.machineId, name: r.name } },
-          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, updatedAt: now },
-          update: { kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, updatedAt: now },
+          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, maxConcurrentJobs: r.maxConcurrentJobs ?? null, updatedAt: now },
+          update: { kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, maxConcurrentJobs: r.maxConcurrentJobs ?? null, updatedAt: now },
         });
       }
     });

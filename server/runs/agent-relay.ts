@@ -27,8 +27,7 @@ export class AgentRunDriver extends RunDriver {
         switch (e.type) {
           case "text_delta":
             this.text += e.text;
-            this.emit("text_delta", { turn: 1, text: e.text });
-            return this.flushSoon();
+            return this.emitText(1, e.text);
           case "activity":
             this.emit("activity", { summary: e.summary, ...(e.detail !== undefined ? { detail: e.detail } : {}) });
             return this.flushSoon();
@@ -44,7 +43,7 @@ export class AgentRunDriver extends RunDriver {
           case "done":
             return resolve(e);
           case "failed":
-            return reject(new RunStop(e.code === "worker_lost" ? "worker_lost" : "runtime_error", e.code, e.message));
+            return reject(this.failure(e));
         }
       });
     });

@@ -1,5 +1,5 @@
 import type { JobEvent } from "@svc/contract";
-import { RunDriver, RunStop, type RunEnd } from "./driver.js";
+import { RunDriver, type RunEnd } from "./driver.js";
 import type { ChatMsg } from "./store.js";
 
 /** What a chat-completions run asks of the model: the caller's conversation and tools, as sent. */
@@ -41,11 +41,10 @@ export class ChatTurnDriver extends RunDriver {
         (e) => {
           if (e.type === "text_delta") {
             this.text += e.text;
-            this.emit("text_delta", { turn: 1, text: e.text });
-            this.flushSoon();
+            this.emitText(1, e.text);
           } else if (e.type === "tool_call") calls.push({ id: e.id, name: e.name, arguments: e.arguments });
           else if (e.type === "done") resolve(e);
-          else if (e.type === "failed") reject(new RunStop(e.code === "worker_lost" ? "worker_lost" : "runtime_error", e.code, e.message));
+          else if (e.type === "failed") reject(this.failure(e));
         },
       );
     });

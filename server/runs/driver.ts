@@ -1,7 +1,8 @@
-import type { Job, JobEvent } from "@svc/contract";
+import type { Job, JobEvent, RunFailureReason } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
-import type { WorkerHub, JobHandle } from "../workers/hub.js";
+import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
+import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -17,7 +18,28 @@ export interface DriverDeps {
   pollMs: number;
   /** Told when a run's end is written (`run.finished` webhooks). */
   facts?: WebhookFacts;
+  /** What one run may take from its machine, and its deadlines. */
+  limits: RunLimitsConfig;
 }
+
+/** The run limits when none are configured (the defaults of the `RUN_*` variables). */
+export const DEFAULT_RUN_LIMITS: RunLimitsConfig = {
+  maxEvents: 50_000,
+  maxEventBytes: 64 * 1024 * 1024,
+  maxPermissionRequests: 1000,
+  maxToolCalls: 1000,
+  turnTimeoutMs: 10 * 60 * 1000,
+  agentRunTimeoutMs: 60 * 60 * 1000,
+};
+
+/**
+ * Text deltas are merged before they are stored: consecutive deltas of a turn
+ * become one event until it holds this much text, and a run's deltas are written
+ * at most once per window (the first after a quiet spell at once), so a machine
+ * streaming 20,000 tiny deltas makes a few hundred rows, not 20,000.
+ */
+export const DELTA_MERGE_CHARS = 16 * 1024;
+export const DELTA_WINDOW_MS = 25;
 
 /** An answer this instance stored, handed to the driver with its wake. */
 export type Answer =
@@ -38,7 +60,7 @@ export interface RunEnd {
 /** Ends a run with a reason (a limit, a failure, a cancel). */
 export class RunStop extends Error {
   constructor(
-    readonly stopReason: string,
+    readonly stopReason: RunFailureReason,
     readonly code: string,
     message: string,
   ) {
@@ -65,7 +87,14 @@ export abstract class RunDriver {
   protected readonly costClass: CostClassValue;
   private buffer: StoredEvent[] = [];
   private writing: Promise<void> = Promise.resolve();
-  private flushScheduled = false;
+  private deltaTimer: NodeJS.Timeout | null = null;
+  private lastDeltaFlush = 0;
+  /** What this driver took from the machine for the run (bytes, permission requests, tool calls). */
+  private readonly received = { bytes: 0, permissionRequests: 0, toolCalls: 0 };
+  /** Why the service stopped the current job (a limit, a deadline), handed to the loop with its `failed` event. */
+  private stopped: RunStop | null = null;
+  /** Ends the current job's watch (its deadline timer). */
+  private endJobWatch: (() => void) | null = null;
   private wakeUp: (() => void) | null = null;
   /** The run's inputs as last read, kept current by this instance's own answers; `stale` when something else may have changed them. */
   private known: RunInputs | null = null;
@@ -107,6 +136,7 @@ export abstract class RunDriver {
         this.flush({ status: "running" }).catch(() => {});
       }
       const { output, stopReason, patch, extra, completion } = await this.loop();
+      this.endJobWatch?.();
       this.emit("run_completed", { output, usage: { ...this.tokens, costClass: this.costClass, amountMicros: 0 }, stopReason, ...completion });
       // The last turn's own writes go with the completion: one write.
       await this.flush({ ...patch, status: "completed", output, stopReason, finished: true }, extra);
@@ -123,6 +153,7 @@ export abstract class RunDriver {
   /** Records how the run ended: cancelled, or failed with its reason. */
   private async end(err: unknown): Promise<void> {
     this.job?.cancel("the run ended");
+    this.endJobWatch?.();
     if (err instanceof Abandoned || this.abandoned) return;
     try {
       if (err instanceof Cancelled) {
@@ -203,14 +234,39 @@ export abstract class RunDriver {
     return step;
   }
 
-  /** Text deltas are written in batches: whatever arrived before the next turn of the event loop. */
+  /** A text delta of a turn, merged into the one before it while that is not stored yet (see `DELTA_MERGE_CHARS`). */
+  protected emitText(turn: number, text: string): void {
+    const last = this.buffer.at(-1);
+    if (last?.kind === "text_delta" && last.data.turn === turn && (last.data.text as string).length < DELTA_MERGE_CHARS) {
+      last.data.text = (last.data.text as string) + text;
+    } else {
+      this.emit("text_delta", { turn, text });
+    }
+    this.flushSoon();
+  }
+
+  /** Streamed events are written in batches: at once after a quiet spell, then at most once per `DELTA_WINDOW_MS`. */
   protected flushSoon(): void {
-    if (this.flushScheduled) return;
-    this.flushScheduled = true;
-    setImmediate(() => {
-      this.flushScheduled = false;
-      this.flush().catch(() => {});
-    });
+    if (this.deltaTimer) return;
+    const wait = Math.max(0, this.lastDeltaFlush + DELTA_WINDOW_MS - performance.now());
+    this.deltaTimer = setTimeout(() => {
+      this.deltaTimer = null;
+      this.lastDeltaFlush = performance.now();
+      // Taken by a write meanwhile (an end, a tool call): nothing left to write.
+      if (this.buffer.length) this.flush().catch(() => {});
+    }, wait);
+  }
+
+  /** How a job's `failed` event ends the run: the service's own reason when it stopped the job, else the machine's. */
+  protected failure(e: { code: string; message: string }): RunStop {
+    const stopped = this.stopped;
+    this.stopped = null;
+    return stopped ?? new RunStop(e.code === "worker_lost" ? "worker_lost" : "runtime_error", e.code, e.message);
+  }
+
+  /** Was this `failed` event the service's own stop (a limit, a deadline), not the machine's? */
+  protected stoppedHere(): boolean {
+    return this.stopped !== null;
   }
 
   /** Waits for a wake or `ms`, whichever is first. */
@@ -242,17 +298,65 @@ export abstract class RunDriver {
     return this.known;
   }
 
-  /** Sends a job to the run's machine, connected to this instance. */
+  /**
+   * Sends a job to the run's machine, connected to this instance, and watches
+   * what comes back: past a per-run limit (events stored, bytes, permission
+   * requests, tool calls) or the job's deadline (a model turn's, an agent run's),
+   * the job is cancelled and ends as `failed` with the service's reason
+   * (`limit_exceeded`, `turn_timeout`, `run_timeout`); nothing more of it is taken.
+   * A job too large for the link is never sent: `conversation_too_large`.
+   */
   protected dispatch(job: Job, onEvent: (e: JobEvent) => void): JobHandle {
     const owner = { appId: this.run.app_id, environment: this.run.environment, endUserId: this.run.end_user_id };
+    const limits = this.deps.limits;
+    let ended = false;
+    let handle: JobHandle | null = null;
+    let timer: NodeJS.Timeout | null = null;
+    const finish = () => {
+      ended = true;
+      if (timer) clearTimeout(timer);
+      if (this.endJobWatch === finish) this.endJobWatch = null;
+    };
+    const stop = (why: RunStop) => {
+      if (ended) return;
+      finish();
+      this.stopped = why;
+      this.deps.log.warn({ runId: this.run.id, machineId: this.run.machine_id, stopReason: why.stopReason, reason: why.message }, "run stopped by a limit");
+      handle?.cancel(why.message);
+      onEvent({ type: "failed", code: why.code, message: why.message });
+    };
+    const over = (what: string, limit: number) => new RunStop("limit_exceeded", "limit_exceeded", `The machine passed this run's limit of ${limit} ${what}; the run was stopped.`);
+    const watch = (e: JobEvent, bytes: number) => {
+      if (ended) return;
+      const r = this.received;
+      r.bytes += bytes;
+      if (r.bytes > limits.maxEventBytes) return stop(over("bytes of events", limits.maxEventBytes));
+      if (e.type === "permission_request" && ++r.permissionRequests > limits.maxPermissionRequests) return stop(over("permission requests", limits.maxPermissionRequests));
+      if (e.type === "tool_call" && ++r.toolCalls > limits.maxToolCalls) return stop(over("tool calls", limits.maxToolCalls));
+      if (e.type === "done" || e.type === "failed") finish();
+      else if (this.seq >= limits.maxEvents) return stop(over("stored events", limits.maxEvents));
+      onEvent(e);
+    };
     try {
-      this.job = this.deps.hub.dispatch(owner, this.run.machine_id!, job, onEvent);
-      return this.job;
-    } catch {
+      handle = this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch);
+    } catch (err) {
+      finish();
+      if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", "conversation_too_large", err.message);
       // The machine is connected elsewhere now (or nowhere): its holder takes the run over.
       void this.deps.store.release(this.run.id).catch(() => {});
       throw new Abandoned();
     }
+    const own = this.run.request.limits;
+    const [ms, reason, what]: [number, RunFailureReason, string] =
+      job.kind === "model_turn"
+        ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
+        : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
+    timer = setTimeout(() => stop(new RunStop(reason, reason, `${what} passed its deadline of ${Math.round(ms / 1000)} s on the user's machine; it was stopped.`)), ms);
+    timer.unref();
+    this.endJobWatch?.();
+    this.endJobWatch = finish;
+    this.job = handle;
+    return handle;
   }
 
   /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */

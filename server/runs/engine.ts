@@ -4,7 +4,8 @@ import type { Logger } from "../logger.js";
 import type { WorkerHub } from "../workers/hub.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
-import { RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
+import { DEFAULT_RUN_LIMITS, RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
+import type { RunLimitsConfig } from "../config.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -16,6 +17,8 @@ export interface EngineOptions {
   pollMs?: number;
   /** Told when a run ends (`run.finished` webhooks). */
   facts?: WebhookFacts;
+  /** Per-run limits and deadlines (default: `DEFAULT_RUN_LIMITS`). */
+  limits?: RunLimitsConfig;
 }
 
 /**
@@ -42,7 +45,7 @@ export class RunEngine {
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.deps = { store, bus, hub, clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts };
+    this.deps = { store, bus, hub, clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS };
   }
 
   get instance(): string {

@@ -96,11 +96,10 @@ export class ModelRunDriver extends RunDriver {
         (e: JobEvent) => {
           if (e.type === "text_delta") {
             this.turnText += e.text;
-            this.emit("text_delta", { turn, text: e.text });
-            this.flushSoon();
+            this.emitText(turn, e.text);
           } else if (e.type === "tool_call") calls.push({ name: e.name, arguments: e.arguments });
           else if (e.type === "done") resolve({ text: this.turnText || e.output, calls, usage: e.usage, finishReason: e.finishReason });
-          else if (e.type === "failed") reject(e.code === "worker_lost" ? this.workerLost() : new RunStop("runtime_error", e.code, e.message));
+          else if (e.type === "failed") reject(e.code === "worker_lost" && !this.stoppedHere() ? this.workerLost() : this.failure(e));
         },
       );
     });

@@ -25,6 +25,10 @@ export interface Candidate {
   kind: "model" | "agent";
   models: string[];
   busy: boolean;
+  /** The runtime's advertised `maxConcurrentJobs` (null: no cap). */
+  cap: number | null;
+  /** Its runs that hold (or are about to hold) a job on the machine now. */
+  active: number;
 }
 
 /**
@@ -37,7 +41,8 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
   for (const kind of prefer) {
     if (kind === "app") return { kind: "app", costClass: costClassOf("app") };
     const wanted = kind === "user-hardware" ? "model" : "agent";
-    const fits = rows.filter((r) => r.kind === wanted).sort(byPreference);
+    // A runtime at its advertised cap is busy for good: the run goes elsewhere (or back to the app).
+    const fits = rows.filter((r) => r.kind === wanted && (r.cap === null || r.active < r.cap)).sort(byPreference);
     for (const r of fits) {
       const served = modelServed(r, model);
       if (served !== undefined) {
@@ -56,7 +61,11 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
 export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string): Promise<Candidate[]> {
   const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
   return sql.query<Candidate>(
-    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.models, r.busy
+    // Active: queued or running (a job on the machine or about to be); a model run waiting for the app's answers holds none, an agent CLI waiting for a permission does.
+    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.models, r.busy, r.max_concurrent_jobs AS cap,
+            CASE WHEN r.max_concurrent_jobs IS NULL THEN 0 ELSE
+              (SELECT count(*) FROM runs x WHERE x.machine_id = m.id AND x.runtime_name = r.name
+                 AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent')))::int END AS active
        FROM machines m JOIN runtimes r ON r.machine_id = m.id
       WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
         AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4

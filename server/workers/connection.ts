@@ -1,28 +1,68 @@
 import type { WebSocket } from "ws";
-import { parseFrame, serverMessage, WORKER_CLOSE, WorkerMessage, type JobEvent, type ServerMessage } from "@svc/contract";
+import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import type { MachineIdentity, MachineService } from "../machines/machines.js";
+import { KIND_LIMITS, TokenBucket, type ConnectionLimits } from "./limits.js";
 
 /** Seconds between the worker's heartbeats, told in `welcome`. */
 export const HEARTBEAT_SECONDS = 10;
 /** Bad frames a connection may send before it is closed. */
 const MAX_BAD_FRAMES = 10;
+/** A cancelled job keeps its slot until the worker says it stopped, or this long. */
+const CANCELLED_SLOT_MS = 30_000;
+/** Jobs ended here whose late events are dropped quietly (a cancel racing the worker's events). */
+const RECENTLY_ENDED = 256;
 
 export interface JobListener {
-  onEvent(event: JobEvent): void;
+  /** An event of the job, with the size of the frame that carried it. */
+  onEvent(event: JobEvent, frameBytes: number): void;
+}
+
+interface SentJob {
+  listener: JobListener;
+  runtime: string;
+  cancelled: boolean;
+  timer: NodeJS.Timeout | null;
+}
+
+interface QueuedJob {
+  jobId: string;
+  runtime: string;
+  /** Makes its frame again when it goes out (a waiting job does not hold its frame). */
+  frame: () => string;
+  listener: JobListener;
 }
 
 /**
  * One worker's WebSocket: the catalog checked on every frame, its hello,
  * heartbeats and runtimes kept in the database, and job events handed to whoever
  * dispatched the job. Nothing it sends can crash the server: a bad frame gets an
- * `error` message, too many of them close the connection.
+ * `error` message, too many of them close the connection (4004), and so does
+ * sending too much (4029): more messages or bytes per second than its buckets
+ * hold, or heartbeats, runtimes lists and error reports faster than a worker
+ * ever needs to. Jobs are sent no faster than each runtime's advertised
+ * `maxConcurrentJobs`: more wait here for a free slot.
  */
 export class WorkerConnection {
   private said = false;
   private badFrames = 0;
+  private closing = false;
   private idleTimer: NodeJS.Timeout | null = null;
-  readonly jobs = new Map<string, JobListener>();
+  /** Jobs sent to the worker and not ended. */
+  readonly jobs = new Map<string, SentJob>();
+  private readonly queued: QueuedJob[] = [];
+  private readonly ended = new Set<string>();
+  /** Each runtime's cap, as advertised. */
+  private caps = new Map<string, number>();
+  /** The largest frame the worker said it reads (older workers: the 1 MiB they accept). */
+  maxJobFrameBytes = WORKER_MAX_FRAME_BYTES;
+  private readonly messages: TokenBucket;
+  private readonly bytes: TokenBucket;
+  private readonly kinds = {
+    heartbeat: new TokenBucket(KIND_LIMITS.heartbeat.capacity, KIND_LIMITS.heartbeat.perSecond),
+    runtimes: new TokenBucket(KIND_LIMITS.runtimes.capacity, KIND_LIMITS.runtimes.perSecond),
+    error: new TokenBucket(KIND_LIMITS.error.capacity, KIND_LIMITS.error.perSecond),
+  };
 
   constructor(
     readonly identity: MachineIdentity,
@@ -33,8 +73,13 @@ export class WorkerConnection {
     private readonly heartbeatTimeoutMs: number,
     /** Called on hello: only then is the machine online through this connection; false when it was removed meanwhile. */
     private readonly onHello: (conn: WorkerConnection) => Promise<boolean>,
+    limits: ConnectionLimits,
   ) {
-    socket.on("message", (data, isBinary) => void this.receive(isBinary ? null : data.toString("utf8")));
+    // For the connection itself and again for each job it runs: a machine streaming many jobs at once is not a flood.
+    const scale = () => 1 + this.jobs.size;
+    this.messages = new TokenBucket(limits.messagesPerSecond * 5, limits.messagesPerSecond, scale);
+    this.bytes = new TokenBucket(limits.bytesPerSecond * 4, limits.bytesPerSecond, scale);
+    socket.on("message", (data: Buffer, isBinary) => void this.receive(isBinary ? null : data.toString("utf8"), data.length));
     this.armIdleTimer();
   }
 
@@ -47,16 +92,73 @@ export class WorkerConnection {
   }
 
   close(code: number, reason: string): void {
+    this.closing = true;
     this.socket.close(code, reason);
   }
 
-  /** Whatever the reason, the connection is gone: every job still running hears so. */
-  closed(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    for (const [jobId, listener] of this.jobs) {
-      listener.onEvent({ type: "failed", code: "worker_lost", message: `The machine's connection closed while job ${jobId} ran.` });
+  /** Sends a job (its frame already made, and how to make it again), or queues it while its runtime is at its cap. */
+  submit(jobId: string, runtime: string, frame: string | null, make: () => string, listener: JobListener): void {
+    if (this.running(runtime) >= (this.caps.get(runtime) ?? Infinity)) {
+      this.queued.push({ jobId, runtime, frame: make, listener });
+      return;
     }
+    this.jobs.set(jobId, { listener, runtime, cancelled: false, timer: null });
+    if (this.open) this.socket.send(frame ?? make());
+  }
+
+  /** Stops a job: a queued one is dropped; a sent one is told to stop and keeps its slot until the worker says it ended (at most 30 s; its events still reach its listener). */
+  cancel(jobId: string, reason?: string): void {
+    const q = this.queued.findIndex((j) => j.jobId === jobId);
+    if (q >= 0) {
+      this.queued.splice(q, 1);
+      return;
+    }
+    const job = this.jobs.get(jobId);
+    if (!job || job.cancelled) return;
+    job.cancelled = true;
+    this.send(serverMessage("cancel", { jobId, ...(reason ? { reason } : {}) }));
+    job.timer = setTimeout(() => this.endJob(jobId), CANCELLED_SLOT_MS);
+    job.timer.unref();
+  }
+
+  /** Whatever the reason, the connection is gone: every job still running or waiting hears so. */
+  closed(): void {
+    this.closing = true;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    const waiting = [...this.jobs].filter(([, j]) => !j.cancelled).map(([id, j]) => [id, j.listener] as const);
+    for (const q of this.queued.splice(0)) waiting.push([q.jobId, q.listener]);
+    for (const job of this.jobs.values()) if (job.timer) clearTimeout(job.timer);
     this.jobs.clear();
+    for (const [jobId, listener] of waiting) {
+      listener.onEvent({ type: "failed", code: "worker_lost", message: `The machine's connection closed while job ${jobId} ran.` }, 0);
+    }
+  }
+
+  private running(runtime: string): number {
+    let n = 0;
+    for (const j of this.jobs.values()) if (j.runtime === runtime) n++;
+    return n;
+  }
+
+  /** A job's slot is free: the next job waiting for its runtime goes out. */
+  private endJob(jobId: string): void {
+    const job = this.jobs.get(jobId);
+    if (!job) return;
+    if (job.timer) clearTimeout(job.timer);
+    this.jobs.delete(jobId);
+    this.ended.add(jobId);
+    if (this.ended.size > RECENTLY_ENDED) this.ended.delete(this.ended.values().next().value!);
+    this.pump();
+  }
+
+  private pump(): void {
+    for (let i = 0; i < this.queued.length; ) {
+      const q = this.queued[i];
+      if (this.running(q.runtime) < (this.caps.get(q.runtime) ?? Infinity)) {
+        this.queued.splice(i, 1);
+        this.submit(q.jobId, q.runtime, null, q.frame, q.listener);
+      } else i++;
+    }
   }
 
   private armIdleTimer(): void {
@@ -70,25 +172,46 @@ export class WorkerConnection {
     if (++this.badFrames >= MAX_BAD_FRAMES) this.close(WORKER_CLOSE.protocolError, "too many bad messages");
   }
 
-  private async receive(text: string | null): Promise<void> {
+  /** Too much sent: closed with 4029, logged once. */
+  private flooded(what: string): void {
+    if (this.closing) return;
+    this.log.warn({ machineId: this.identity.machineId, what }, "worker connection closed: it sent too much");
+    this.close(WORKER_CLOSE.tooManyMessages, `too many ${what}`.slice(0, 120));
+  }
+
+  private async receive(text: string | null, size: number): Promise<void> {
+    if (this.closing) return;
+    if (!this.messages.take()) return this.flooded(`messages (more than ${this.messages.perSecond} per second, and as many per job running)`);
+    if (!this.bytes.take(size)) return this.flooded(`bytes (more than ${this.bytes.perSecond} per second, and as many per job running)`);
     try {
       if (text === null) return this.refuse("binary frames are not part of the protocol; send JSON text");
       const parsed = parseFrame(WorkerMessage, text);
       if (!parsed.ok) return this.refuse(parsed.reason);
+      const type = parsed.message.type;
+      if (type === "heartbeat" || type === "runtimes" || type === "error") {
+        if (!this.kinds[type].take()) return this.flooded(KIND_LIMITS[type].what);
+      }
       this.armIdleTimer();
-      await this.handle(parsed.message);
+      await this.handle(parsed.message, size);
     } catch (err) {
       this.log.error({ err, machineId: this.identity.machineId }, "worker message failed");
       this.send(serverMessage("error", { code: "internal_error", message: "The service could not handle that message." }));
     }
   }
 
-  private async handle(message: WorkerMessage): Promise<void> {
+  private advertise(runtimes: RuntimeAdvert[]): void {
+    this.caps = new Map(runtimes.filter((r) => r.maxConcurrentJobs !== undefined).map((r) => [r.name, r.maxConcurrentJobs!]));
+    this.pump();
+  }
+
+  private async handle(message: WorkerMessage, size: number): Promise<void> {
     if (message.type !== "hello" && message.type !== "unpair" && !this.said) return this.refuse(`say hello first (got ${message.type})`);
     switch (message.type) {
       case "hello":
         if (this.said) return this.refuse("hello was already said on this connection");
         this.said = true;
+        this.maxJobFrameBytes = message.payload.maxJobFrameBytes ?? WORKER_MAX_FRAME_BYTES;
+        this.advertise(message.payload.runtimes);
         // Runtimes first, so the machine is never online with another machine's or an old list.
         await this.machines.setRuntimes(this.identity, message.payload.runtimes);
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
@@ -96,6 +219,7 @@ export class WorkerConnection {
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
       case "runtimes":
+        this.advertise(message.payload.runtimes);
         return this.machines.setRuntimes(this.identity, message.payload.runtimes);
       case "heartbeat": {
         const { revoked } = await this.machines.heartbeat(this.identity.machineId, this.instance, message.payload.busy);
@@ -103,11 +227,16 @@ export class WorkerConnection {
         return;
       }
       case "job_event": {
-        const listener = this.jobs.get(message.payload.jobId);
-        if (!listener) return this.refuse(`no job ${message.payload.jobId} is running on this machine`);
-        const { event } = message.payload;
-        if (event.type === "done" || event.type === "failed") this.jobs.delete(message.payload.jobId);
-        listener.onEvent(event);
+        const { jobId, event } = message.payload;
+        const job = this.jobs.get(jobId);
+        if (!job) {
+          // A late event of a job that ended here (a cancel racing the worker) is dropped quietly.
+          if (this.ended.has(jobId)) return;
+          return this.refuse(`no job ${jobId} is running on this machine`);
+        }
+        const terminal = event.type === "done" || event.type === "failed";
+        if (terminal) this.endJob(jobId);
+        job.listener.onEvent(event, size);
         return;
       }
       case "unpair":

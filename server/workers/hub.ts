@@ -1,7 +1,7 @@
 import { STATUS_CODES, type IncomingMessage, type Server } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
-import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, type Job, type JobEvent } from "@svc/contract";
+import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, type Job, type JobEvent } from "@svc/contract";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
@@ -9,6 +9,7 @@ import type { Notifications } from "../db/open.js";
 import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
 import type { Tenant } from "../keys/keys.js";
 import { WorkerConnection } from "./connection.js";
+import type { ConnectionLimits } from "./limits.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 
 /** A job sent to a machine: its events arrive through `onEvent`; it can be cancelled or answered. */
@@ -17,6 +18,19 @@ export interface JobHandle {
   cancel(reason?: string): void;
   answerPermission(requestId: string, allow: boolean, message?: string): void;
 }
+
+/** A job whose frame would pass the link's limit: it is never sent (the run fails `conversation_too_large`). */
+export class JobTooLarge extends Error {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+    kind: Job["kind"],
+  ) {
+    super(`The ${kind === "model_turn" ? "model turn's" : "agent run's"} job is ${bytes} bytes, more than the ${limit} bytes the link to the machine takes in one frame: the conversation is too large.`);
+  }
+}
+
+export const DEFAULT_CONNECTION_LIMITS: ConnectionLimits = { messagesPerSecond: 200, bytesPerSecond: 8 * 1024 * 1024, jobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES };
 
 /**
  * The worker connections this instance holds. Workers connect outbound to
@@ -44,6 +58,7 @@ export class WorkerHub {
     /** Told when a machine goes online or offline (webhooks). */
     private readonly facts: WebhookFacts | null = null,
     private readonly heartbeatTimeoutMs = HEARTBEAT_TIMEOUT_SECONDS * 1000,
+    private readonly limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
   ) {}
 
   /** Takes the upgrade requests of `server` for the worker path. */
@@ -63,18 +78,26 @@ export class WorkerHub {
    * Sends a job to a machine connected here, only if it belongs to this user of
    * this app and environment: a machine never receives another user's work.
    */
-  dispatch(owner: Tenant & { endUserId: string }, machineId: string, job: Job, onEvent: (event: JobEvent) => void): JobHandle {
+  dispatch(owner: Tenant & { endUserId: string }, machineId: string, job: Job, onEvent: (event: JobEvent, frameBytes: number) => void): JobHandle {
     const conn = this.connections.get(machineId);
     const id = conn?.identity;
     if (!conn?.open || !id || id.appId !== owner.appId || id.environment !== owner.environment || id.endUserId !== owner.endUserId) {
       throw new ApiError("no_compute", "That machine is not connected here for this user.");
     }
     const jobId = randomId("job_", 20);
-    conn.jobs.set(jobId, { onEvent });
-    conn.send(serverMessage("job", { jobId, job }));
+    const make = () => JSON.stringify(serverMessage("job", { jobId, job }));
+    const frame = make();
+    // Never sent over the link's limit: the worker would drop the link and the run would come back to the same frame.
+    const limit = Math.min(this.limits.jobFrameBytes, conn.maxJobFrameBytes);
+    const bytes = Buffer.byteLength(frame);
+    if (bytes > limit) {
+      this.log.warn({ machineId, bytes, limit, kind: job.kind }, "job not sent: its frame is over the link's limit");
+      throw new JobTooLarge(bytes, limit, job.kind);
+    }
+    conn.submit(jobId, job.runtime, frame, make, { onEvent });
     return {
       jobId,
-      cancel: (reason) => conn.send(serverMessage("cancel", { jobId, ...(reason ? { reason } : {}) })),
+      cancel: (reason) => conn.cancel(jobId, reason),
       answerPermission: (requestId, allow, message) => conn.send(serverMessage("permission_response", { jobId, requestId, allow, ...(message ? { message } : {}) })),
     };
   }
@@ -107,10 +130,14 @@ export class WorkerHub {
 
   private accept(ws: WebSocket, identity: MachineIdentity): void {
     const { machineId } = identity;
-    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c));
+    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits);
     this.all.add(conn);
-    ws.on("error", (err) => this.log.warn({ err, machineId }, "worker socket error"));
-    ws.on("close", (code) => {
+    ws.on("error", (err: Error & { code?: string }) => {
+      if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") this.log.warn({ machineId, code: 1009 }, `worker connection closed: it sent a frame over ${WORKER_MAX_FRAME_BYTES} bytes`);
+      else this.log.warn({ err, machineId }, "worker socket error");
+    });
+    ws.on("close", (code, reason) => {
+      if (code >= 4000) this.log.info({ machineId, code, reason: reason.toString() }, "worker connection closed by policy");
       this.all.delete(conn);
       conn.closed();
       if (this.connections.get(machineId) !== conn) return;

@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { parseFrame, ServerMessage, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
+import { parseFrame, ServerMessage, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
 import type { Credentials } from "./store.js";
 import type { Runtime } from "./runtimes/runtime.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
@@ -15,6 +15,18 @@ export interface ConnectOptions {
 
 /** How serving ended. */
 export type ServeEnd = { reason: "stopped" } | { reason: "revoked"; message: string } | { reason: "refused"; status: number; message: string };
+
+/**
+ * Frames this worker reads: job frames up to `WORKER_MAX_JOB_FRAME_BYTES` (said in
+ * `hello`); a bigger one (from a service that does not check) up to this ceiling
+ * fails its job (`frame_too_large`) and keeps the link; only beyond it does the
+ * link drop (1009).
+ */
+const READ_CEILING_BYTES = 4 * WORKER_MAX_JOB_FRAME_BYTES;
+/** Text deltas are merged for this long before they are sent (the first after a quiet spell goes at once). */
+const TEXT_WINDOW_MS = 20;
+/** ...and sent in pieces of at most this many characters, so no frame passes `WORKER_MAX_FRAME_BYTES`. */
+const TEXT_PIECE_CHARS = 64 * 1024;
 
 interface RunningJob {
   runtime: string;
@@ -48,10 +60,12 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
 function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?: ServeEnd; why: string }> {
   const { credentials, runtimes, print, signal } = opts;
   const jobs = new Map<string, RunningJob>();
+  /** Jobs failed because an event would not fit a frame: nothing more of them is sent. */
+  const tooLarge = new Set<string>();
   return new Promise((resolve) => {
     const ws = new WebSocket(credentials.connectUrl, {
       headers: { authorization: `Bearer ${credentials.pairingToken}` },
-      maxPayload: WORKER_MAX_FRAME_BYTES,
+      maxPayload: READ_CEILING_BYTES,
       handshakeTimeout: 15_000,
     });
     let heartbeat: NodeJS.Timeout | null = null;
@@ -70,7 +84,27 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
     };
     signal.addEventListener("abort", onAbort, { once: true });
 
-    const send = (m: WorkerMessage) => ws.readyState === ws.OPEN && ws.send(JSON.stringify(m));
+    /**
+     * Sends a message; one that would pass the service's frame limit is never sent
+     * (the service would drop the link): a job's event fails that job instead
+     * (`frame_too_large`), or, for a `done`, goes without its output (the service
+     * keeps the text streamed before it).
+     */
+    const send = (m: WorkerMessage): void => {
+      if (ws.readyState !== ws.OPEN) return;
+      const frame = JSON.stringify(m);
+      const bytes = Buffer.byteLength(frame);
+      if (bytes <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
+      if (m.type !== "job_event") return print(`  not sent: a ${m.type} message of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit`);
+      const { jobId, event } = m.payload;
+      if (event.type === "done" && event.output) return send(workerMessage("job_event", { jobId, event: { ...event, output: "" } }));
+      print(`✗ ${jobId}: an event of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit; the job fails`);
+      tooLarge.add(jobId);
+      jobs.get(jobId)?.abort.abort();
+      jobs.delete(jobId);
+      if (event.type === "failed" && event.code === "frame_too_large") return;
+      send(workerMessage("job_event", { jobId, event: { type: "failed", code: "frame_too_large", message: `The machine produced an event of ${bytes} bytes, more than the ${WORKER_MAX_FRAME_BYTES}-byte frame limit of the link.` } }));
+    };
 
     ws.on("unexpected-response", (_req, res) => {
       let body = "";
@@ -88,14 +122,24 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       });
     });
     ws.on("error", (err) => finish({ why: err.message }));
-    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: runtimes.map((r) => r.advert) })));
+    // Within the catalog's bounds (at most 1,000 models of at most 256 characters each), so the hello is never refused for its size.
+    const adverts = runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) }));
+    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts, maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES })));
     ws.on("close", (code, reason) => {
       const text = reason.toString() || `code ${code}`;
       if (code === WORKER_CLOSE.revoked) finish({ end: { reason: "revoked", message: text }, why: text });
       else finish({ why: text });
     });
-    ws.on("message", (data, isBinary) => {
+    ws.on("message", (data: Buffer, isBinary) => {
       if (isBinary) return;
+      if (data.length > WORKER_MAX_JOB_FRAME_BYTES) {
+        // Too large to take on, small enough to read its job id: that job fails, the link stays.
+        const jobId = /"jobId":"([^"]{1,128})"/.exec(data.subarray(0, 512).toString("utf8"))?.[1];
+        const message = `The service sent a frame of ${data.length} bytes, more than the ${WORKER_MAX_JOB_FRAME_BYTES} bytes this worker takes: the conversation is too large.`;
+        print(`✗ ${jobId ?? "a frame"}: ${message}`);
+        if (jobId) send(workerMessage("job_event", { jobId, event: { type: "failed", code: "frame_too_large", message } }));
+        return;
+      }
       const parsed = parseFrame(ServerMessage, data.toString("utf8"));
       if (!parsed.ok) {
         send(workerMessage("error", { code: "bad_message", message: parsed.reason }));
@@ -124,10 +168,42 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
     });
 
     async function runJob(jobId: string, job: Job) {
-      const emit = (event: JobEvent) => send(workerMessage("job_event", { jobId, event }));
-      // Only what the server asked for, on a runtime this machine serves.
+      let ended = false;
+      let text = "";
+      let textTimer: NodeJS.Timeout | null = null;
+      let textSentAt = 0;
+      const sendText = () => {
+        if (textTimer) clearTimeout(textTimer);
+        textTimer = null;
+        textSentAt = performance.now();
+        for (let i = 0; i < text.length; i += TEXT_PIECE_CHARS) send(workerMessage("job_event", { jobId, event: { type: "text_delta", text: text.slice(i, i + TEXT_PIECE_CHARS) } }));
+        text = "";
+      };
+      const emit = (event: JobEvent) => {
+        if (ended || tooLarge.has(jobId)) return;
+        if (event.type === "text_delta") {
+          text += event.text;
+          if (text.length >= TEXT_PIECE_CHARS || (!textTimer && performance.now() - textSentAt >= TEXT_WINDOW_MS)) sendText();
+          else textTimer ??= setTimeout(sendText, TEXT_WINDOW_MS);
+          return;
+        }
+        sendText();
+        // Its slot is free once its end is said: the service may send the next job at once.
+        if (event.type === "done" || event.type === "failed") {
+          ended = true;
+          jobs.delete(jobId);
+        }
+        send(workerMessage("job_event", { jobId, event }));
+      };
+      // Only what the server asked for, on a runtime this machine serves, within its cap.
       const runtime = runtimes.find((r) => r.advert.name === job.runtime);
       if (!runtime) return emit({ type: "failed", code: "unknown_runtime", message: `This machine does not serve ${job.runtime}.` });
+      const cap = runtime.advert.maxConcurrentJobs ?? Infinity;
+      const busy = [...jobs.values()].filter((j) => j.runtime === runtime.advert.name).length;
+      if (busy >= cap) {
+        print(`✗ ${jobId} refused: ${job.runtime} already runs ${busy} job(s), its cap (maxConcurrentJobs)`);
+        return emit({ type: "failed", code: "at_capacity", message: `${job.runtime} on this machine already runs ${busy} job(s), its cap (maxConcurrentJobs ${cap}).` });
+      }
       const running: RunningJob = { runtime: runtime.advert.name, abort: new AbortController(), permissions: new Map() };
       jobs.set(jobId, running);
       const what = job.kind === "model_turn" ? `${job.runtime} ${job.model}` : job.runtime;
@@ -147,7 +223,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         last = { type: "failed", code: "runtime_error", message: (err as Error).message };
         emit(last);
       } finally {
-        jobs.delete(jobId);
+        if (!ended) emit({ type: "failed", code: "runtime_error", message: `${job.runtime} ended the job without a result.` });
+        if (jobs.get(jobId) === running) jobs.delete(jobId);
       }
       const end = last as JobEvent | null;
       if (end?.type === "done") print(`✓ ${jobId} done (${end.usage.inputTokens} in, ${end.usage.outputTokens} out)`);

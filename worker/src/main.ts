@@ -62,7 +62,7 @@ const out = (line: string) => process.stdout.write(`${line}\n`);
 /** Finds the runtimes (settings, with `--workdir` over them) and prints a line for each found and each skipped. */
 async function findRuntimes(store: Store, workdir: string | undefined, verb: string) {
   const { runtimes, notes } = await discoverRuntimes({ ...store.readSettings(), ...(workdir ? { workdir } : {}) });
-  for (const r of runtimes) out(`  ${verb} ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}`);
+  for (const r of runtimes) out(`  ${verb} ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}; ${r.advert.maxConcurrentJobs} job(s) at once`);
   for (const n of notes) out(`  skips ${n}`);
   return runtimes;
 }

@@ -16,6 +16,7 @@ export function configDir(flag: string | undefined, env: NodeJS.ProcessEnv): str
 }
 
 const Endpoint = z.union([z.string().url(), z.literal(false)]);
+const JobCap = z.number().int().min(1).max(1024);
 
 /**
  * `config.json`: defaults for flags and what to serve, written by hand or by
@@ -26,6 +27,12 @@ export const Settings = z.object({
   server: z.string().url().optional(),
   connectKey: z.string().optional(),
   workdir: z.string().optional(),
+  /**
+   * Jobs each runtime takes at once: one number for every runtime, or per runtime
+   * name (`{"ollama": 2, "claude-code": 1}`). Default: 4 for a model server, 1 for
+   * an agent CLI. Advertised to the service, which routes no more to it.
+   */
+  maxConcurrentJobs: z.union([JobCap, z.record(z.string(), JobCap)]).optional(),
   runtimes: z
     .object({
       ollama: Endpoint.optional(),

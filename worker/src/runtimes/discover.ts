@@ -15,6 +15,15 @@ export const DEFAULT_ENDPOINTS = {
 
 const PROBE_TIMEOUT_MS = 1500;
 
+/** Jobs a runtime takes at once unless `maxConcurrentJobs` in config.json says otherwise. */
+export const DEFAULT_MAX_CONCURRENT_JOBS = { model: 4, agent: 1 } as const;
+
+/** The cap of one runtime: config.json's number, or its entry by name, or the default of its kind. */
+export function jobCapOf(name: string, kind: "model" | "agent", setting: Settings["maxConcurrentJobs"]): number {
+  if (typeof setting === "number") return setting;
+  return setting?.[name] ?? DEFAULT_MAX_CONCURRENT_JOBS[kind];
+}
+
 export interface Discovery {
   runtimes: Runtime[];
   /** One line per runtime looked for and not served, saying why. */
@@ -75,6 +84,7 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
     }
     runtimes.push(new Kind({ name, kind: "agent", costClass: "user_subscription", models: [] }, command, workdir!));
   }
+  for (const r of runtimes) r.advert.maxConcurrentJobs = jobCapOf(r.advert.name, r.advert.kind, settings.maxConcurrentJobs);
   return { runtimes, notes };
 }
 
