@@ -71,8 +71,10 @@ interface Req {
   body?: unknown;
 }
 interface Me {
-  /** The caller's user (A/test u1) and their own plan. */
+  /** The caller's user (A/test u1). */
   user: string;
+  /** A plan of the caller's that nobody is on. */
+  plan: string;
 }
 interface Probe {
   what: string;
@@ -214,6 +216,7 @@ const FIXTURES: Record<string, RouteFixture> = {
     probes: [
       probe("a plan", ["params.slug"], (h) => ({ params: { slug: h.plan }, body: { name: "Renamed" } })),
       probe("an archived plan", ["params.slug"], (h) => ({ params: { slug: h.planArchived }, body: { isDefault: true } })),
+      probe("another tenant's Stripe price, on the caller's plan", ["body.stripePriceId"], (h, me) => ({ params: { slug: me.plan }, body: { stripePriceId: h.stripePrice } })),
     ],
   },
   archivePlan: {
@@ -388,6 +391,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     await ok(app("POST", "/v1/plans", { slug: `plan-${ttag}`, name: `Plan ${ttag}`, stripePriceId: `price_${ttag}`, priceMicros: 5_000_000 }), 201);
     await ok(app("POST", "/v1/plans", { slug: `old-${ttag}`, name: `Old ${ttag}` }), 201);
     await ok(app("DELETE", `/v1/plans/old-${ttag}`));
+    await ok(app("POST", "/v1/plans", { slug: `spare-${ttag}`, name: `Spare ${ttag}` }), 201);
     if ("connectBillingAccount" in contract) await ok(app("PUT", "/v1/billing/account", { stripeAccountId: `acct_${ttag}` }));
     const withAddress = { url: server.url, fetch: (p: string, init: RequestInit = {}) => server.fetch(p, { ...init, headers: { ...(init.headers as Record<string, string>), ...nextAddress() } }) };
     const requestCode = async (): Promise<Codes> => {
@@ -474,7 +478,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     if (owner === "foreignUser") return { ...world.own.t, ...world.own.users[1].h };
     return { ...world[owner].t, ...world[owner].users[0].h };
   };
-  const me = (): Me => ({ user: world.own.users[0].ext });
+  const me = (): Me => ({ user: world.own.users[0].ext, plan: `spare-${world.own.tag}` });
 
   /** The owner's view of what they hold, through their own reads: equal before and after, or something of theirs changed. */
   async function ownerReads(w: TenantWorld, onlyUser?: number): Promise<Record<string, string>> {
@@ -657,7 +661,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     for (const p of probes) {
       if (p.owners && !p.owners.includes("foreignApp")) continue;
       const h = holdingsOf("foreignApp");
-      const req = p.request(h, { user: b.users[0].ext });
+      const req = p.request(h, { user: b.users[0].ext, plan: `spare-${b.tag}` });
       const own = normalized(await callRoute(server, route, req, { ...headers, ...nextAddress() }, b.connectKey), slotValues(h, req));
       const cred = await credential(auth === "none" ? "none" : auth);
       const unknownReq = p.request(unknown, me());
