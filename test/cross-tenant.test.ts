@@ -654,6 +654,24 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     if (!fixture) it(`${route.method} ${route.path} (${name}) has a cross-tenant fixture`, () => expect.fail(`no fixture for ${name} in test/cross-tenant.test.ts`));
   }
 
+  it.skipIf(skip)("a machine naming another tenant's job is answered like an unknown job, and changes nothing", async () => {
+    // The doubles in order: A/test u1, u2, B/test u1, u2, A/live u1, u2. B's machine names jobs A/live's machine was sent.
+    const [mallory, victim] = [doubles[2], doubles[4]];
+    const before = await othersState();
+    const theirs = victim.jobs.map((j) => j.jobId);
+    expect(theirs.length).toBeGreaterThan(0);
+    const answerTo = async (jobId: string) => {
+      const seen = mallory.received.length;
+      mallory.send({ v: 1, type: "job_event", payload: { jobId, event: { type: "text_delta", text: "injected" } } });
+      await pollUntil(async () => mallory.received.length, (n) => n > seen, 5_000, "the service's answer");
+      return JSON.stringify(mallory.received[seen]).split(jobId).join("<job>");
+    };
+    const unknownAnswer = await answerTo(`job_${rand(20)}`);
+    expect(unknownAnswer).toContain('"type":"error"');
+    for (const jobId of theirs) expect(await answerTo(jobId)).toBe(unknownAnswer);
+    expect(await othersState()).toEqual(before);
+  });
+
   /** B's own reads of B's ids (with B's credentials) are not answered as A's reads of ids that exist nowhere: the matrix compares real ids. */
   async function expectOwnerSeesThem(route: (typeof ROUTES)[number]["route"], auth: RouteMetadata["auth"], probes: Probe[]) {
     const b = world.foreignApp;

@@ -11,6 +11,10 @@ export interface WorkerDouble {
   machineId: string;
   /** Every job the service sent, in order. */
   jobs: { jobId: string; job: Job }[];
+  /** Every message the service sent, in order. */
+  received: ServerMessage[];
+  /** Sends a frame of its own (anything: the double may misbehave). */
+  send(message: unknown): void;
   close(): Promise<void>;
 }
 
@@ -49,10 +53,12 @@ export async function connectWorkerDouble(baseUrl: string, token: string, answer
   ws.on("error", () => {});
   const send = (m: unknown) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify(m));
   const jobs: WorkerDouble["jobs"] = [];
+  const received: ServerMessage[] = [];
   let beat: NodeJS.Timeout | undefined;
   const welcomed = new Promise<string>((resolve, reject) => {
     ws.on("message", (data) => {
       const m = JSON.parse(data.toString("utf8")) as ServerMessage;
+      received.push(m);
       if (m.type === "welcome") {
         beat = setInterval(() => send(workerMessage("heartbeat", { busy: [] })), Math.max(1, m.payload.heartbeatSeconds - 2) * 1000);
         beat.unref();
@@ -69,6 +75,8 @@ export async function connectWorkerDouble(baseUrl: string, token: string, answer
   return {
     machineId,
     jobs,
+    received,
+    send,
     close: () =>
       new Promise<void>((resolve) => {
         clearInterval(beat);
