@@ -149,7 +149,7 @@ export async function callRoute(
   pk = "",
   streamMs = 400,
 ): Promise<Answer> {
-  let path = route.path;
+  let path: string = route.path;
   for (const k of pathKeys(route)) path = path.replace(`:${k}`, encodeURIComponent(k === "pk" ? pk : String(req.params?.[k] ?? "")));
   if (req.query && Object.keys(req.query).length) path += `?${new URLSearchParams(req.query)}`;
   const abort = new AbortController();
@@ -172,5 +172,7 @@ export async function callRoute(
       clearTimeout(stop);
     }
   } else text = await res.text();
-  return { status: res.status, headers: Object.fromEntries(res.headers), text, ms: performance.now() - started };
+  const answered: Record<string, string> = {};
+  res.headers.forEach((v, k) => (answered[k] = v));
+  return { status: res.status, headers: answered, text, ms: performance.now() - started };
 }
