@@ -208,11 +208,11 @@ export class DeviceFlowService {
     if (!code) throw new ApiError("invalid_request", "A code is 8 letters, shown like BCDF-GHJK.", { param });
     // Checked and counted with the buckets held: racing guesses cannot slip past a full one.
     const d = await this.limiter.admit(guessBuckets(session.sessionId, session, address), async (tx) => {
-      const found = await tx.deviceAuthorization.findUnique({ where: { userCodeHash: hashSecret(code) } });
       // Another app's or environment's code, and a code another user of the app already answered (it is theirs now),
-      // are as unknown as a made-up one, and count as a wrong guess like one.
-      const mine =
-        found && found.appId === session.appId && found.environment === session.environment && (found.status === "pending" || found.endUserId === session.endUserId) ? found : null;
+      // are as unknown as a made-up one (not even read: the tenant and the user are in the lookup), and count as a wrong guess like one.
+      const mine = await tx.deviceAuthorization.findFirst({
+        where: { userCodeHash: hashSecret(code), appId: session.appId, environment: session.environment, OR: [{ status: "pending" }, { endUserId: session.endUserId }] },
+      });
       return { result: mine, count: mine === null };
     });
     if (!d) throw new ApiError("not_found", NO_SUCH_CODE);
