@@ -47,6 +47,8 @@ interface UserHoldings {
   answeredCall: { run: string; call: string };
   /** A run waiting on an approval. */
   approval: { run: string; approval: string };
+  /** A run whose approval was granted (it waits on the tool call it allowed). */
+  answeredApproval: { run: string; approval: string };
   runDone: string;
   runHandedBack: string;
   runUsageReported: string;
@@ -145,9 +147,11 @@ const FIXTURES: Record<string, RouteFixture> = {
   submitApproval: {
     probes: [
       probe("an open approval", ["params.id", "body.approvalId"], (h) => ({ params: { id: h.approval.run }, body: { approvalId: h.approval.approval, decision: "allow" } })),
+      probe("an answered approval of a waiting run", ["params.id", "body.approvalId"], (h) => ({ params: { id: h.answeredApproval.run }, body: { approvalId: h.answeredApproval.approval, decision: "deny" } })),
       probe("a completed run", ["params.id", "body.approvalId"], (h) => ({ params: { id: h.runDone }, body: { approvalId: h.approval.approval, decision: "allow" } })),
       probe("a handed-back run", ["params.id", "body.approvalId"], (h) => ({ params: { id: h.runHandedBack }, body: { approvalId: h.approval.approval, decision: "deny" } })),
       perUserRunProbe("an open approval", ["params.id", "body.approvalId"], (h, me) => ({ params: { id: h.approval.run }, body: { approvalId: h.approval.approval, decision: "allow", user: me.user } })),
+      perUserRunProbe("an answered approval", ["params.id", "body.approvalId"], (h, me) => ({ params: { id: h.answeredApproval.run }, body: { approvalId: h.answeredApproval.approval, decision: "allow", user: me.user } })),
       perUserRunProbe("a completed run", ["params.id", "body.approvalId"], (h, me) => ({ params: { id: h.runDone }, body: { approvalId: h.approval.approval, decision: "allow", user: me.user } })),
     ],
   },
@@ -279,6 +283,7 @@ function madeUp(shape: "unknown" | "malformed"): Holdings {
     openCall: { run: waiting, call: id("call_", 20) },
     answeredCall: { run: waiting, call: id("call_", 20) },
     approval: { run: id("run_", 24), approval: id("apr_", 20) },
+    answeredApproval: { run: id("run_", 24), approval: id("apr_", 20) },
     runDone: id("run_", 24),
     runHandedBack: id("run_", 24),
     runUsageReported: id("run_", 24),
@@ -432,6 +437,10 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       const both = await pollUntil(() => calls(tool.runId), (c) => c.length === 2, 20_000, "the second tool call");
       const approvalRun = await start({ prompt: `prompt-${utag} approval`, tools: [{ name: `danger_${n}`, needsApproval: true }] });
       const [approval] = await pollUntil(() => server.db.prisma.approval.findMany({ where: { runId: approvalRun.runId } }), (x) => x.length === 1, 20_000, "the approval");
+      const allowedRun = await start({ prompt: `prompt-${utag} allowed`, tools: [{ name: `careful_${n}`, needsApproval: true }] });
+      const [allowed] = await pollUntil(() => server.db.prisma.approval.findMany({ where: { runId: allowedRun.runId } }), (x) => x.length === 1, 20_000, "the approval");
+      await ok(app("POST", `/v1/runs/${allowedRun.runId}/approval`, { approvalId: allowed.approvalId, decision: "allow" }));
+      await pollUntil(() => calls(allowedRun.runId), (c) => c.length === 1, 20_000, "the allowed tool call");
       const done = await start({ prompt: `prompt-${utag} done` });
       const handedBack = await start({ prompt: `prompt-${utag} back`, route: { prefer: ["app"] } });
       const reported = await start({ prompt: `prompt-${utag} reported`, route: { prefer: ["app"] } });
@@ -439,7 +448,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       await ok(app("POST", `/v1/runs/${reported.runId}/usage`, { inputTokens: 7, outputTokens: 9 }));
       const echo = await ok(app("POST", "/v1/chat/completions", { model: "svc/echo", user: ext, messages: [{ role: "user", content: `echo-${utag}` }] }));
       const runEcho = `run_${String(echo.id).replace(/^chatcmpl-/, "")}`;
-      for (const [id, status] of [[tool.runId, "waiting"], [approvalRun.runId, "waiting"], [done.runId, "completed"], [runEcho, "completed"]]) {
+      for (const [id, status] of [[tool.runId, "waiting"], [approvalRun.runId, "waiting"], [allowedRun.runId, "waiting"], [done.runId, "completed"], [runEcho, "completed"]]) {
         await pollUntil(() => app("GET", `/v1/runs/${id}`), (r) => r.body?.status === status, 20_000, `run ${id} ${status}`);
       }
       const approved = await requestCode();
@@ -458,6 +467,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
           openCall: { run: tool.runId, call: both[1].callId },
           answeredCall: { run: tool.runId, call: both[0].callId },
           approval: { run: approvalRun.runId, approval: approval.approvalId },
+          answeredApproval: { run: allowedRun.runId, approval: allowed.approvalId },
           runDone: done.runId,
           runHandedBack: handedBack.runId,
           runUsageReported: reported.runId,
@@ -495,7 +505,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     for (const [i, u] of w.users.entries()) {
       if (onlyUser !== undefined && i !== onlyUser) continue;
       const h = u.h;
-      for (const id of new Set([h.openCall.run, h.approval.run, h.runDone, h.runHandedBack, h.runUsageReported, h.runEcho])) await read(`run:${id}`, app("GET", `/v1/runs/${id}`));
+      for (const id of new Set([h.openCall.run, h.approval.run, h.answeredApproval.run, h.runDone, h.runHandedBack, h.runUsageReported, h.runEcho])) await read(`run:${id}`, app("GET", `/v1/runs/${id}`));
       await read(`user:${u.ext}`, app("GET", `/v1/users/${u.ext}`));
       await read(`compute:${u.ext}`, app("GET", `/v1/users/${u.ext}/compute`));
       const session = apiClient(server, u.session, nextAddress);
@@ -542,7 +552,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     corpus = {
       tenants: [...new Set([...tenants, ...ids(state.foreignApp.reads, () => true), ...ids(state.foreignEnv.reads, () => true)])].filter((w) => !shared.has(w)),
       // Another user's: only what is theirs alone (their runs and machines), not the app's plans they also see.
-      user: [...new Set([u2.tag, u2.h.machine, u2.h.openCall.call, u2.h.answeredCall.call, u2.h.approval.approval, ...ids(state.foreignUser.reads, (k) => k.startsWith("run:") || k.startsWith("machines:"))])],
+      user: [...new Set([u2.tag, u2.h.machine, u2.h.openCall.call, u2.h.answeredCall.call, u2.h.approval.approval, u2.h.answeredApproval.approval, ...ids(state.foreignUser.reads, (k) => k.startsWith("run:") || k.startsWith("machines:"))])],
     };
     return corpus;
   }
