@@ -155,14 +155,18 @@ describe.each(DATABASES)("RFC 8628 device flow on $db.name", ({ db, skip }) => {
       }
     });
 
-    it("a request is answered once: a second approve or deny is 409 and changes nothing", async () => {
+    it("a request is answered once: a second approve or deny is 409 (to another user of the app, 404 like an unknown code) and changes nothing", async () => {
       const c = await newCode();
       const alice = await session("alice");
       const bob = await session("bob");
       expect((await answer(alice, "approve", c.user_code)).status).toBe(200);
-      await expectError(await answer(bob, "approve", c.user_code), 409, "already_answered");
-      await expectError(await answer(bob, "deny", c.user_code), 409, "already_answered");
-      await expectError(await server.fetch(`/v1/device/lookup?code=${c.user_code}`, { headers: bearer(bob) }), 409, "already_answered");
+      await expectError(await answer(alice, "approve", c.user_code), 409, "already_answered");
+      await expectError(await answer(alice, "deny", c.user_code), 409, "already_answered");
+      await expectError(await server.fetch(`/v1/device/lookup?code=${c.user_code}`, { headers: bearer(alice) }), 409, "already_answered");
+      // Alice's code now: to Bob it is as unknown as a made-up one (no hint that someone paired with it).
+      await expectError(await answer(bob, "approve", c.user_code), 404, "not_found");
+      await expectError(await answer(bob, "deny", c.user_code), 404, "not_found");
+      await expectError(await server.fetch(`/v1/device/lookup?code=${c.user_code}`, { headers: bearer(bob) }), 404, "not_found");
       server.clock.advance(INTERVAL);
       const res = await poll(c.device_code);
       const { machine_id } = (await res.json()) as { machine_id: string };
@@ -174,7 +178,11 @@ describe.each(DATABASES)("RFC 8628 device flow on $db.name", ({ db, skip }) => {
       const c = await newCode();
       const [a, b] = [await session("alice"), await session("bob")];
       const answers = await Promise.all([answer(a, "approve", c.user_code), answer(b, "deny", c.user_code), answer(a, "approve", c.user_code), answer(b, "deny", c.user_code)]);
-      expect(answers.map((r) => r.status).sort()).toEqual([200, 409, 409, 409]);
+      // The losers: 409 for the winner's own session, and for the other's 409 or (once the winner's answer is in) 404 like an unknown code.
+      const statuses = answers.map((r) => r.status);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(1);
+      const winner = statuses.indexOf(200) % 2; // 0: alice's session, 1: bob's
+      statuses.forEach((s, i) => s !== 200 && expect(i % 2 === winner ? [409] : [404, 409]).toContain(s));
     });
 
     it("the device code yields its token exactly once under 25 concurrent polls", async () => {

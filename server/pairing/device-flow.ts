@@ -17,6 +17,8 @@ import type { WebhookFacts } from "../webhooks/facts.js";
 export const DEVICE_CODE_TTL_SECONDS = 900;
 /** RFC 8628 section 3.5: each `slow_down` widens the interval by 5 seconds, for good. */
 export const SLOW_DOWN_STEP_SECONDS = 5;
+/** What an unknown code is told; another app's, environment's or user's code is told the same. */
+const NO_SUCH_CODE = "No pairing request has this code: check the code your machine shows.";
 /** A poll this much early still counts as on time (timer and clock granularity). */
 const POLL_TOLERANCE_MS = 100;
 
@@ -95,8 +97,12 @@ export class DeviceFlowService {
   async pollToken(deviceCode: string, tenant: Tenant | null): Promise<z.infer<typeof DeviceTokenResponse>> {
     const outcome = await this.prisma.$transaction(async (tx) => {
       const now = this.clock.now();
-      const locked = await tx.$queryRaw<{ id: string }[]>`
-        SELECT id FROM device_authorizations WHERE device_code_hash = ${hashSecret(deviceCode)} FOR UPDATE`;
+      const hash = hashSecret(deviceCode);
+      // The tenant is in the lookup itself: another app's code is never found, never locked (no wait behind its owner's polls), as cheap as an unknown one.
+      const locked = tenant
+        ? await tx.$queryRaw<{ id: string }[]>`
+            SELECT id FROM device_authorizations WHERE device_code_hash = ${hash} AND app_id = ${tenant.appId} AND environment = ${tenant.environment}::"Environment" FOR UPDATE`
+        : await tx.$queryRaw<{ id: string }[]>`SELECT id FROM device_authorizations WHERE device_code_hash = ${hash} FOR UPDATE`;
       const d = locked.length ? await tx.deviceAuthorization.findUnique({ where: { id: locked[0].id } }) : null;
       // Another app's device code is as unknown as a made-up one.
       if (!d || (tenant && (d.appId !== tenant.appId || d.environment !== tenant.environment)) || d.status === "consumed") {
@@ -182,7 +188,12 @@ export class DeviceFlowService {
       where: { id: d.id, status: "pending" },
       data: { status, endUserId: session.endUserId, answeredAt: this.clock.now() },
     });
-    if (moved.count !== 1) throw new ApiError("already_answered", "This pairing request has already been answered.");
+    if (moved.count !== 1) {
+      // Answered meanwhile: by this user (409), or by another, whose code it is now (as unknown as a made-up one).
+      const answered = await this.prisma.deviceAuthorization.findUnique({ where: { id: d.id }, select: { endUserId: true } });
+      if (answered?.endUserId !== session.endUserId) throw new ApiError("not_found", NO_SUCH_CODE);
+      throw new ApiError("already_answered", "This pairing request has already been answered.");
+    }
     return { user_code: displayUserCode(normalizeUserCode(typed)!), status };
   }
 
@@ -197,11 +208,14 @@ export class DeviceFlowService {
     if (!code) throw new ApiError("invalid_request", "A code is 8 letters, shown like BCDF-GHJK.", { param });
     // Checked and counted with the buckets held: racing guesses cannot slip past a full one.
     const d = await this.limiter.admit(guessBuckets(session.sessionId, session, address), async (tx) => {
-      const found = await tx.deviceAuthorization.findUnique({ where: { userCodeHash: hashSecret(code) } });
-      const mine = found && found.appId === session.appId && found.environment === session.environment ? found : null;
+      // Another app's or environment's code, and a code another user of the app already answered (it is theirs now),
+      // are as unknown as a made-up one (not even read: the tenant and the user are in the lookup), and count as a wrong guess like one.
+      const mine = await tx.deviceAuthorization.findFirst({
+        where: { userCodeHash: hashSecret(code), appId: session.appId, environment: session.environment, OR: [{ status: "pending" }, { endUserId: session.endUserId }] },
+      });
       return { result: mine, count: mine === null };
     });
-    if (!d) throw new ApiError("not_found", "No pairing request has this code: check the code your machine shows.");
+    if (!d) throw new ApiError("not_found", NO_SUCH_CODE);
     if (d.expiresAt <= this.clock.now()) throw new ApiError("expired", "This code has expired: run the pair command again for a new one.");
     if (d.status !== "pending") throw new ApiError("already_answered", "This pairing request has already been answered.");
     return d;

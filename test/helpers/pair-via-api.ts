@@ -8,6 +8,9 @@ export interface PairedMachine {
   token: string;
   /** The session of the user who approved it. */
   session: string;
+  /** The codes it was paired with (both used up now). */
+  deviceCode: string;
+  userCode: string;
 }
 
 /**
@@ -41,5 +44,5 @@ export async function pairInto(
     { mode: 0o600 },
   );
   fs.writeFileSync(path.join(home, "config.json"), JSON.stringify(settings), { mode: 0o600 });
-  return { home, machineId: t.machine_id, token: t.pairing_token, session };
+  return { home, machineId: t.machine_id, token: t.pairing_token, session, deviceCode: code.device_code, userCode: code.user_code };
 }

@@ -96,3 +96,87 @@ export async function expectAccepted(res: Response): Promise<void> {
   expect(res.status, text).toBe(200);
   expect(Array.isArray(JSON.parse(text).data), text).toBe(true);
 }
+
+type AnyRoute = (typeof contract)[keyof typeof contract];
+type Schema = { _def: { typeName?: string; innerType?: Schema; schema?: Schema }; shape?: Record<string, unknown> } | undefined | null;
+
+/** The top-level field names of a request schema (through optional, default and refinements); none for records and anything else. */
+export function fieldsOf(schema: unknown): string[] {
+  let s = schema as Schema;
+  while (s && ["ZodOptional", "ZodNullable", "ZodDefault", "ZodEffects"].includes(s._def.typeName ?? "")) s = s._def.innerType ?? s._def.schema;
+  return s && s._def.typeName === "ZodObject" && s.shape ? Object.keys(s.shape) : [];
+}
+
+/** The parameter names in a route's path (`/v1/users/:id/machines/:machineId`: id, machineId). */
+export const pathKeys = (route: Pick<AnyRoute, "path">): string[] => [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]);
+
+/** A request field that names a stored thing (an id, a user, a code, a plan's slug, a cursor into stored rows). */
+const ID_FIELD = /^(id|user|run|endpoint|code|plan|slug|cursor)$|Id$|_id$|_code$/;
+
+/**
+ * Where a route takes ids, read from the contract: every path parameter but the
+ * connect key (a credential), and each query or body field named like an id
+ * (`params.id`, `query.user`, `body.callId`, ...).
+ */
+export function idSlots(route: AnyRoute): string[] {
+  const r = route as AnyRoute & { query?: unknown; body?: unknown };
+  return [
+    ...pathKeys(route).filter((k) => k !== "pk").map((k) => `params.${k}`),
+    ...fieldsOf(r.query).filter((f) => ID_FIELD.test(f)).map((f) => `query.${f}`),
+    ...fieldsOf(r.body).filter((f) => ID_FIELD.test(f)).map((f) => `body.${f}`),
+  ];
+}
+
+/** Whether the contract itself accepts a request (path parameters, query and body): a request it refuses is a 400 whatever its ids. */
+export function contractAccepts(route: AnyRoute, req: { params?: Record<string, string>; query?: Record<string, string>; body?: unknown }): boolean {
+  const r = route as AnyRoute & { pathParams?: { safeParse(v: unknown): { success: boolean } }; query?: { safeParse(v: unknown): { success: boolean } }; body?: { safeParse(v: unknown): { success: boolean } } };
+  if (r.pathParams && !r.pathParams.safeParse(req.params ?? {}).success) return false;
+  if (r.query && !r.query.safeParse(req.query ?? {}).success) return false;
+  if (r.method !== "GET" && r.body && typeof r.body.safeParse === "function" && !r.body.safeParse(req.body).success) return false;
+  return true;
+}
+
+/** An answer as a client sees it: status, headers, body text (a stream: what came within `streamMs`, then the request is dropped). */
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  text: string;
+  ms: number;
+}
+
+/** Sends `req` to `route` (the connect key, when the path takes one, is `pk`) and reads the whole answer. */
+export async function callRoute(
+  server: { fetch(path: string, init?: RequestInit): Promise<Response> },
+  route: AnyRoute,
+  req: { params?: Record<string, string>; query?: Record<string, string>; body?: unknown },
+  headers: Record<string, string>,
+  pk = "",
+  streamMs = 400,
+): Promise<Answer> {
+  let path: string = route.path;
+  for (const k of pathKeys(route)) path = path.replace(`:${k}`, encodeURIComponent(k === "pk" ? pk : String(req.params?.[k] ?? "")));
+  if (req.query && Object.keys(req.query).length) path += `?${new URLSearchParams(req.query)}`;
+  const abort = new AbortController();
+  const started = performance.now();
+  const res = await server.fetch(path, { ...requestInit({ method: route.method, body: req.body }, headers), signal: abort.signal });
+  let text = "";
+  if ((res.headers.get("content-type") ?? "").startsWith("text/event-stream")) {
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    const stop = setTimeout(() => abort.abort(), streamMs);
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+    } catch {
+      // dropped after streamMs: what came is the answer
+    } finally {
+      clearTimeout(stop);
+    }
+  } else text = await res.text();
+  const answered: Record<string, string> = {};
+  res.headers.forEach((v, k) => (answered[k] = v));
+  return { status: res.status, headers: answered, text, ms: performance.now() - started };
+}

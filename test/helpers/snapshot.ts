@@ -10,3 +10,37 @@ export async function tableCounts(db: Database): Promise<Record<string, number>>
   }
   return counts;
 }
+
+/** Columns a live system rewrites on its own (leases renewed, heartbeats): not a change anyone made. */
+const VOLATILE_COLUMNS = ["lease_owner", "lease_expires_at", "last_heartbeat_at"];
+
+/**
+ * Every row one tenant owns (an app and environment; with `endUserId`, only what
+ * belongs to that user of it), per table: how many and a digest of their contents.
+ * Two equal fingerprints: nobody added, changed or removed anything of theirs.
+ */
+export async function tenantFingerprint(db: Database, tenant: { appId: string; environment: string }, endUserId?: string): Promise<Record<string, string>> {
+  const columns = await db.query<{ table_name: string; column_name: string }>(
+    `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name`,
+  );
+  const byTable = new Map<string, Set<string>>();
+  for (const c of columns) (byTable.get(c.table_name) ?? byTable.set(c.table_name, new Set()).get(c.table_name)!).add(c.column_name);
+  const out: Record<string, string> = {};
+  for (const [table, cols] of byTable) {
+    let where: string | null = null;
+    if (endUserId === undefined) {
+      if (cols.has("app_id") && cols.has("environment")) where = `app_id = $2 AND environment::text = $3`;
+    } else if (table === "end_users") where = `id = $2`;
+    else if (cols.has("end_user_id")) where = `end_user_id = $2`;
+    else if (cols.has("run_id") && cols.has("app_id")) where = `run_id IN (SELECT id FROM runs WHERE end_user_id = $2)`;
+    else if (cols.has("machine_id") && cols.has("app_id")) where = `machine_id IN (SELECT id FROM machines WHERE end_user_id = $2)`;
+    if (!where) continue;
+    const [row] = await db.query<{ n: number; digest: string }>(
+      `SELECT count(*)::int AS n, md5(coalesce(string_agg(x, ',' ORDER BY x), '')) AS digest
+         FROM (SELECT (to_jsonb(t) - $1::text[])::text AS x FROM "${table}" t WHERE ${where}) s`,
+      endUserId === undefined ? [VOLATILE_COLUMNS, tenant.appId, tenant.environment] : [VOLATILE_COLUMNS, endUserId],
+    );
+    out[table] = `${row.n} rows, ${row.digest}`;
+  }
+  return out;
+}
