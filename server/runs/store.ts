@@ -240,14 +240,14 @@ export class RunStore {
 
   /**
    * A page of stored events after `after`, in order: at most `limit` events and,
-   * past the first, about `maxBytes` of their data (a stream's catch-up holds one
-   * page at a time). `more`: events after the page are stored already.
+   * past the first, about `maxBytes` of their data as stored (a stream's catch-up
+   * holds one page at a time). `more`: events after the page are stored already.
    */
   async eventPage(runId: string, after: number, limit: number, maxBytes: number): Promise<{ events: StoredEvent[]; more: boolean }> {
     const rows = await this.db.query<StoredEvent & { fetched: number }>(
       `SELECT seq, kind, data, fetched FROM (
          SELECT seq, kind, data, row_number() OVER w AS n, count(*) OVER ()::int AS fetched,
-                sum(octet_length(data::text)) OVER w - octet_length(data::text) AS before
+                sum(pg_column_size(data)) OVER w - pg_column_size(data) AS before
            FROM (SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3 + 1) e
          WINDOW w AS (ORDER BY seq)) p
         WHERE n <= $3 AND (n = 1 OR before < $4) ORDER BY seq`,
