@@ -216,6 +216,7 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
       }
       return { count: next - 1, bytes };
     })();
+    normal.catch(() => {}); // awaited below
 
     // Readers that never read: each takes its answer's head, then stops reading.
     const slow = Array.from({ length: SLOW_READERS }, () => new RawReader(server.url, `/v1/runs/${runId}/events`, auth()));
@@ -252,8 +253,9 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
     const after = memory();
     const live = { peakRss: mb(peak.rss - before.rss), peakHeap: mb(peak.heap - before.heap), afterRss: mb(after.rss - before.rss), afterHeap: mb(after.heap - before.heap) };
     console.log(`[${db.name}] ${SLOW_READERS} live readers that never read a ${mb(deltas * DELTA_BYTES)} MB run (all closed by ${mb(closedAt * DELTA_BYTES)} MB): growth over ${mb(before.rss)} MB rss / ${mb(before.heap)} MB heap+external: peak ${live.peakRss} MB rss, ${live.peakHeap} MB heap+external; after closing them ${live.afterRss} MB rss, ${live.afterHeap} MB heap+external`);
-    // Without backpressure each would hold the whole run (50 x 10 MB); the cap holds each at about 1 MiB.
-    expect(live.peakHeap).toBeLessThan(mb(SLOW_READERS * STREAM_BUFFER_CAP_BYTES * 2 + 40 * 1024 * 1024));
+    // Without backpressure each held all it was sent (a 9.5 MB run: +445 MB); the cap holds each at about 1 MiB (50 MiB),
+    // besides the embedded database's own growth and garbage not yet collected at the peak.
+    expect(live.peakHeap).toBeLessThan(mb(SLOW_READERS * STREAM_BUFFER_CAP_BYTES + 150 * 1024 * 1024));
     expect(live.afterHeap).toBeLessThan(60);
 
     // Each, read now: the events it was sent, in order from the first, then the reason, then the end; a re-attach

@@ -47,7 +47,9 @@ export type FollowEnd = "end" | "slow_reader" | "stopped";
  * previous one; live events the socket cannot take yet wait in a buffer, and
  * once that buffer and what the socket holds pass STREAM_BUFFER_CAP_BYTES the
  * follower ends with `slow_reader`. A live event that arrives while catch-up
- * runs, or ahead of what was delivered, is read from the stored rows instead.
+ * runs, or ahead of what was delivered, is read from the stored rows instead
+ * (nothing held); a catching-up reader whose socket takes nothing while the run
+ * stores more than STREAM_BUFFER_CAP_BYTES ends with `slow_reader` too.
  *
  * A reader at or past the end of a finished run (its `after` at or beyond the
  * final event) gets that final event again, as stored (its `id` at or below the
@@ -75,6 +77,8 @@ export function followRun(
   /** Live events waiting for the socket, in order, right after `last`. */
   const pending: { e: StoredEvent; size: number }[] = [];
   let pendingBytes = 0;
+  /** While catching up: what the run stored since the socket last took something (the reader's lag, read from the rows later). */
+  let lagBytes = 0;
   let waitingDrain = false;
   /** Woken while events waited for the socket: catch up once they are out. */
   let stale = false;
@@ -129,11 +133,13 @@ export function followRun(
     // What waited for the socket is stored: the catch-up reads it in order.
     pending.length = 0;
     pendingBytes = 0;
+    lagBytes = 0;
     try {
       for (;;) {
         behind = false;
         if (flow?.congested) await flow.drained();
         if (done) return;
+        lagBytes = 0;
         const page = await store.eventPage(runId, last, CATCH_UP_PAGE_EVENTS, CATCH_UP_PAGE_BYTES);
         for (const e of page.events) {
           if (done) return;
@@ -177,6 +183,8 @@ export function followRun(
     if (done) return;
     if (reading) {
       behind = true;
+      // Nothing is held for a catching-up reader, but one whose socket takes nothing while the run goes on is as slow.
+      if (flow?.congested && (lagBytes += sizeOf(e)) + flow.buffered() > STREAM_BUFFER_CAP_BYTES) finish("slow_reader");
       return;
     }
     const next = (pending.at(-1)?.e.seq ?? last) + 1;
