@@ -136,14 +136,14 @@ export function followRun(
     lagBytes = 0;
     try {
       for (;;) {
-        behind = false;
         if (flow?.congested) await flow.drained();
         if (done) return;
+        behind = false;
         lagBytes = 0;
         const page = await store.eventPage(runId, last, CATCH_UP_PAGE_EVENTS, CATCH_UP_PAGE_BYTES);
+        // The stored rows after `last`, in order, are what comes next.
         for (const e of page.events) {
           if (done) return;
-          if (e.seq !== last + 1) break;
           deliver(e);
         }
         if (done) return;

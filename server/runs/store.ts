@@ -233,11 +233,6 @@ export class RunStore {
     await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`, [runId, this.instance]);
   }
 
-  /** Stored events after `after`, in order. */
-  async events(runId: string, after: number, limit = 500): Promise<StoredEvent[]> {
-    return this.db.query<StoredEvent>(`SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [runId, after, limit]);
-  }
-
   /**
    * A page of stored events after `after`, in order: at most `limit` events and,
    * past the first, about `maxBytes` of their data as stored (a stream's catch-up
