@@ -248,9 +248,13 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
       if (closedAt === 0 && closedSlow() >= SLOW_READERS + normalReattached) closedAt = deltas;
     }
     expect(closedAt).toBeGreaterThan(0);
+    // A reader ahead of the live run (an id it never sent): it waits, then gets the run's end as it comes, and closes.
+    const ahead = server.fetch(`/v1/runs/${runId}/events`, { headers: { ...auth(), "last-event-id": String(seq + 10) }, signal: AbortSignal.timeout(30_000) }).then((r) => r.text());
+    await new Promise((r) => setTimeout(r, 200));
     const finalData = { kind: "run_completed", output: "(long)", usage: { inputTokens: 1, outputTokens: deltas }, stopReason: "stop" };
     await write([{ kind: "run_completed", data: finalData }], { status: "completed", output: "(long)", finished: true });
     const total = seq;
+    expect(frameIds(await ahead)).toEqual([total]);
     expect(await normal).toEqual({ count: total, bytes: deltas * DELTA_BYTES });
 
     // Every slow reader was closed as slow (the server says so in its log), and memory stayed bounded meanwhile.
