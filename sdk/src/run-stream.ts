@@ -1,4 +1,4 @@
-import type { RunEvent } from "@svc/contract";
+import { FINAL_RUN_EVENT_KINDS, type RunEvent } from "@svc/contract";
 import { answerApproval, answerToolCall, backoffMs, type Answerer } from "./answers.js";
 import type { ResolvedClientOptions, SvcClient } from "./client.js";
 import { ConnectionError, MalformedEventError, UserAbortError } from "./errors.js";
@@ -29,7 +29,8 @@ export interface RunStreamOptions {
   after?: number;
 }
 
-const isFinal = (e: RunEvent): boolean => e.kind === "run_completed" || e.kind === "run_failed" || e.kind === "run_cancelled";
+const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
+const isFinal = (e: RunEvent): boolean => FINAL.has(e.kind);
 
 /** The service sends a keep-alive every 15 s: a stream silent for three of them is taken as dropped and re-attached. */
 const STREAM_IDLE_MS = 45_000;
