@@ -1,4 +1,4 @@
-import type { RunEvent } from "@svc/contract";
+import { FINAL_RUN_EVENT_KINDS, type RunEvent } from "@svc/contract";
 import { answerApproval, answerToolCall, backoffMs, type Answerer } from "./answers.js";
 import type { ResolvedClientOptions, SvcClient } from "./client.js";
 import { ConnectionError, MalformedEventError, UserAbortError } from "./errors.js";
@@ -28,6 +28,9 @@ export interface RunStreamOptions {
   /** The sequence of the last event already seen (re-attaching). */
   after?: number;
 }
+
+const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
+const isFinal = (e: RunEvent): boolean => FINAL.has(e.kind);
 
 /** The service sends a keep-alive every 15 s: a stream silent for three of them is taken as dropped and re-attached. */
 const STREAM_IDLE_MS = 45_000;
@@ -161,7 +164,15 @@ export class RunStream implements AsyncIterable<RunEvent> {
       for await (const frame of readRunEvents(response.body!, this.#signal, STREAM_IDLE_MS)) {
         if (frame.id !== null) {
           // A re-attached stream starts after Last-Event-ID; this guards against a server that repeats anyway.
-          if (this.#lastSeen !== null && frame.id <= this.#lastSeen) continue;
+          if (this.#lastSeen !== null && frame.id <= this.#lastSeen) {
+            // Re-attached at or past the end of a finished run: the service sends its final event again (its id
+            // not past ours) and closes. It tells how the run ended; the events to iterate were seen already.
+            if (frame.data && isFinal(frame.data)) {
+              this.#tally.add(frame.data);
+              return;
+            }
+            continue;
+          }
           this.#lastSeen = frame.id;
         }
         this.#failures = 0;

@@ -15,7 +15,7 @@ import { DEFAULT_CHAT_ROUTE, reachableRuntimes } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
 import type { RunBus } from "../runs/bus.js";
 import type { RunStore, StoredEvent } from "../runs/store.js";
-import { eventStreamBody, followRun } from "../runs/sse.js";
+import { EventStreamWriter, followRun, SLOW_READER_COMMENT } from "../runs/sse.js";
 import { ChunkWriter, CompletionBuilder, type CompletionHead } from "./completions.js";
 import { GroupCommit } from "../db/group-commit.js";
 
@@ -126,12 +126,13 @@ export class ChatService {
   }
 
   private streamed(runId: string, head: CompletionHead, includeUsage: boolean, res: Response, readFirst: boolean): Readable {
-    const { out, end } = eventStreamBody(res);
-    const writer = new ChunkWriter(head, includeUsage, (frame) => out.write(frame));
+    const stream = new EventStreamWriter(res);
+    const writer = new ChunkWriter(head, includeUsage, (frame) => stream.write(frame));
     writer.open();
-    const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end, readFirst);
+    const end = (why: string) => stream.end(why === "slow_reader" ? SLOW_READER_COMMENT : undefined);
+    const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end, readFirst, stream);
     res.on("close", stop);
-    return out;
+    return stream.out;
   }
 
   private gathered(runId: string, head: CompletionHead, res: Response, readFirst: boolean): Promise<z.infer<typeof ChatCompletion>> {
@@ -176,12 +177,12 @@ export class ChatService {
       { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage, stopReason: "stop" } },
     ];
     if (body.stream) {
-      const { out, end } = eventStreamBody(res);
-      const writer = new ChunkWriter(head, body.stream_options?.include_usage === true, (frame) => out.write(frame));
+      const stream = new EventStreamWriter(res);
+      const writer = new ChunkWriter(head, body.stream_options?.include_usage === true, (frame) => stream.write(frame));
       writer.open();
       for (const e of events) writer.event(e);
-      end();
-      return out;
+      stream.end();
+      return stream.out;
     }
     const builder = new CompletionBuilder(head);
     for (const e of events) builder.event(e);

@@ -5,16 +5,57 @@ import type { Logger } from "../logger.js";
 import type { RunBus } from "./bus.js";
 import type { RunStore, StoredEvent } from "./store.js";
 
-/** An idle stream gets a comment this often, so proxies keep it open. */
-const KEEP_ALIVE_MS = 15_000;
+/** An idle stream gets a comment this often, so proxies keep it open (only when nothing is waiting to be sent: keep-alives never pile up). */
+export const KEEP_ALIVE_MS = 15_000;
+/** Catch-up reads stored events a page at a time, at most this many events... */
+export const CATCH_UP_PAGE_EVENTS = 500;
+/** ...and about this many bytes (at least one event); the next page is read only once the socket has taken the last one. */
+export const CATCH_UP_PAGE_BYTES = 64 * 1024;
+/**
+ * What one stream may hold for a reader that does not keep up: live events
+ * waiting for the socket plus frames written but not yet sent. Past it the
+ * reader is closed as slow (it re-attaches with `Last-Event-ID`, losing nothing).
+ */
+export const STREAM_BUFFER_CAP_BYTES = 1024 * 1024;
+/** A stream that has ended (its final event, or closed as slow) gets this long to send what it holds; then its connection is cut. */
+export const STREAM_END_LINGER_MS = 60_000;
+/** The comment that ends a stream closed as slow: what a client reading the raw stream sees last. */
+export const SLOW_READER_COMMENT = `: closed: slow reader: more than ${STREAM_BUFFER_CAP_BYTES} bytes waiting to be sent; re-attach with Last-Event-ID\n\n`;
+
 const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
+
+/** How a follower learned its reader's pace: the socket's backpressure. */
+export interface Flow {
+  /** The socket cannot take more now: wait for `drained`. */
+  readonly congested: boolean;
+  /** Bytes written and not yet taken by the socket. */
+  buffered(): number;
+  /** Resolves once the socket can take more (or the stream is gone). */
+  drained(): Promise<void>;
+}
+
+/** Why a follower stopped: the run's final event was handed over (or the run has none to hand), the reader was too slow, or it was told to stop. */
+export type FollowEnd = "end" | "slow_reader" | "stopped";
 
 /**
  * Follows a run's events from just after `after` until its final event: stored
- * events first, then live ones. Every delivery goes through one queue and
- * carries its sequence, so an event is handed over once, in order, with no gap:
- * one that arrives ahead of what was delivered makes the follower catch up from
- * the stored rows first. Returns how to stop following (the run goes on).
+ * events first, then live ones. Each event is handed over once, in order, with
+ * no gap.
+ *
+ * With a `flow` (a socket), the follower keeps the reader's pace: catch-up reads
+ * a page of stored events (CATCH_UP_PAGE_*) only once the socket has taken the
+ * previous one; live events the socket cannot take yet wait in a buffer, and
+ * once that buffer and what the socket holds pass STREAM_BUFFER_CAP_BYTES the
+ * follower ends with `slow_reader`. A live event that arrives while catch-up
+ * runs, or ahead of what was delivered, is read from the stored rows instead
+ * (nothing held); a catching-up reader whose socket takes nothing while the run
+ * stores more than STREAM_BUFFER_CAP_BYTES ends with `slow_reader` too.
+ *
+ * A reader at or past the end of a finished run (its `after` at or beyond the
+ * final event) gets that final event again, as stored (its `id` at or below the
+ * reader's), and the follower ends: the reader learns how the run ended at once.
+ *
+ * Returns how to stop following (the run goes on).
  */
 export function followRun(
   store: RunStore,
@@ -23,68 +64,251 @@ export function followRun(
   runId: string,
   after: number,
   onEvent: (e: StoredEvent) => void,
-  onEnd: () => void,
+  onEnd: (why: FollowEnd) => void,
   /** False for a run this instance has just started and drives: nothing is stored yet, its events come through the bus (the engine's sweep wakes readers should one have slipped by). */
   readFirst = true,
+  flow?: Flow,
 ): () => void {
   let last = after;
   let done = false;
-  let queue: Promise<void> = Promise.resolve();
+  /** A catch-up loop is running; `behind`: something was stored meanwhile that it has to read too. */
+  let reading = false;
+  let behind = false;
+  /** Live events waiting for the socket, in order, right after `last`. */
+  const pending: { e: StoredEvent; size: number }[] = [];
+  let pendingBytes = 0;
+  /** While catching up: what the run stored since the socket last took something (the reader's lag, read from the rows later). */
+  let lagBytes = 0;
+  let waitingDrain = false;
+  /** Woken while events waited for the socket: catch up once they are out. */
+  let stale = false;
+  /** Whether the run may have ended at or before `after` (cleared once it is seen active with nothing stored past `after`). */
+  let mayBePastEnd = true;
 
-  const deliver = (e: StoredEvent) => {
-    if (done || e.seq !== last + 1) return;
-    last = e.seq;
-    onEvent(e);
-    if (FINAL.has(e.kind)) stop();
-  };
-  const catchUp = async () => {
-    while (!done) {
-      const rows = await store.events(runId, last);
-      for (const e of rows) deliver(e);
-      if (rows.length < 500) return;
-    }
-  };
-  const enqueue = (step: () => void | Promise<void>) => {
-    queue = queue.then(step).catch((err) => {
-      log.warn({ err, runId }, "could not read a run's events");
-    });
-  };
-  const unsubscribe = bus.subscribe(runId, {
-    event: (e) => enqueue(() => (e.seq === last + 1 ? deliver(e) : e.seq > last ? catchUp() : undefined)),
-    wake: () => enqueue(catchUp),
-  });
-  function stop() {
+  const finish = (why: FollowEnd) => {
     if (done) return;
     done = true;
     unsubscribe();
-    onEnd();
-  }
-  if (readFirst) enqueue(catchUp);
-  return stop;
-}
-
-/** Starts a `text/event-stream` answer: headers out at once (the run id among them), keep-alive comments while idle. */
-export function eventStreamBody(res: Response): { out: PassThrough; end: () => void } {
-  res.setHeader("content-type", "text/event-stream; charset=utf-8");
-  res.setHeader("cache-control", "no-cache, no-transform");
-  res.setHeader("x-accel-buffering", "no");
-  res.flushHeaders();
-  const out = new PassThrough();
-  const keepAlive = setInterval(() => out.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
-  keepAlive.unref();
-  return {
-    out,
-    end: () => {
-      clearInterval(keepAlive);
-      out.end();
-    },
+    pending.length = 0;
+    pendingBytes = 0;
+    onEnd(why);
   };
+  const deliver = (e: StoredEvent) => {
+    last = e.seq;
+    onEvent(e);
+    if (FINAL.has(e.kind)) finish("end");
+  };
+  /** The reader is at or past the end of a finished run: hand its final event over again, and end. */
+  const replayEnd = (final: StoredEvent) => {
+    onEvent(final);
+    finish("end");
+  };
+
+  /** Nothing stored after `last`, nothing delivered yet: has the run ended before `after`? True when the follower ended. */
+  const endedBefore = async (): Promise<boolean> => {
+    const end = await store.runEnd(runId);
+    if (done) return true;
+    if (end.last && end.last.seq > last) {
+      behind = true; // stored since the page was read: read it
+      return false;
+    }
+    if (end.active) {
+      // A reader at the head of an active run: what comes next is numbered past `after`.
+      if ((end.last?.seq ?? 0) === after) mayBePastEnd = false;
+      return false;
+    }
+    if (end.last && FINAL.has(end.last.kind)) replayEnd(end.last);
+    else finish("end"); // ended with nothing to hand over
+    return true;
+  };
+
+  const catchUp = async () => {
+    if (done) return;
+    if (reading) {
+      behind = true;
+      return;
+    }
+    reading = true;
+    stale = false;
+    // What waited for the socket is stored: the catch-up reads it in order.
+    pending.length = 0;
+    pendingBytes = 0;
+    lagBytes = 0;
+    try {
+      for (;;) {
+        if (flow?.congested) await flow.drained();
+        if (done) return;
+        behind = false;
+        lagBytes = 0;
+        const page = await store.eventPage(runId, last, CATCH_UP_PAGE_EVENTS, CATCH_UP_PAGE_BYTES);
+        // The stored rows after `last`, in order, are what comes next.
+        for (const e of page.events) {
+          if (done) return;
+          deliver(e);
+        }
+        if (done) return;
+        if (page.events.length === 0 && last === after && mayBePastEnd && !behind && (await endedBefore())) return;
+        if (!page.more && !behind) return;
+      }
+    } catch (err) {
+      log.warn({ err, runId }, "could not read a run's events");
+    } finally {
+      reading = false;
+    }
+  };
+
+  const flush = () => {
+    while (!done && !reading && pending.length && !flow?.congested) {
+      const { e, size } = pending.shift()!;
+      pendingBytes -= size;
+      deliver(e);
+    }
+    if (done || reading) return;
+    if (pending.length) return awaitDrain();
+    if (stale) {
+      stale = false;
+      void catchUp();
+    }
+  };
+  const awaitDrain = () => {
+    if (waitingDrain || !flow) return;
+    waitingDrain = true;
+    void flow.drained().then(() => {
+      waitingDrain = false;
+      flush();
+    });
+  };
+
+  const live = (e: StoredEvent) => {
+    if (done) return;
+    if (reading) {
+      behind = true;
+      // Nothing is held for a catching-up reader, but one whose socket takes nothing while the run goes on is as slow.
+      if (flow?.congested && (lagBytes += sizeOf(e)) + flow.buffered() > STREAM_BUFFER_CAP_BYTES) finish("slow_reader");
+      return;
+    }
+    const next = (pending.at(-1)?.e.seq ?? last) + 1;
+    if (e.seq < next) {
+      // A final event at or before `after`: the reader asked from past the end.
+      if (FINAL.has(e.kind) && last === after && pending.length === 0) replayEnd(e);
+      return;
+    }
+    if (e.seq > next) return void catchUp();
+    if (pending.length === 0 && !flow?.congested) return deliver(e);
+    const size = sizeOf(e);
+    pending.push({ e, size });
+    pendingBytes += size;
+    if (flow && pendingBytes + flow.buffered() > STREAM_BUFFER_CAP_BYTES) return finish("slow_reader");
+    awaitDrain();
+  };
+
+  const wake = () => {
+    if (done) return;
+    // A reader the socket holds back stays live (its waiting events are not dropped for a catch-up, so a
+    // reader that never reads reaches the cap): the wake is heard once the socket has taken them.
+    if (pending.length || flow?.congested) {
+      stale = true;
+      return awaitDrain();
+    }
+    void catchUp();
+  };
+  const unsubscribe = bus.subscribe(runId, { event: live, wake });
+  if (readFirst) void catchUp();
+  return () => finish("stopped");
 }
 
-/** A run's events as `text/event-stream` (`id:` its sequence, `event:` its kind, JSON `data:`); a client that leaves stops the reading, never the run. */
+/** What a waiting event holds, about (its frame's size). */
+function sizeOf(e: StoredEvent): number {
+  return Buffer.byteLength(JSON.stringify(e.data)) + e.kind.length + 32;
+}
+
+/**
+ * A `text/event-stream` answer: headers out at once (the run id among them),
+ * keep-alive comments while idle, and the socket's backpressure for the follower.
+ * `out` is what the route returns (piped into the response).
+ */
+export class EventStreamWriter implements Flow {
+  readonly out = new PassThrough();
+  private readonly keepAlive: NodeJS.Timeout;
+  private ended = false;
+
+  constructor(private readonly res: Response) {
+    res.setHeader("content-type", "text/event-stream; charset=utf-8");
+    res.setHeader("cache-control", "no-cache, no-transform");
+    res.setHeader("x-accel-buffering", "no");
+    res.flushHeaders();
+    // Only into an empty pipe: a reader that takes nothing gets no keep-alives piling up.
+    this.keepAlive = setInterval(() => {
+      if (!this.ended && this.buffered() === 0) this.out.write(": keep-alive\n\n");
+    }, KEEP_ALIVE_MS);
+    this.keepAlive.unref();
+    res.once("close", () => clearInterval(this.keepAlive));
+  }
+
+  write(frame: string): void {
+    if (!this.ended) this.out.write(frame);
+  }
+
+  get congested(): boolean {
+    return this.out.writableNeedDrain;
+  }
+
+  buffered(): number {
+    return this.out.writableLength + this.out.readableLength + this.res.writableLength;
+  }
+
+  drained(): Promise<void> {
+    if (!this.congested || this.res.destroyed) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.out.off("drain", done);
+        this.res.off("close", done);
+        resolve();
+      };
+      this.out.once("drain", done);
+      this.res.once("close", done);
+    });
+  }
+
+  /** Ends the stream (`comment` last, say why); what it holds gets STREAM_END_LINGER_MS to reach the reader, then the connection is cut. */
+  end(comment?: string): void {
+    clearInterval(this.keepAlive);
+    if (this.ended) return;
+    this.ended = true;
+    this.out.end(comment);
+    if (this.res.destroyed) return;
+    const cut = setTimeout(() => this.res.destroy(), STREAM_END_LINGER_MS);
+    cut.unref();
+    this.res.once("close", () => clearTimeout(cut));
+  }
+}
+
+/** One run event as an SSE frame: `id:` its sequence, `event:` its kind, JSON `data:`. */
+export function runEventFrame(e: StoredEvent): string {
+  return `id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`;
+}
+
+/**
+ * A run's events as `text/event-stream`; a client that leaves stops the reading,
+ * never the run. A reader too slow for STREAM_BUFFER_CAP_BYTES is closed with
+ * SLOW_READER_COMMENT last.
+ */
 export function runEventStream(store: RunStore, bus: RunBus, log: Logger, runId: string, after: number, res: Response, readFirst = true): Readable {
-  const { out, end } = eventStreamBody(res);
-  const stop = followRun(store, bus, log, runId, after, (e) => out.write(`id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`), end, readFirst);
+  const writer = new EventStreamWriter(res);
+  const stop = followRun(
+    store,
+    bus,
+    log,
+    runId,
+    after,
+    (e) => writer.write(runEventFrame(e)),
+    (why) => {
+      if (why === "slow_reader") log.info({ runId, after }, "closed a slow reader of a run's stream");
+      writer.end(why === "slow_reader" ? SLOW_READER_COMMENT : undefined);
+    },
+    readFirst,
+    writer,
+  );
   res.on("close", stop);
-  return out;
+  return writer.out;
 }

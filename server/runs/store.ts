@@ -233,9 +233,36 @@ export class RunStore {
     await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`, [runId, this.instance]);
   }
 
-  /** Stored events after `after`, in order. */
-  async events(runId: string, after: number, limit = 500): Promise<StoredEvent[]> {
-    return this.db.query<StoredEvent>(`SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, [runId, after, limit]);
+  /**
+   * A page of stored events after `after`, in order: at most `limit` events and,
+   * past the first, about `maxBytes` of their data as stored (a stream's catch-up
+   * holds one page at a time). `more`: events after the page are stored already.
+   */
+  async eventPage(runId: string, after: number, limit: number, maxBytes: number): Promise<{ events: StoredEvent[]; more: boolean }> {
+    const rows = await this.db.query<StoredEvent & { fetched: number }>(
+      `SELECT seq, kind, data, fetched FROM (
+         SELECT seq, kind, data, row_number() OVER w AS n, count(*) OVER ()::int AS fetched,
+                sum(pg_column_size(data)) OVER w - pg_column_size(data) AS before
+           FROM (SELECT seq, kind, data FROM run_events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3 + 1) e
+         WINDOW w AS (ORDER BY seq)) p
+        WHERE n <= $3 AND (n = 1 OR before < $4) ORDER BY seq`,
+      [runId, after, limit, maxBytes],
+    );
+    const more = rows.length > 0 && Number(rows[0].fetched) > rows.length;
+    return { events: rows.map(({ seq, kind, data }) => ({ seq, kind, data })), more };
+  }
+
+  /** Whether a run is still active, and its last stored event (a finished run's last event is its final one). */
+  async runEnd(runId: string): Promise<{ active: boolean; last: StoredEvent | null }> {
+    const rows = await this.db.query<{ active: boolean; seq: number | null; kind: string | null; data: Record<string, unknown> | null }>(
+      `SELECT r.status IN ('queued', 'running', 'waiting') AS active, e.seq, e.kind, e.data
+         FROM runs r LEFT JOIN LATERAL (SELECT seq, kind, data FROM run_events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
+        WHERE r.id = $1`,
+      [runId],
+    );
+    const r = rows[0];
+    if (!r) return { active: false, last: null };
+    return { active: r.active, last: r.seq === null ? null : { seq: r.seq, kind: r.kind!, data: r.data! } };
   }
 
   /** Records a tool result once: false when there is no such open call of this tenant's active run. */
