@@ -44,7 +44,11 @@ export class AgentRunDriver extends RunDriver {
           case "done":
             return resolve(e);
           case "failed":
-            return reject(new RunStop(e.code === "worker_lost" ? "worker_lost" : "runtime_error", e.code, e.message));
+            if (e.code === "worker_lost") {
+              // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
+              return reject(new RunStop("worker_lost", "worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
+            }
+            return reject(new RunStop("runtime_error", e.code, e.message));
         }
       });
     });

@@ -252,9 +252,19 @@ export abstract class RunDriver {
       return this.job;
     } catch {
       // The machine is connected elsewhere now (or nowhere): its holder takes the run over.
-      void this.deps.store.release(this.run.id).catch(() => {});
+      this.releaseLease();
       throw new Abandoned();
     }
+  }
+
+  /**
+   * Stops driving here and gives the lease up once the writes already begun are
+   * in: the instance holding the machine's connection takes the run over, now or
+   * when the machine comes back within the grace (the engine's sweep fails it after).
+   */
+  protected releaseLease(): void {
+    this.abandoned = true;
+    void this.writing.then(() => this.deps.store.release(this.run.id, this.deps.clock.now())).catch(() => {});
   }
 
   /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */

@@ -126,10 +126,13 @@ export class ModelRunDriver extends RunDriver {
     }
   }
 
-  /** The machine's connection dropped mid-turn: whichever instance it reconnects to takes the run over (or it fails as orphaned). */
+  /**
+   * The machine's link was lost mid-turn: the run waits for it. Whichever instance
+   * it reconnects to within the grace takes the run over and runs this turn again
+   * (`turn_restarted`); past the grace it fails `worker_lost`.
+   */
   private workerLost(): Error {
-    void this.deps.store.release(this.run.id).catch(() => {});
-    this.abandoned = true;
+    this.releaseLease();
     return new Abandoned();
   }
 

@@ -182,16 +182,24 @@ export class RunStore {
   }
 
   /**
-   * Runs no instance can drive: active, with no live lease since `before` (the
-   * machine never came back anywhere). Taken here only to be failed.
+   * Runs no instance will drive: active, with no live lease, and either their
+   * machine was removed, or no lease since `before` (the grace: the machine never
+   * came back anywhere). A lease given up when the machine's link was lost ends
+   * at that moment (`release`), so the grace counts from then; a run never leased,
+   * from its start. Taken here only to be failed; `machine_removed` says why.
    */
-  async claimOrphans(before: Date, until: Date): Promise<RunRow[]> {
-    return this.db.query<RunRow>(
-      `UPDATE runs SET lease_owner = $1, lease_expires_at = $3
-        WHERE status IN ('queued', 'running', 'waiting')
-          AND ((lease_owner IS NULL AND created_at < $2) OR lease_expires_at < $2)
-      RETURNING ${RUN_COLUMNS}`,
-      [this.instance, before, until],
+  async claimOrphans(now: Date, before: Date, until: Date): Promise<(RunRow & { machine_removed: boolean })[]> {
+    return this.db.query<RunRow & { machine_removed: boolean }>(
+      `WITH o AS (
+         SELECT r.id, m.revoked_at IS NOT NULL AS machine_removed FROM runs r LEFT JOIN machines m ON m.id = r.machine_id
+          WHERE r.status IN ('queued', 'running', 'waiting')
+            AND (r.lease_expires_at IS NULL OR r.lease_expires_at < $4)
+            AND (m.revoked_at IS NOT NULL OR (r.lease_expires_at IS NULL AND r.created_at < $2) OR r.lease_expires_at < $2)
+          FOR UPDATE OF r SKIP LOCKED)
+       UPDATE runs SET lease_owner = $1, lease_expires_at = $3 FROM o
+        WHERE runs.id = o.id AND (runs.lease_expires_at IS NULL OR runs.lease_expires_at < $4)
+      RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}, o.machine_removed`,
+      [this.instance, before, until, now],
     );
   }
 
@@ -228,9 +236,13 @@ export class RunStore {
     return BigInt(rows[0]?.total ?? 0);
   }
 
-  /** Gives up the lease at once (the machine moved): the instance holding it now takes the run over. */
-  async release(runId: string): Promise<void> {
-    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`, [runId, this.instance]);
+  /**
+   * Gives up the lease at once (the machine moved, or its link was lost): the
+   * instance holding its connection takes the run over, now or when it comes back.
+   * The lease ends `now`, the moment from which the run waits for its machine.
+   */
+  async release(runId: string, now: Date): Promise<void> {
+    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2`, [runId, this.instance, now]);
   }
 
   /** Stored events after `after`, in order. */
