@@ -117,8 +117,8 @@ export abstract class RunDriver {
     }
   }
 
-  /** Ends the run as failed without running it (nobody could drive it). */
-  fail(stop: RunStop): Promise<void> {
+  /** Ends the run without running it: failed (nobody could drive it), or cancelled (asked while it waited for its machine). */
+  fail(stop: RunStop | Cancelled): Promise<void> {
     return this.end(stop);
   }
 

@@ -4,7 +4,7 @@ import type { Logger } from "../logger.js";
 import type { WorkerHub } from "../workers/hub.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
-import { RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
+import { Cancelled, RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -145,12 +145,15 @@ export class RunEngine {
     const before = new Date(now.getTime() - this.options.graceSeconds * 1000);
     for (const run of await this.store.claimOrphans(now, before, this.leaseUntil())) {
       const removed = run.machine_removed;
-      this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
       const driver = this.driverFor(run);
       this.drivers.set(run.id, driver);
-      const stop = removed
-        ? new RunStop("worker_lost", "worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
-        : new RunStop("worker_lost", "worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
+      // Cancelled while it waited for its machine: it ends as asked, at once.
+      const stop = run.cancel_requested_at
+        ? new Cancelled(run.cancel_reason)
+        : removed
+          ? new RunStop("worker_lost", "worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
+          : new RunStop("worker_lost", "worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
+      if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
       void driver.fail(stop).finally(() => this.drivers.delete(run.id));
     }
     for (const d of this.drivers.values()) d.wake();

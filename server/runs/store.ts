@@ -166,7 +166,9 @@ export class RunStore {
   /**
    * Takes the lease of runs this instance can drive: active, unleased or with a
    * lapsed lease, on a machine whose connection this instance holds. A run is taken
-   * by one instance only (the update re-checks the lease under the row lock).
+   * by one instance only (the update re-checks the lease under the row lock). The
+   * sweep skips runs leased here and live (driven here), not one whose lease here
+   * lapsed (nobody renews it: its driver is gone).
    */
   async claim(now: Date, until: Date, runId?: string): Promise<RunRow[]> {
     return this.db.query<RunRow>(
@@ -175,7 +177,7 @@ export class RunStore {
         WHERE m.id = runs.machine_id AND m.connected_instance = $1 AND m.revoked_at IS NULL
           AND runs.status IN ('queued', 'running', 'waiting')
           AND (runs.lease_owner IS NULL OR runs.lease_expires_at IS NULL OR runs.lease_expires_at < $2 OR runs.lease_owner = $1)
-          ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1)"}
+          ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1 OR runs.lease_expires_at < $2)"}
       RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
       runId ? [this.instance, now, until, runId] : [this.instance, now, until],
     );
@@ -183,10 +185,11 @@ export class RunStore {
 
   /**
    * Runs no instance will drive: active, with no live lease, and either their
-   * machine was removed, or no lease since `before` (the grace: the machine never
-   * came back anywhere). A lease given up when the machine's link was lost ends
-   * at that moment (`release`), so the grace counts from then; a run never leased,
-   * from its start. Taken here only to be failed; `machine_removed` says why.
+   * machine was removed, or the app cancelled it, or no lease since `before` (the
+   * grace: the machine never came back anywhere). A lease given up when the
+   * machine's link was lost ends at that moment (`release`), so the grace counts
+   * from then; a run never leased, from its start. Taken here only to be ended
+   * (cancelled, or failed: `machine_removed` says why).
    */
   async claimOrphans(now: Date, before: Date, until: Date): Promise<(RunRow & { machine_removed: boolean })[]> {
     return this.db.query<RunRow & { machine_removed: boolean }>(
@@ -194,7 +197,7 @@ export class RunStore {
          SELECT r.id, m.revoked_at IS NOT NULL AS machine_removed FROM runs r LEFT JOIN machines m ON m.id = r.machine_id
           WHERE r.status IN ('queued', 'running', 'waiting')
             AND (r.lease_expires_at IS NULL OR r.lease_expires_at < $4)
-            AND (m.revoked_at IS NOT NULL OR (r.lease_expires_at IS NULL AND r.created_at < $2) OR r.lease_expires_at < $2)
+            AND (m.revoked_at IS NOT NULL OR r.cancel_requested_at IS NOT NULL OR (r.lease_expires_at IS NULL AND r.created_at < $2) OR r.lease_expires_at < $2)
           FOR UPDATE OF r SKIP LOCKED)
        UPDATE runs SET lease_owner = $1, lease_expires_at = $3 FROM o
         WHERE runs.id = o.id AND (runs.lease_expires_at IS NULL OR runs.lease_expires_at < $4)
