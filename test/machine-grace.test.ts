@@ -1,11 +1,13 @@
+import fs from "node:fs";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
 import { freePort } from "./helpers/balancer.js";
 import { startLink, type Link } from "./helpers/link.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
+import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { sseFrames, type SseFrame } from "./helpers/sse.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
+import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 
 /**
@@ -224,6 +226,47 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     // The old path's leftovers (its closes) delivered; new connections pass again.
     link.restore();
   }, 120_000);
+
+  it.skipIf(skip)("an agent run (Claude Code) whose link goes silent fails worker_lost at the heartbeat timeout, with its reason, not after the grace: a CLI's own loop cannot be resumed", async () => {
+    const dir = tempDir("svc-grace-clis-");
+    const bin = writeFakeClis(dir);
+    const workdir = fs.mkdtempSync(path.join(dir, "project-"));
+    const coder = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "coder", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false } });
+    const agentWorker = spawnWorker(["start"], coder.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
+    try {
+      await agentWorker.waitFor(/Connected/);
+      const res = await call("/v1/runs", { method: "POST", body: JSON.stringify({ user: "coder", prompt: "List the files", route: { prefer: ["user-subscription"] } }) });
+      expect(res.status).toBe(200);
+      const r: Reader = { runId: res.headers.get("service-run-id")!, frames: [], ended: Promise.resolve(), endedAt: 0 };
+      r.ended = (async () => {
+        try {
+          for await (const f of sseFrames(res)) r.frames.push(f);
+        } catch {
+          // cut
+        }
+        r.endedAt = Date.now();
+      })();
+      // The CLI is waiting on its permission request (the app does not answer it).
+      await pollUntil(async () => r.frames.some((f) => f.event === "approval_request"), (ok) => ok, 20_000, "the permission request");
+      link.silence();
+      const silencedAt = Date.now();
+      await Promise.race([r.ended, new Promise((done) => setTimeout(done, (GRACE_S + 20) * 1000))]);
+      const end = r.frames.at(-1)!;
+      expect(end.event, show(r.frames)).toBe("run_failed");
+      expect(end.data).toMatchObject({ stopReason: "worker_lost", error: { code: "worker_lost" } });
+      expect(String((end.data.error as { message: string }).message)).toMatch(/agent CLI's own loop cannot be resumed/);
+      // At the heartbeat timeout, not after the grace.
+      expect(r.endedAt - silencedAt).toBeLessThan(GRACE_S * 1000);
+      const seqs = r.frames.map((f) => Number(f.id));
+      expect(seqs).toEqual(seqs.map((_, k) => k + 1));
+    } finally {
+      link.restore();
+      agentWorker.stop();
+      await agentWorker.exited;
+    }
+    // The other machine went silent too: back online before the next test.
+    await pollUntil(machineState, (st) => st === "online", 20_000, "wanderer's machine online again");
+  }, 90_000);
 
   it.skipIf(skip)("silent past the grace: the runs fail worker_lost once the grace has passed, not before; the machine back afterwards changes nothing", async () => {
     const tags = [tagged(), tagged(), tagged()];
