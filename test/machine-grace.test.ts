@@ -5,7 +5,7 @@ import { DATABASES } from "./helpers/databases.js";
 import { freePort } from "./helpers/balancer.js";
 import { startLink, type Link } from "./helpers/link.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
+import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { sseFrames, type SseFrame } from "./helpers/sse.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
@@ -333,4 +333,105 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     // The worker was told it was removed, and stops.
     expect((await worker.exited).code).toBe(1);
   }, 60_000);
+});
+
+const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
+
+describe.skipIf(postgres.skip)("a machine silent on instance A comes back through instance B within the grace (two instances on one Postgres)", () => {
+  let model: ModelStandIn;
+  let link: Link;
+  let a: TestServer;
+  let b: TestServer;
+  let drop: () => Promise<void>;
+  let keys: Keys;
+  let worker: WorkerProcess;
+  const ports = { a: 0, b: 0 };
+  const user = "commuter";
+
+  const on = (port: number) => (p: string, init: RequestInit = {}) =>
+    fetch(`http://127.0.0.1:${port}${p}`, { ...init, headers: { authorization: `Bearer ${keys.appKey}`, "content-type": "application/json", ...(init.headers ?? {}) } });
+
+  beforeAll(async () => {
+    if (postgres.skip) return;
+    const made = await postgres.db.create();
+    drop = made.drop;
+    model = await startModelStandIn();
+    link = await startLink();
+    ports.a = await freePort();
+    ports.b = await freePort();
+    const env = { PUBLIC_URL: link.url, WORKER_HEARTBEAT_TIMEOUT_SECONDS: String(HEARTBEAT_TIMEOUT_S), RUN_MACHINE_GRACE_SECONDS: String(GRACE_S) };
+    a = await startTestServer(made.target, { ...env, PORT: String(ports.a) }, { runningClock: true });
+    b = await startTestServer(made.target, { ...env, PORT: String(ports.b) }, { runningClock: true });
+    keys = a.dev;
+    link.target = { host: "127.0.0.1", port: ports.a };
+    const m = await pairViaApi({ url: `http://127.0.0.1:${ports.a}`, fetch: (p, init) => fetch(`http://127.0.0.1:${ports.a}${p}`, init) }, keys, user, {
+      runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false },
+    });
+    worker = spawnWorker(["start"], m.home);
+    await worker.waitFor(/Connected/);
+  }, 60_000);
+  afterAll(async () => {
+    worker?.stop();
+    await link?.close();
+    await a?.close();
+    await b?.close();
+    await model?.close();
+    await drop?.();
+    removeTempDirs();
+  });
+
+  const claimedOn = (s: TestServer, runId: string) =>
+    s.logs.flatMap((l) => {
+      try {
+        const line = JSON.parse(l) as { msg?: string; runId?: string };
+        return line.msg === "run claimed" && line.runId === runId ? [line] : [];
+      } catch {
+        return [];
+      }
+    });
+
+  it("its runs, driven on A and read on A, are taken over by B when the machine reconnects there: each carries on, events and ledger rows once", async () => {
+    const tags = [`#${Math.random().toString(36).slice(2, 10)}`, `#${Math.random().toString(36).slice(2, 10)}`];
+    const readers: Reader[] = [];
+    for (const tag of tags) {
+      const res = await on(ports.a)("/v1/runs", { method: "POST", body: JSON.stringify({ user, prompt: `Far away [slow] ${tag}` }) });
+      expect(res.status).toBe(200);
+      const r: Reader = { runId: res.headers.get("service-run-id")!, frames: [], ended: Promise.resolve(), endedAt: 0 };
+      r.ended = (async () => {
+        try {
+          for await (const f of sseFrames(res)) r.frames.push(f);
+        } catch {
+          // cut
+        }
+        r.endedAt = Date.now();
+      })();
+      readers.push(r);
+    }
+    await pollUntil(async () => readers.map((r) => r.frames.filter((f) => f.event === "text_delta").length), (n) => n.every((k) => k >= 3), 30_000, "both runs mid-turn");
+
+    link.silence();
+    // The path now leads to B (a balancer that lost A, a roaming laptop): the next connection lands there.
+    link.target = { host: "127.0.0.1", port: ports.b };
+    const state = async () => ((await (await on(ports.b)(`/v1/users/${user}/compute`)).json()) as { machines: { state: string }[] }).machines[0].state;
+    await pollUntil(state, (s) => s === "offline", 15_000, "the machine offline, read on B");
+    await new Promise((r) => setTimeout(r, 1_000));
+    link.restore();
+
+    await Promise.race([Promise.all(readers.map((r) => r.ended)), new Promise((r) => setTimeout(r, 45_000))]);
+    expect(await state()).not.toBe("offline");
+    for (const [i, r] of readers.entries()) {
+      const frames = r.frames;
+      const seqs = frames.map((f) => Number(f.id));
+      expect(seqs).toEqual(seqs.map((_, k) => k + 1));
+      expect(frames.at(-1)!.event, frames.map((f) => `${f.id}:${f.event}`).join(" ")).toBe("run_completed");
+      expect(frames.filter((f) => f.event === "turn_restarted").map((f) => f.data.turn)).toEqual([1]);
+      expect(frames.at(-1)!.data).toMatchObject({ output: "word ".repeat(200), usage: { inputTokens: 12, outputTokens: 7 } });
+      expect(claimedOn(b, r.runId)).toEqual([expect.objectContaining({ resumed: true })]);
+      expect(model.requests.filter((q) => JSON.stringify(q.messages).includes(tags[i]))).toHaveLength(2);
+      const usage = await a.db.query<{ unique_key: string }>("SELECT unique_key FROM usage_rows WHERE run_id = $1 ORDER BY unique_key", [r.runId]);
+      expect(usage.map((u) => u.unique_key)).toEqual([`run:${r.runId}`, `tokens:${r.runId}:1`]);
+      const events = await a.db.query<{ seq: number }>("SELECT seq FROM run_events WHERE run_id = $1 ORDER BY seq", [r.runId]);
+      expect(events.map((e) => e.seq)).toEqual(seqs);
+    }
+  }, 120_000);
 });
