@@ -1,6 +1,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { WORKER_CONNECT_PATH, workerMessage } from "@svc/contract";
+import { MAX_TURN_RESTARTS } from "../server/runs/model-loop.js";
 import { DATABASES } from "./helpers/databases.js";
 import { freePort } from "./helpers/balancer.js";
 import { startLink, type Link } from "./helpers/link.js";
@@ -314,6 +317,56 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
       expect(await res.json()).toMatchObject({ status: "failed", stopReason: "worker_lost", lastEventId: r.frames.length });
       expect(requestsOf(tags[readers.indexOf(r)])).toBe(1);
     }
+  }, 120_000);
+
+  it.skipIf(skip)("a machine that keeps dropping off mid-turn (a test double speaking the protocol): the turn runs at most 1 + MAX_TURN_RESTARTS times, then the run fails worker_lost, saying why", async () => {
+    const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "flapper");
+    const hello = workerMessage("hello", { client: "double", version: "1", runtimes: [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }] });
+    /** One connection: hello, then the first job's id (or null when none comes in time). */
+    const connectAndTakeJob = () =>
+      new Promise<{ ws: WebSocket; jobId: string | null }>((resolve, reject) => {
+        const ws = new WebSocket(`ws://127.0.0.1:${new URL(direct).port}${WORKER_CONNECT_PATH}`, { headers: { authorization: `Bearer ${m.token}` } });
+        const timer = setTimeout(() => resolve({ ws, jobId: null }), 8_000);
+        ws.on("open", () => ws.send(JSON.stringify(hello)));
+        ws.on("error", reject);
+        ws.on("message", (data) => {
+          const msg = JSON.parse(String(data)) as { type: string; payload: { jobId?: string } };
+          if (msg.type === "job") {
+            clearTimeout(timer);
+            resolve({ ws, jobId: msg.payload.jobId! });
+          }
+        });
+      });
+    const first = connectAndTakeJob();
+    const flapperState = async () => ((await (await call("/v1/users/flapper/compute")).json()) as { machines: { state: string }[] }).machines[0]?.state;
+    await pollUntil(flapperState, (st) => st === "online", 10_000, "the double online");
+    const r = await startRun({ user: "flapper", prompt: "Flap", model: "m1" });
+    let jobs = 0;
+    let next = first;
+    for (;;) {
+      const { ws, jobId } = await next;
+      if (!jobId) {
+        ws.terminate();
+        break;
+      }
+      jobs++;
+      // A few words of the turn, then the link drops without a goodbye (as a crash or a pulled cable does).
+      for (const text of ["Once ", "upon "]) ws.send(JSON.stringify(workerMessage("job_event", { jobId, event: { type: "text_delta", text } })));
+      await pollUntil(async () => r.frames.filter((f) => f.event === "text_delta").length, (n) => n >= 2 * jobs, 10_000, "the words stored");
+      ws.terminate();
+      if (jobs > MAX_TURN_RESTARTS + 2) break;
+      next = connectAndTakeJob();
+    }
+    await Promise.race([r.ended, new Promise((done) => setTimeout(done, 10_000))]);
+    expect(jobs).toBe(1 + MAX_TURN_RESTARTS);
+    const end = r.frames.at(-1)!;
+    expect(end.event, show(r.frames)).toBe("run_failed");
+    expect(end.data).toMatchObject({ stopReason: "worker_lost", error: { code: "worker_lost" } });
+    expect(String((end.data.error as { message: string }).message)).toMatch(new RegExp(`Turn 1 was cut off ${1 + MAX_TURN_RESTARTS} times`));
+    expect(r.frames.filter((f) => f.event === "turn_restarted")).toHaveLength(MAX_TURN_RESTARTS);
+    const seqs = r.frames.map((f) => Number(f.id));
+    expect(seqs).toEqual(seqs.map((_, k) => k + 1));
+    await expectStored(r.runId, r.frames.length, 0, "failed");
   }, 120_000);
 
   it.skipIf(skip)("a machine removed while a run is mid-turn: the run fails at once, without waiting out the grace", async () => {

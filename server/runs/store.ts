@@ -206,6 +206,12 @@ export class RunStore {
     );
   }
 
+  /** How many times turn `turn` of the run was announced restarted (read at a takeover only). */
+  async restarts(runId: string, turn: number): Promise<number> {
+    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM run_events WHERE run_id = $1 AND kind = 'turn_restarted' AND (data->>'turn')::int = $2`, [runId, turn]);
+    return rows[0]?.n ?? 0;
+  }
+
   /** Extends the leases of the runs driven here; returns the ids still held. */
   async renew(runIds: string[], until: Date): Promise<Set<string>> {
     if (runIds.length === 0) return new Set();
