@@ -113,6 +113,32 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
   };
 
   const tagged = () => `#${Math.random().toString(36).slice(2, 10)}`;
+  const stateOfUser = async (u: string) => ((await (await call(`/v1/users/${u}/compute`)).json()) as { machines: { state: string }[] }).machines[0]?.state;
+
+  /**
+   * A test double speaking the worker protocol: it connects with `token`, says hello (ollama, model m1), heartbeats
+   * every second, and hands back the first job's id (null when none comes in 8 s); `deafen` makes it stop reading
+   * (its heartbeats still go out: a link dead one way only).
+   */
+  const connectAndTakeJob = (token: string) =>
+    new Promise<{ ws: WebSocket; jobId: string | null; deafen(): void }>((resolve, reject) => {
+      const hello = workerMessage("hello", { client: "double", version: "1", runtimes: [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }] });
+      const ws = new WebSocket(`ws://127.0.0.1:${new URL(direct).port}${WORKER_CONNECT_PATH}`, { headers: { authorization: `Bearer ${token}` } });
+      const beat = setInterval(() => ws.readyState === ws.OPEN && ws.send(JSON.stringify(workerMessage("heartbeat", { busy: [] }))), 1_000);
+      ws.on("close", () => clearInterval(beat));
+      const deafen = () => (ws as unknown as { _socket: import("node:net").Socket })._socket.pause();
+      const timer = setTimeout(() => resolve({ ws, jobId: null, deafen }), 8_000);
+      ws.on("open", () => ws.send(JSON.stringify(hello)));
+      ws.on("error", reject);
+      ws.on("message", (data) => {
+        const msg = JSON.parse(String(data)) as { type: string; payload: { jobId?: string } };
+        if (msg.type === "job") {
+          clearTimeout(timer);
+          resolve({ ws, jobId: msg.payload.jobId!, deafen });
+        }
+      });
+    });
+  const jobEvent = (ws: WebSocket, jobId: string, event: Record<string, unknown>) => ws.send(JSON.stringify(workerMessage("job_event", { jobId, event: event as never })));
   const requestsOf = (tag: string) => model.requests.filter((r) => JSON.stringify(r.messages).includes(tag)).length;
   const deltasOfLastTurn = (r: Reader) => {
     const turns = r.frames.filter((f) => f.event === "text_delta").map((f) => Number(f.data.turn));
@@ -319,27 +345,38 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     }
   }, 120_000);
 
+  it.skipIf(skip)("the worker is back on a new connection while the server still holds its old, half-dead one: the new one replaces it and the run is taken over at once, not when the old socket finally closes", async () => {
+    const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "roamer");
+    const old = connectAndTakeJob(m.token);
+    await pollUntil(() => stateOfUser("roamer"), (st) => st === "online", 10_000, "the double online");
+    const r = await startRun({ user: "roamer", prompt: "Roam", model: "m1" });
+    const a = await old;
+    expect(a.jobId).not.toBeNull();
+    jobEvent(a.ws, a.jobId!, { type: "text_delta", text: "Half a " });
+    await pollUntil(async () => r.frames.some((f) => f.event === "text_delta"), (ok) => ok, 10_000, "the first words");
+    // The old connection goes deaf (its path from the server died; its heartbeats still arrive, so the server's
+    // heartbeat timeout never ends it, and it never answers the server's close: ws gives up on that after 30 s).
+    // The worker connects anew, and the new connection says hello.
+    a.deafen();
+    const reconnectedAt = Date.now();
+    const b = await connectAndTakeJob(m.token);
+    expect(b.jobId).not.toBeNull();
+    // Taken over within a sweep (1 s), not once the old socket's closing handshake times out.
+    expect(Date.now() - reconnectedAt).toBeLessThan(15_000);
+    jobEvent(b.ws, b.jobId!, { type: "text_delta", text: "Whole answer." });
+    jobEvent(b.ws, b.jobId!, { type: "done", finishReason: "stop", output: "Whole answer.", usage: { inputTokens: 12, outputTokens: 7 } });
+    await Promise.race([r.ended, new Promise((done) => setTimeout(done, 10_000))]);
+    expect(r.frames.map((f) => f.event)).toEqual(["run_started", "text_delta", "turn_restarted", "text_delta", "usage", "run_completed"]);
+    expect(r.frames.at(-1)!.data).toMatchObject({ output: "Whole answer." });
+    await expectStored(r.runId, r.frames.length, 1, "completed");
+    a.ws.terminate();
+    b.ws.terminate();
+  }, 60_000);
+
   it.skipIf(skip)("a machine that keeps dropping off mid-turn (a test double speaking the protocol): the turn runs at most 1 + MAX_TURN_RESTARTS times, then the run fails worker_lost, saying why", async () => {
     const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "flapper");
-    const hello = workerMessage("hello", { client: "double", version: "1", runtimes: [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }] });
-    /** One connection: hello, then the first job's id (or null when none comes in time). */
-    const connectAndTakeJob = () =>
-      new Promise<{ ws: WebSocket; jobId: string | null }>((resolve, reject) => {
-        const ws = new WebSocket(`ws://127.0.0.1:${new URL(direct).port}${WORKER_CONNECT_PATH}`, { headers: { authorization: `Bearer ${m.token}` } });
-        const timer = setTimeout(() => resolve({ ws, jobId: null }), 8_000);
-        ws.on("open", () => ws.send(JSON.stringify(hello)));
-        ws.on("error", reject);
-        ws.on("message", (data) => {
-          const msg = JSON.parse(String(data)) as { type: string; payload: { jobId?: string } };
-          if (msg.type === "job") {
-            clearTimeout(timer);
-            resolve({ ws, jobId: msg.payload.jobId! });
-          }
-        });
-      });
-    const first = connectAndTakeJob();
-    const flapperState = async () => ((await (await call("/v1/users/flapper/compute")).json()) as { machines: { state: string }[] }).machines[0]?.state;
-    await pollUntil(flapperState, (st) => st === "online", 10_000, "the double online");
+    const first = connectAndTakeJob(m.token);
+    await pollUntil(() => stateOfUser("flapper"), (st) => st === "online", 10_000, "the double online");
     const r = await startRun({ user: "flapper", prompt: "Flap", model: "m1" });
     let jobs = 0;
     let next = first;
@@ -351,11 +388,11 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
       }
       jobs++;
       // A few words of the turn, then the link drops without a goodbye (as a crash or a pulled cable does).
-      for (const text of ["Once ", "upon "]) ws.send(JSON.stringify(workerMessage("job_event", { jobId, event: { type: "text_delta", text } })));
+      for (const text of ["Once ", "upon "]) jobEvent(ws, jobId, { type: "text_delta", text });
       await pollUntil(async () => r.frames.filter((f) => f.event === "text_delta").length, (n) => n >= 2 * jobs, 10_000, "the words stored");
       ws.terminate();
       if (jobs > MAX_TURN_RESTARTS + 2) break;
-      next = connectAndTakeJob();
+      next = connectAndTakeJob(m.token);
     }
     await Promise.race([r.ended, new Promise((done) => setTimeout(done, 10_000))]);
     expect(jobs).toBe(1 + MAX_TURN_RESTARTS);
