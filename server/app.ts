@@ -77,13 +77,13 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const limiter = new RateLimiter(db.prisma, clock);
   const outbox = new WebhookOutbox(db, clock);
   const webhooks = new Webhooks(db, clock, config, outbox, logger);
-  const machines = new MachineService(db.prisma, clock, db, webhooks.facts);
+  const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
-  const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, undefined, config.workerLimits);
+  const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits);
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
-  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, orphanSeconds: config.runOrphanSeconds, facts: webhooks.facts, limits: config.runLimits });
+  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);

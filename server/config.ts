@@ -22,7 +22,10 @@ const Env = z.object({
     .default("false"),
   DEVICE_POLL_INTERVAL: z.coerce.number().int().min(1).max(60).default(5),
   RUN_LEASE_SECONDS: z.coerce.number().min(0.5).max(300).default(15),
-  RUN_ORPHAN_SECONDS: z.coerce.number().min(1).max(3600).default(45),
+  RUN_MACHINE_GRACE_SECONDS: z.coerce.number().min(1).max(86400).optional(),
+  /** The older name of RUN_MACHINE_GRACE_SECONDS, read when the new one is unset. */
+  RUN_ORPHAN_SECONDS: z.coerce.number().min(1).max(86400).optional(),
+  WORKER_HEARTBEAT_TIMEOUT_SECONDS: z.coerce.number().int().min(3).max(45).default(45),
   STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_(test|live)_\w+$/, "must be a Stripe secret or restricted key (sk_test_..., rk_live_...)").optional(),
   STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\w+$/, "must be a Stripe webhook signing secret (whsec_...)").optional(),
   STRIPE_API_URL: z.string().url().optional(),
@@ -64,8 +67,15 @@ export interface Config {
   devicePollIntervalSeconds: number;
   /** A run's driving instance renews its lease this often (a third of it); another takes the run over once it lapses. */
   runLeaseSeconds: number;
-  /** A run nobody can drive (its machine connected nowhere) for this long after its lease lapsed fails with `worker_lost`. */
-  runOrphanSeconds: number;
+  /**
+   * How long the runs of a machine that vanished (silent past the heartbeat
+   * timeout, or its connection closed without a goodbye) wait for it: it
+   * reconnects within this (to any instance) and they carry on; past it they
+   * fail `worker_lost`. Counted from the moment no instance could drive the run.
+   */
+  runMachineGraceSeconds: number;
+  /** A worker whose connection says nothing for this long is taken for gone (closed 4003, offline); it heartbeats every quarter of it, 10 s at most. */
+  workerHeartbeatTimeoutSeconds: number;
   /**
    * Stripe: the platform's secret key, the Connect webhook's signing secret, the API's address (a stand-in in tests),
    * the platform's Connect client id (OAuth) and the Connect host's address (OAuth authorize and token; a stand-in in tests).
@@ -134,7 +144,8 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     trustProxy: e.TRUST_PROXY === "false" ? false : e.TRUST_PROXY === "true" ? true : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
     runLeaseSeconds: e.RUN_LEASE_SECONDS,
-    runOrphanSeconds: e.RUN_ORPHAN_SECONDS,
+    runMachineGraceSeconds: e.RUN_MACHINE_GRACE_SECONDS ?? e.RUN_ORPHAN_SECONDS ?? 300,
+    workerHeartbeatTimeoutSeconds: e.WORKER_HEARTBEAT_TIMEOUT_SECONDS,
     stripe: {
       secretKey: e.STRIPE_SECRET_KEY ?? null,
       webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? null,

@@ -24,9 +24,20 @@ describe("configuration", () => {
     [{ PUBLIC_URL: "not a url" }, /PUBLIC_URL/],
     [{ LOG_LEVEL: "loud" }, /LOG_LEVEL/],
     [{ MAX_BODY_BYTES: "10" }, /MAX_BODY_BYTES/],
+    [{ RUN_MACHINE_GRACE_SECONDS: "0" }, /RUN_MACHINE_GRACE_SECONDS/],
+    [{ WORKER_HEARTBEAT_TIMEOUT_SECONDS: "46" }, /WORKER_HEARTBEAT_TIMEOUT_SECONDS/],
+    [{ WORKER_HEARTBEAT_TIMEOUT_SECONDS: "2" }, /WORKER_HEARTBEAT_TIMEOUT_SECONDS/],
   ])("refuses %o with a message naming the variable", (env, pattern) => {
     expect(() => parseConfig(env)).toThrow(ConfigError);
     expect(() => parseConfig(env)).toThrow(pattern);
+  });
+
+  it("a machine's runs wait 5 minutes for it by default; the grace's older name RUN_ORPHAN_SECONDS is read when the new one is unset; the heartbeat timeout is 45 s, shorter on request", () => {
+    expect(parseConfig({}).runMachineGraceSeconds).toBe(300);
+    expect(parseConfig({ RUN_ORPHAN_SECONDS: "90" }).runMachineGraceSeconds).toBe(90);
+    expect(parseConfig({ RUN_ORPHAN_SECONDS: "90", RUN_MACHINE_GRACE_SECONDS: "600" }).runMachineGraceSeconds).toBe(600);
+    expect(parseConfig({}).workerHeartbeatTimeoutSeconds).toBe(45);
+    expect(parseConfig({ WORKER_HEARTBEAT_TIMEOUT_SECONDS: "10" }).workerHeartbeatTimeoutSeconds).toBe(10);
   });
 
   it("treats empty values as unset", () => {

@@ -11,7 +11,8 @@ import { costClassOfRuntime } from "../ledger/metering.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
- * that vanished without a goodbye goes offline once this much time passes.
+ * that vanished without a goodbye goes offline once this much time passes
+ * (`WORKER_HEARTBEAT_TIMEOUT_SECONDS` may shorten it, never lengthen it).
  */
 export const HEARTBEAT_TIMEOUT_SECONDS = 45;
 
@@ -38,6 +39,8 @@ export class MachineService {
     private readonly clock: Clock,
     private readonly notifications: Notifications,
     private readonly facts: WebhookFacts | null = null,
+    /** Heartbeats older than this: offline (the connection's holder closes it then too). */
+    private readonly heartbeatTimeoutSeconds = HEARTBEAT_TIMEOUT_SECONDS,
   ) {}
 
   async listForUser(tenant: Tenant, endUserId: string): Promise<z.infer<typeof MachineView>[]> {
@@ -71,7 +74,7 @@ export class MachineService {
    */
   async markConnected(machineId: string, instance: string): Promise<{ connectedAt: Date; wasOnline: boolean; previousConnectedAt: Date | null } | null> {
     const now = this.clock.now();
-    const staleBefore = new Date(now.getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
+    const staleBefore = new Date(now.getTime() - this.heartbeatTimeoutSeconds * 1000);
     const rows = await this.prisma.$queryRaw<{ was_online: boolean; previous_connected_at: Date | null }[]>`
       WITH old AS (SELECT id, connected_instance, connected_at, last_heartbeat_at FROM machines WHERE id = ${machineId} AND revoked_at IS NULL FOR UPDATE)
       UPDATE machines m SET connected_instance = ${instance}, connected_at = ${now}, last_heartbeat_at = ${now} FROM old WHERE m.id = old.id
@@ -160,7 +163,7 @@ export class MachineService {
     const connected =
       m.connectedInstance !== null &&
       m.lastHeartbeatAt !== null &&
-      this.clock.now().getTime() - m.lastHeartbeatAt.getTime() < HEARTBEAT_TIMEOUT_SECONDS * 1000;
+      this.clock.now().getTime() - m.lastHeartbeatAt.getTime() < this.heartbeatTimeoutSeconds * 1000;
     const runtimeViews = runtimes.map((r) => ({
       name: r.name,
       kind: r.kind,

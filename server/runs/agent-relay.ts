@@ -43,6 +43,10 @@ export class AgentRunDriver extends RunDriver {
           case "done":
             return resolve(e);
           case "failed":
+            if (e.code === "worker_lost" && !this.stoppedHere()) {
+              // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
+              return reject(new RunStop("worker_lost", "worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
+            }
             return reject(this.failure(e));
         }
       });

@@ -145,8 +145,8 @@ export abstract class RunDriver {
     }
   }
 
-  /** Ends the run as failed without running it (nobody could drive it). */
-  fail(stop: RunStop): Promise<void> {
+  /** Ends the run without running it: failed (nobody could drive it), or cancelled (asked while it waited for its machine). */
+  fail(stop: RunStop | Cancelled): Promise<void> {
     return this.end(stop);
   }
 
@@ -343,7 +343,7 @@ export abstract class RunDriver {
       finish();
       if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", "conversation_too_large", err.message);
       // The machine is connected elsewhere now (or nowhere): its holder takes the run over.
-      void this.deps.store.release(this.run.id).catch(() => {});
+      this.releaseLease();
       throw new Abandoned();
     }
     const own = this.run.request.limits;
@@ -357,6 +357,16 @@ export abstract class RunDriver {
     this.endJobWatch = finish;
     this.job = handle;
     return handle;
+  }
+
+  /**
+   * Stops driving here and gives the lease up once the writes already begun are
+   * in: the instance holding the machine's connection takes the run over, now or
+   * when the machine comes back within the grace (the engine's sweep fails it after).
+   */
+  protected releaseLease(): void {
+    this.abandoned = true;
+    void this.writing.then(() => this.deps.store.release(this.run.id, this.deps.clock.now())).catch(() => {});
   }
 
   /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */

@@ -4,7 +4,7 @@ import type { Logger } from "../logger.js";
 import type { WorkerHub } from "../workers/hub.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
-import { DEFAULT_RUN_LIMITS, RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
+import { Cancelled, DEFAULT_RUN_LIMITS, RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
 import type { RunLimitsConfig } from "../config.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
@@ -13,7 +13,8 @@ import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow
 
 export interface EngineOptions {
   leaseSeconds: number;
-  orphanSeconds: number;
+  /** How long a run waits for its machine to come back (anywhere) before it fails `worker_lost`. */
+  graceSeconds: number;
   pollMs?: number;
   /** Told when a run ends (`run.finished` webhooks). */
   facts?: WebhookFacts;
@@ -27,7 +28,8 @@ export interface EngineOptions {
  * lease renewed every third of its length. New runs for a machine held
  * elsewhere are announced to that instance; a sweep (the fallback for lost
  * notifications, and the takeover after a crash) claims what this instance can
- * drive whose lease lapsed, and fails what nobody could drive for too long.
+ * drive whose lease lapsed, and fails what nobody could drive for the grace (its
+ * machine gone that long) or what never will be (its machine removed).
  */
 export class RunEngine {
   private readonly drivers = new Map<string, RunDriver>();
@@ -139,15 +141,23 @@ export class RunEngine {
     for (const id of ids) if (!held.has(id)) this.drivers.get(id)?.abandon();
   }
 
-  /** Takes over runs this instance can drive; fails runs nobody could drive for too long; catches lost wakes. */
+  /** Takes over runs this instance can drive; fails runs nobody could drive for the grace, or whose machine was removed; catches lost wakes. */
   private async sweep(): Promise<void> {
     await this.claim();
-    const before = new Date(this.clock.now().getTime() - this.options.orphanSeconds * 1000);
-    for (const run of await this.store.claimOrphans(before, this.leaseUntil())) {
-      this.log.warn({ runId: run.id, machineId: run.machine_id }, "run orphaned: its machine is connected nowhere");
+    const now = this.clock.now();
+    const before = new Date(now.getTime() - this.options.graceSeconds * 1000);
+    for (const run of await this.store.claimOrphans(now, before, this.leaseUntil())) {
+      const removed = run.machine_removed;
       const driver = this.driverFor(run);
       this.drivers.set(run.id, driver);
-      void driver.fail(new RunStop("worker_lost", "worker_lost", "The user's machine has been unreachable for too long; the run cannot go on.")).finally(() => this.drivers.delete(run.id));
+      // Cancelled while it waited for its machine: it ends as asked, at once.
+      const stop = run.cancel_requested_at
+        ? new Cancelled(run.cancel_reason)
+        : removed
+          ? new RunStop("worker_lost", "worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
+          : new RunStop("worker_lost", "worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
+      if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
+      void driver.fail(stop).finally(() => this.drivers.delete(run.id));
     }
     for (const d of this.drivers.values()) d.wake();
     this.bus.wakeAll();

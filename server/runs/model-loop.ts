@@ -6,6 +6,12 @@ import type { ChatMsg, NewApproval, NewToolCall, RunInputs, ToolSpec } from "./s
 
 export const DEFAULT_MAX_TURNS = 20;
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10 * 60 * 1000;
+/**
+ * How many times one turn may be cut off and run again (its machine's link lost,
+ * its driving instance lost) before the run stops: a machine that keeps dropping
+ * off mid-turn cannot make the service re-run and re-store a turn without end.
+ */
+export const MAX_TURN_RESTARTS = 5;
 
 type Call = NonNullable<ChatMsg["tool_calls"]>[number];
 interface TurnResult {
@@ -45,10 +51,10 @@ export class ModelRunDriver extends RunDriver {
       // results join the transcript only at that turn's end), so it runs again.
       const nextTurnBegun = this.run.status === "running";
       transcript = await this.awaitAnswers(transcript);
-      if (nextTurnBegun) this.emit("turn_restarted", { turn: turns + 1, reason: "the instance driving the run was lost; the turn runs again" });
+      if (nextTurnBegun) await this.restart(turns + 1);
     } else if (this.seq > 1) {
       // Taken over mid-turn: that turn runs again; readers drop its text so far.
-      this.emit("turn_restarted", { turn: turns + 1, reason: "the instance driving the run was lost; the turn runs again" });
+      await this.restart(turns + 1);
     }
     // Right after the answers were read, the inputs are fresh: no second read before the turn.
     let fresh = false;
@@ -70,6 +76,15 @@ export class ModelRunDriver extends RunDriver {
       transcript = await this.awaitAnswers(transcript);
       fresh = true;
     }
+  }
+
+  /** Announces that turn `turn` runs again, unless it was cut off too often already. */
+  private async restart(turn: number): Promise<void> {
+    const before = await this.deps.store.restarts(this.run.id, turn);
+    if (before >= MAX_TURN_RESTARTS) {
+      throw new RunStop("worker_lost", "worker_lost", `Turn ${turn} was cut off ${before + 1} times (the user's machine or the instance driving the run kept dropping); it is not run again.`);
+    }
+    this.emit("turn_restarted", { turn, reason: "the run's machine or its driving instance was lost mid-turn; the turn runs again" });
   }
 
   /** Between turns: a plan's spend ceiling, once reached, stops the run. */
@@ -125,10 +140,13 @@ export class ModelRunDriver extends RunDriver {
     }
   }
 
-  /** The machine's connection dropped mid-turn: whichever instance it reconnects to takes the run over (or it fails as orphaned). */
+  /**
+   * The machine's link was lost mid-turn: the run waits for it. Whichever instance
+   * it reconnects to within the grace takes the run over and runs this turn again
+   * (`turn_restarted`); past the grace it fails `worker_lost`.
+   */
   private workerLost(): Error {
-    void this.deps.store.release(this.run.id).catch(() => {});
-    this.abandoned = true;
+    this.releaseLease();
     return new Abandoned();
   }
 

@@ -166,7 +166,9 @@ export class RunStore {
   /**
    * Takes the lease of runs this instance can drive: active, unleased or with a
    * lapsed lease, on a machine whose connection this instance holds. A run is taken
-   * by one instance only (the update re-checks the lease under the row lock).
+   * by one instance only (the update re-checks the lease under the row lock). The
+   * sweep skips runs leased here and live (driven here), not one whose lease here
+   * lapsed (nobody renews it: its driver is gone).
    */
   async claim(now: Date, until: Date, runId?: string): Promise<RunRow[]> {
     return this.db.query<RunRow>(
@@ -175,24 +177,39 @@ export class RunStore {
         WHERE m.id = runs.machine_id AND m.connected_instance = $1 AND m.revoked_at IS NULL
           AND runs.status IN ('queued', 'running', 'waiting')
           AND (runs.lease_owner IS NULL OR runs.lease_expires_at IS NULL OR runs.lease_expires_at < $2 OR runs.lease_owner = $1)
-          ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1)"}
+          ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1 OR runs.lease_expires_at < $2)"}
       RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
       runId ? [this.instance, now, until, runId] : [this.instance, now, until],
     );
   }
 
   /**
-   * Runs no instance can drive: active, with no live lease since `before` (the
-   * machine never came back anywhere). Taken here only to be failed.
+   * Runs no instance will drive: active, with no live lease, and either their
+   * machine was removed, or the app cancelled it, or no lease since `before` (the
+   * grace: the machine never came back anywhere). A lease given up when the
+   * machine's link was lost ends at that moment (`release`), so the grace counts
+   * from then; a run never leased, from its start. Taken here only to be ended
+   * (cancelled, or failed: `machine_removed` says why).
    */
-  async claimOrphans(before: Date, until: Date): Promise<RunRow[]> {
-    return this.db.query<RunRow>(
-      `UPDATE runs SET lease_owner = $1, lease_expires_at = $3
-        WHERE status IN ('queued', 'running', 'waiting')
-          AND ((lease_owner IS NULL AND created_at < $2) OR lease_expires_at < $2)
-      RETURNING ${RUN_COLUMNS}`,
-      [this.instance, before, until],
+  async claimOrphans(now: Date, before: Date, until: Date): Promise<(RunRow & { machine_removed: boolean })[]> {
+    return this.db.query<RunRow & { machine_removed: boolean }>(
+      `WITH o AS (
+         SELECT r.id, m.revoked_at IS NOT NULL AS machine_removed FROM runs r LEFT JOIN machines m ON m.id = r.machine_id
+          WHERE r.status IN ('queued', 'running', 'waiting')
+            AND (r.lease_expires_at IS NULL OR r.lease_expires_at < $4)
+            AND (m.revoked_at IS NOT NULL OR r.cancel_requested_at IS NOT NULL OR (r.lease_expires_at IS NULL AND r.created_at < $2) OR r.lease_expires_at < $2)
+          FOR UPDATE OF r SKIP LOCKED)
+       UPDATE runs SET lease_owner = $1, lease_expires_at = $3 FROM o
+        WHERE runs.id = o.id AND (runs.lease_expires_at IS NULL OR runs.lease_expires_at < $4)
+      RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}, o.machine_removed`,
+      [this.instance, before, until, now],
     );
+  }
+
+  /** How many times turn `turn` of the run was announced restarted (read at a takeover only). */
+  async restarts(runId: string, turn: number): Promise<number> {
+    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM run_events WHERE run_id = $1 AND kind = 'turn_restarted' AND (data->>'turn')::int = $2`, [runId, turn]);
+    return rows[0]?.n ?? 0;
   }
 
   /** Extends the leases of the runs driven here; returns the ids still held. */
@@ -228,9 +245,13 @@ export class RunStore {
     return BigInt(rows[0]?.total ?? 0);
   }
 
-  /** Gives up the lease at once (the machine moved): the instance holding it now takes the run over. */
-  async release(runId: string): Promise<void> {
-    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE id = $1 AND lease_owner = $2`, [runId, this.instance]);
+  /**
+   * Gives up the lease at once (the machine moved, or its link was lost): the
+   * instance holding its connection takes the run over, now or when it comes back.
+   * The lease ends `now`, the moment from which the run waits for its machine.
+   */
+  async release(runId: string, now: Date): Promise<void> {
+    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2`, [runId, this.instance, now]);
   }
 
   /**

@@ -6,6 +6,8 @@ import { KIND_LIMITS, TokenBucket, type ConnectionLimits } from "./limits.js";
 
 /** Seconds between the worker's heartbeats, told in `welcome`. */
 export const HEARTBEAT_SECONDS = 10;
+/** The heartbeat interval told to workers: a quarter of the timeout, `HEARTBEAT_SECONDS` at most, 1 s at least. */
+export const heartbeatSecondsFor = (timeoutMs: number) => Math.max(1, Math.min(HEARTBEAT_SECONDS, Math.floor(timeoutMs / 4000)));
 /** Bad frames a connection may send before it is closed. */
 const MAX_BAD_FRAMES = 10;
 /** A cancelled job keeps its slot until the worker says it stopped, or this long. */
@@ -163,8 +165,19 @@ export class WorkerConnection {
 
   private armIdleTimer(): void {
     if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.close(WORKER_CLOSE.heartbeatTimeout, "no heartbeat in time"), this.heartbeatTimeoutMs);
+    this.idleTimer = setTimeout(() => this.silent(), this.heartbeatTimeoutMs);
     this.idleTimer.unref();
+  }
+
+  /**
+   * Nothing heard for the heartbeat timeout: the link is taken for gone at once.
+   * A close frame (4003) is sent for a worker that can still hear, then the socket
+   * is dropped: a silent peer never finishes the closing handshake, and until the
+   * close the machine would stay held here and its jobs would wait.
+   */
+  private silent(): void {
+    this.close(WORKER_CLOSE.heartbeatTimeout, "no heartbeat in time");
+    this.socket.terminate();
   }
 
   private refuse(reason: string): void {
@@ -215,7 +228,7 @@ export class WorkerConnection {
         // Runtimes first, so the machine is never online with another machine's or an old list.
         await this.machines.setRuntimes(this.identity, message.payload.runtimes);
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
-        this.send(serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: HEARTBEAT_SECONDS, appName: this.identity.appName }));
+        this.send(serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName }));
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
       case "runtimes":

@@ -167,7 +167,11 @@ export class WorkerHub {
     if (!connected.wasOnline) void this.facts?.machineOnline(conn.identity, connected.connectedAt);
     const older = this.connections.get(machineId);
     this.connections.set(machineId, conn);
-    if (older && older !== conn) older.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");
+    if (older && older !== conn) {
+      older.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");
+      // Its jobs died with the worker's old link: their runs are taken over now, not once the old socket finishes closing.
+      older.closed();
+    }
     this.log.info({ machineId }, "worker online");
     return true;
   }

@@ -130,7 +130,10 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       if (code === WORKER_CLOSE.revoked) finish({ end: { reason: "revoked", message: text }, why: text });
       else finish({ why: text });
     });
+    let heardAt = Date.now();
+    ws.on("pong", () => (heardAt = Date.now()));
     ws.on("message", (data: Buffer, isBinary) => {
+      heardAt = Date.now();
       if (isBinary) return;
       if (data.length > WORKER_MAX_JOB_FRAME_BYTES) {
         // Too large to take on, small enough to read its job id: that job fails, the link stays.
@@ -147,12 +150,23 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       }
       const m = parsed.message;
       switch (m.type) {
-        case "welcome":
+        case "welcome": {
           welcomed();
           print(`✓ Connected to ${m.payload.appName} as ${m.payload.machineId}; serving ${runtimes.map((r) => r.advert.name).join(", ") || "nothing"}.`);
           if (heartbeat) clearInterval(heartbeat);
-          heartbeat = setInterval(() => send(workerMessage("heartbeat", { busy: [...new Set([...jobs.values()].map((j) => j.runtime))] })), m.payload.heartbeatSeconds * 1000);
+          // A link that died without a close (a network changed, a path gone) is noticed here, not by TCP minutes later:
+          // each heartbeat goes with a ping, and a server heard from neither way for 4.5 heartbeats is taken for gone.
+          const silentMs = m.payload.heartbeatSeconds * 4500;
+          heartbeat = setInterval(() => {
+            if (Date.now() - heardAt > silentMs) {
+              ws.terminate();
+              return finish({ why: `the server went silent for ${Math.round(silentMs / 1000)} s` });
+            }
+            ws.ping();
+            send(workerMessage("heartbeat", { busy: [...new Set([...jobs.values()].map((j) => j.runtime))] }));
+          }, m.payload.heartbeatSeconds * 1000);
           return;
+        }
         case "job":
           return void runJob(m.payload.jobId, m.payload.job);
         case "cancel":
