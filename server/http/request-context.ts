@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { NextFunction, Request, Response } from "express";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
@@ -18,6 +19,13 @@ declare global {
  * it finishes. Only the path is logged, never the query string, headers or body:
  * credentials and user codes never reach a log.
  */
+/**
+ * The request whose work is running, wherever that work has got to (callbacks,
+ * promises, stream events): an exception escaping into the process's handlers is
+ * logged with its request id and answered 500 instead of stopping the process.
+ */
+export const requestScope = new AsyncLocalStorage<{ req: Request; res: Response }>();
+
 export function requestContext(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
@@ -28,6 +36,6 @@ export function requestContext(logger: Logger) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
     });
-    next();
+    requestScope.run({ req, res }, next);
   };
 }
