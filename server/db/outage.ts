@@ -1,4 +1,24 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { Logger } from "../logger.js";
+
+/**
+ * Per request: how many statements it has sent to the database. A request that
+ * failed without sending any (its connection refused) created and changed nothing,
+ * whatever its route: its 503 says so (`Service-Nothing-Created: true`), and a
+ * client may retry even a run start. Counted by the Postgres pool's clients.
+ */
+export const statementsSent = new AsyncLocalStorage<{ count: number }>();
+
+/** Called by the database layer as a statement leaves for the server. */
+export function statementSent(): void {
+  const s = statementsSent.getStore();
+  if (s) s.count++;
+}
+
+/** Has the request running here sent nothing to the database yet? */
+export function nothingSent(): boolean {
+  return (statementsSent.getStore()?.count ?? 0) === 0;
+}
 
 /**
  * Is this error the database being unreachable (an outage), rather than a

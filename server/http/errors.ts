@@ -1,6 +1,6 @@
 import type { NextFunction, Request, Response } from "express";
 import { ApiError } from "../errors.js";
-import { isDatabaseUnavailable, OUTAGE_RETRY_AFTER_SECONDS, type DatabaseOutage } from "../db/outage.js";
+import { isDatabaseUnavailable, nothingSent, OUTAGE_RETRY_AFTER_SECONDS, type DatabaseOutage } from "../db/outage.js";
 
 /** Maps body-parser's failures to the envelope's codes. */
 function fromBodyParser(err: { type?: string; status?: number; message?: string }): ApiError | null {
@@ -35,9 +35,16 @@ function fromHttpError(err: { status?: unknown; expose?: unknown }): ApiError | 
   return null;
 }
 
-/** The answer while the database is unreachable: 503 with Retry-After, which clients retry. */
-export function databaseUnavailable(): ApiError {
-  return new ApiError("database_unavailable", undefined, { headers: { "Retry-After": String(OUTAGE_RETRY_AFTER_SECONDS) } });
+/**
+ * The answer while the database is unreachable: 503 with Retry-After, which clients retry.
+ * `nothingDone`: the request sent no statement to the database (its connections were refused), so
+ * it created and changed nothing, which `Service-Nothing-Created: true` tells the client (the SDK
+ * retries a run start only then: a retried start must not count a run twice).
+ */
+export function databaseUnavailable(nothingDone = false): ApiError {
+  return new ApiError("database_unavailable", undefined, {
+    headers: { "Retry-After": String(OUTAGE_RETRY_AFTER_SECONDS), ...(nothingDone ? { "Service-Nothing-Created": "true" } : {}) },
+  });
 }
 
 /**
@@ -52,7 +59,7 @@ export function errorHandler(outage: DatabaseOutage | null = null) {
     if (!apiError && isDatabaseUnavailable(err)) {
       // Logged once per outage (by the outage record), not per request.
       outage?.report(err, req.id);
-      apiError = databaseUnavailable();
+      apiError = databaseUnavailable(nothingSent());
     } else if (!apiError) {
       req.log.error({ err }, "unhandled error");
       apiError = new ApiError("internal_error", `Something went wrong on our side; quote request id ${req.id} to support.`);

@@ -1,6 +1,6 @@
 import type { Logger } from "../logger.js";
 import { ApiError } from "../errors.js";
-import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
+import { isDatabaseUnavailable, nothingSent, type DatabaseOutage } from "../db/outage.js";
 import { requestScope } from "./request-context.js";
 import { databaseUnavailable } from "./errors.js";
 
@@ -21,7 +21,7 @@ export function handleEscaped(err: unknown, logger: Logger, outage: DatabaseOuta
     let answer: ApiError;
     if (unavailable) {
       outage?.report(err, req.id);
-      answer = databaseUnavailable();
+      answer = databaseUnavailable(nothingSent());
     } else {
       (req.log ?? logger).error({ err, requestId: req.id }, "unhandled error");
       answer = new ApiError("internal_error", `Something went wrong on our side; quote request id ${req.id} to support.`);

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { NextFunction, Request, Response } from "express";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
+import { statementsSent } from "../db/outage.js";
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -36,6 +37,6 @@ export function requestContext(logger: Logger) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
     });
-    requestScope.run({ req, res }, next);
+    requestScope.run({ req, res }, () => statementsSent.run({ count: 0 }, next));
   };
 }
