@@ -7,11 +7,15 @@ import type { SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { PrismaClient } from "./generated/client.js";
 import { statementSent } from "./outage.js";
 
-/** A pool client that counts each statement it sends for the request it runs in (see `statementsSent`). */
+/**
+ * A pool client that counts each statement it sends for the request it runs in (see
+ * `statementsSent`); one refused at once because the connection is known dead is not sent.
+ */
 class CountingClient extends pg.Client {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override query(...args: any[]): any {
-    statementSent();
+    const state = this as unknown as { _ended?: boolean; _ending?: boolean; _queryable?: boolean };
+    if (!state._ended && !state._ending && state._queryable !== false) statementSent();
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     return (super.query as any)(...args);
   }
