@@ -90,5 +90,9 @@ export const ErrorBody = z
 export const ErrorEnvelope = z.object({ error: ErrorBody }).describe("The error envelope every endpoint answers errors in.");
 export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
 
-/** Errors every endpoint can answer, whatever its credential (503: the database is unreachable for a moment, with Retry-After). */
-export const COMMON_ERROR_STATUSES = [400, 404, 413, 415, 429, 500, 503] as const;
+/**
+ * Errors every endpoint can answer, whatever its credential. Every endpoint can also answer
+ * `503 database_unavailable` with Retry-After; it is added to each operation in openapi.json
+ * rather than here, which would grow the contract's types past what `tsc` can emit.
+ */
+export const COMMON_ERROR_STATUSES = [400, 404, 413, 415, 429, 500] as const;

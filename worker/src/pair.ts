@@ -82,7 +82,7 @@ export async function pair(opts: PairOptions): Promise<PairResult> {
       return { ok: true, machineId: t.machine_id };
     }
     const e = errorOf(polled.body);
-    if (polled.status === 503) {
+    if ((polled.status as number) === 503) {
       // The service is unavailable for a moment (its database, say): like no answer, keep polling until the code expires.
       if (Date.now() > expiresAt) return fail(print, "The code expired while the service was unavailable. Run the command again.");
       print(`  (the service is unavailable for a moment${e.code ? ` (${e.code})` : ""}; trying again)`);
