@@ -6,6 +6,7 @@ import { contract, ErrorEnvelope, type RouteMetadata } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { ROUTE_CASES } from "./helpers/requests.js";
+import { removeTempDirs, startServerProcess, stopAll, tempDir } from "./helpers/process.js";
 
 /**
  * A malformed-input battery generated from the contract: for every route, with
@@ -413,5 +414,48 @@ describe.each(DATABASES)("malformed input on $db.name", ({ db, skip }) => {
     expect(res.status).toBe(200);
     const bad = server.logs.filter((l) => /unhandled|uncaught/i.test(l) || JSON.parse(l).level >= 50);
     expect(bad.slice(0, 5)).toEqual([]);
+  });
+});
+
+/**
+ * The real process (`server/main.ts`) with a fault injected the way a bug would throw
+ * (test/helpers/escape-preload.mjs): an exception or rejection escaping from a request's
+ * work is logged with that request's id and the process goes on serving; one thrown
+ * outside any request stops it with exit code 1, for its supervisor to restart it.
+ */
+describe("the process survives what escapes a request", () => {
+  afterAll(async () => {
+    await stopAll();
+    removeTempDirs();
+  });
+
+  it("an escaped exception or rejection in a request: logged with its id, the process goes on; outside any request: exit 1", { timeout: 120_000 }, async () => {
+    const preload = new URL("./helpers/escape-preload.mjs", import.meta.url).pathname;
+    const server = await startServerProcess(tempDir("svc-escape-"), { NODE_OPTIONS: `--import=${preload}`, LOG_LEVEL: "info" });
+    const key = server.banner()!.appKey;
+    const post = (prompt: string) =>
+      server.fetch("/v1/runs", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ user: "u-escape", prompt }) });
+    for (const prompt of ["__svc_escape_test__ exception", "__svc_escape_test__ rejection"]) {
+      const res = await post(prompt);
+      const requestId = res.headers.get("request-id");
+      const body = await res.json();
+      expect(body.error?.requestId ?? requestId, JSON.stringify(body)).toBe(requestId);
+      await expect
+        .poll(() => server.logs().some((l) => l.requestId === requestId && l.msg === "unhandled error" && String((l.err as { message?: string })?.message).includes("svc escape test")), { timeout: 10_000 })
+        .toBe(true);
+      expect(server.running, server.output()).toBe(true);
+    }
+    // Still serving, also the bomb the issue found (a deep body holding a \u escape).
+    const plans = await server.fetch("/v1/plans", { headers: { authorization: `Bearer ${key}` } });
+    expect(plans.status).toBe(200);
+    const bomb = await server.fetch("/v1/runs", { method: "POST", headers: { "content-type": "application/json" }, body: "[".repeat(10_000) + '"\\u0041"' + "]".repeat(10_000) });
+    expect(bomb.status).toBe(400);
+    expect(server.running).toBe(true);
+
+    // Outside any request: the state is unknown, so it stops (exit 1) with a fatal line, for the supervisor.
+    server.child.kill("SIGUSR2");
+    const exit = await server.exited;
+    expect(exit.code, server.output()).toBe(1);
+    expect(server.logs().some((l) => l.level === 60 && String(l.msg).includes("uncaught exception outside any request"))).toBe(true);
   });
 });
