@@ -88,14 +88,15 @@ export function retryDelayMs(attempt: number, err?: unknown): number {
 
 /**
  * Whether an answer may simply be sent again: 429 (refused before anything was
- * done) and 503 (the service is unavailable for a moment). `mayHaveApplied`: the
- * call is not idempotent (a run start), so a 503 is retried only when it says
- * nothing was created.
+ * done) and a 503 with `Retry-After` (the service is unavailable for a moment; a
+ * 503 without it, such as a missing configuration, will not pass by waiting).
+ * `mayHaveApplied`: the call is not idempotent (a run start), so a 503 is retried
+ * only when it says nothing was created.
  */
 export function isRetryableAnswer(err: unknown, mayHaveApplied = false): boolean {
   if (!(err instanceof SvcError)) return false;
   if (err.status === 429) return true;
-  return err.status === 503 && (!mayHaveApplied || err.nothingCreated);
+  return err.status === 503 && err.retryAfterMs !== null && (!mayHaveApplied || err.nothingCreated);
 }
 
 /** Whether trying again may help: no answer at all, a rate limit, or a passing server error (a 501 will not pass). */
