@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
+import http, { type Server } from "node:http";
 import type { Config } from "./config.js";
 import { PublicUrls } from "./public-urls.js";
 import { systemClock, type Clock } from "./clock.js";
@@ -10,7 +10,7 @@ import { createApp, createServices, type Services } from "./app.js";
 import { bootstrapDevApp, devAppBanner } from "./keys/bootstrap.js";
 import { adminSocketPath, lockDataDir } from "./data-dir-lock.js";
 import { startAdminSocket } from "./admin/socket.js";
-import { answerClientError } from "./http/client-error.js";
+import { answerClientError, answerConnect, answerExpectation, edgeGuard } from "./http/client-error.js";
 
 export interface StartOptions {
   config: Config;
@@ -70,12 +70,16 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     cleanup.push(async () => services.outage.close());
     cleanup.push(await services.keys.listen());
     const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, maxBodyDepth: config.maxBodyDepth, trustProxy: config.trustProxy }, services);
-    const server: Server = await new Promise((resolve, reject) => {
-      const s = app.listen(config.port, config.host, () => resolve(s));
-      s.once("error", reject);
+    // A missing Host is answered by the edge guard (in the envelope), not by Node (an empty 400).
+    const server: Server = http.createServer({ requireHostHeader: false }, edgeGuard(app, logger));
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, () => resolve());
     });
-    // What Node's HTTP parser refuses is answered in the envelope, not as a bare 400.
+    // What Node's HTTP parser refuses is answered in the envelope, not as a bare 400; so are Expect and CONNECT.
     server.on("clientError", answerClientError(logger));
+    server.on("checkExpectation", answerExpectation(logger));
+    server.on("connect", answerConnect(logger));
     cleanup.push(
       () =>
         new Promise<void>((resolve) => {

@@ -49,6 +49,8 @@ export const ERROR_CODES = {
   request_timeout: { status: 408, type: "invalid_request_error", message: "The request did not arrive in time." },
   // 410
   expired: { status: 410, type: "invalid_request_error", message: "This has expired." },
+  // 417
+  expectation_failed: { status: 417, type: "invalid_request_error", message: "The request's Expect header asks for what this server does not do." },
   // 413, 415
   payload_too_large: { status: 413, type: "invalid_request_error", message: "The request body is too large." },
   unsupported_media_type: { status: 415, type: "invalid_request_error", message: "The request body must be application/json." },

@@ -1,4 +1,4 @@
-import { STATUS_CODES } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { ERROR_CODES, type ErrorCode } from "@svc/contract";
 import { randomId } from "../crypto.js";
@@ -55,5 +55,54 @@ export function answerClientError(logger: Logger) {
     );
     // A peer that never reads the answer does not keep the socket.
     setTimeout(() => socket.destroy(), 5000).unref();
+  };
+}
+
+/** One envelope answer written straight on a Node response (before Express), then the connection closes. */
+function answer(res: ServerResponse, logger: Logger, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
+  const { status, type } = ERROR_CODES[code];
+  const requestId = randomId("req_", 20);
+  const body = JSON.stringify({ error: { type, code, message, requestId } });
+  logger.info({ requestId, status, method: res.req?.method }, "request refused before routing");
+  res.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body), "Request-Id": requestId, Connection: "close", ...headers });
+  res.end(body);
+}
+
+/**
+ * In front of Express, for what it would answer outside the envelope (its final
+ * handler's HTML page) or what Node would answer with an empty body: a request
+ * target that is not a path (`GET http://[::`), an HTTP/1.1 request without
+ * `Host` (the server is created with `requireHostHeader: false` so that it
+ * reaches here). Everything else goes on to `app`.
+ */
+export function edgeGuard(app: RequestListener, logger: Logger): RequestListener {
+  return (req: IncomingMessage, res: ServerResponse) => {
+    const url = req.url ?? "";
+    if (req.httpVersion === "1.1" && req.headers.host === undefined) return answer(res, logger, "invalid_request", "An HTTP/1.1 request must carry a Host header.");
+    let target: URL | null = null;
+    try {
+      target = new URL(url, "http://localhost");
+    } catch {
+      target = null;
+    }
+    if (!target || !(url.startsWith("/") || /^https?:\/\//i.test(url))) return answer(res, logger, "invalid_request", "The request target must be a path (origin form, like /v1/runs).");
+    app(req, res);
+  };
+}
+
+/** `Expect` other than `100-continue`: 417 in the envelope (Node's own answer has no body). */
+export function answerExpectation(logger: Logger) {
+  return (_req: IncomingMessage, res: ServerResponse) => answer(res, logger, "expectation_failed", "The only expectation this server meets is Expect: 100-continue.");
+}
+
+/** `CONNECT`: this is no proxy. 405 in the envelope, then the connection closes (Node would drop it silently). */
+export function answerConnect(logger: Logger) {
+  return (_req: IncomingMessage, socket: Duplex) => {
+    const requestId = randomId("req_", 20);
+    const { status, type } = ERROR_CODES.method_not_allowed;
+    const body = JSON.stringify({ error: { type, code: "method_not_allowed", message: "CONNECT is not allowed: this server is no proxy.", requestId } });
+    logger.info({ requestId, status, method: "CONNECT" }, "request refused before routing");
+    socket.on("error", () => {});
+    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nRequest-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
   };
 }
