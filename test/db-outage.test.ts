@@ -6,7 +6,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { postgresAvailable, withClient } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
-import { Svc } from "@svc/sdk";
+import http from "node:http";
+import { Svc, ServiceUnavailableError } from "@svc/sdk";
 import { apiClient } from "../worker/src/api.js";
 
 /**
@@ -210,5 +211,96 @@ describe.skipIf(!canRun)("database outage on a private Postgres cluster", () => 
       expect(runs - new Set(answered).size).toBeLessThanOrEqual(unsure);
       console.log(`runs ${runs}, answered ${new Set(answered).size}, 503 without Service-Nothing-Created on starts: ${unsure}`);
     });
+  });
+});
+
+/**
+ * The clients' side on every machine (no Postgres needed): a stand-in speaking the
+ * service's HTTP answers 503 (with or without `Service-Nothing-Created`) before the
+ * real answer, and counts what the SDK and the worker send.
+ */
+describe("the SDK and the worker retry 503 and 429 as the README says", () => {
+  let stand: http.Server;
+  let base: string;
+  /** Per path: the answers still to give before the final one, and how many requests came. */
+  let script: Record<string, { before: { status: number; headers: Record<string, string>; code: string }[]; final: { status: number; body: unknown; headers?: Record<string, string> } }>;
+  const hits: Record<string, number[]> = {};
+
+  beforeAll(async () => {
+    stand = http.createServer((req, res) => {
+      const key = `${req.method} ${req.url?.split("?")[0]}`;
+      (hits[key] ??= []).push(Date.now());
+      req.resume();
+      req.on("end", () => {
+        const s = script[key];
+        const next = s?.before.shift();
+        if (next) {
+          res.writeHead(next.status, { "content-type": "application/json", ...next.headers });
+          return res.end(JSON.stringify({ error: { type: "api_error", code: next.code, message: "x", requestId: "req_stand" } }));
+        }
+        const f = s?.final ?? { status: 404, body: { error: { type: "not_found_error", code: "route_not_found", message: "x", requestId: "req_stand" } } };
+        res.writeHead(f.status, { "content-type": "application/json", ...f.headers });
+        res.end(JSON.stringify(f.body));
+      });
+    });
+    await new Promise<void>((r) => stand.listen(0, "127.0.0.1", () => r()));
+    base = `http://127.0.0.1:${(stand.address() as net.AddressInfo).port}`;
+  });
+  afterAll(() => new Promise<void>((r) => stand.close(() => r())));
+
+  const outage = (nothingCreated: boolean) => ({ status: 503, code: "database_unavailable", headers: { "retry-after": "1", ...(nothingCreated ? { "service-nothing-created": "true" } : {}) } });
+  const handback = { status: 409, body: { error: { type: "routing_error", code: "serve_in_app", message: "x", requestId: "req_stand" } }, headers: { "service-run-id": "run_standin" } };
+
+  it("SDK: reads and answers retry any 503 with Retry-After, waiting as asked; a run start only one that created nothing", { timeout: 60_000 }, async () => {
+    for (const k of Object.keys(hits)) delete hits[k];
+    script = {
+      "GET /v1/plans": { before: [outage(false), outage(false)], final: { status: 200, body: { data: [] } } },
+      "POST /v1/runs/run_1/usage": { before: [outage(false)], final: { status: 200, body: { runId: "run_1", costClass: "app_served", inputTokens: 1, outputTokens: 1, amountMicros: 0 } } },
+      "POST /v1/runs": { before: [outage(true), { status: 429, code: "rate_limited", headers: { "retry-after": "1" } }], final: handback },
+      "POST /v1/runs/run_standin/usage": { before: [], final: { status: 200, body: { runId: "run_standin", costClass: "app_served", inputTokens: 1, outputTokens: 1, amountMicros: 0 } } },
+    };
+    const svc = new Svc({ apiKey: "sk_svc_x.y", baseUrl: `${base}/v1` });
+    const t0 = Date.now();
+    expect(await svc.api.listPlans({ query: {} })).toEqual({ data: [] });
+    expect(hits["GET /v1/plans"]).toHaveLength(3);
+    const gaps = hits["GET /v1/plans"].slice(1).map((t, i) => t - hits["GET /v1/plans"][i]);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(950); // Retry-After: 1
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    await svc.api.reportRunUsage({ params: { id: "run_1" }, body: { inputTokens: 1, outputTokens: 1 } });
+    expect(hits["POST /v1/runs/run_1/usage"]).toHaveLength(2);
+    // A run start answered 503 that created nothing, then 429: sent again each time, then handed back.
+    const result = await svc.runs.create({ user: "u", prompt: "p", serveInApp: async () => ({ output: "o", usage: { inputTokens: 1, outputTokens: 1 } }) }).result().catch((e) => e);
+    expect(hits["POST /v1/runs"]).toHaveLength(3);
+    expect(result.status ?? result).toBe("handed_back");
+
+    // A run start answered 503 that cannot promise nothing was created: never sent again.
+    script["POST /v1/runs"] = { before: [outage(false)], final: handback };
+    const err = await svc.runs.create({ user: "u", prompt: "p" }).result().catch((e) => e);
+    expect(err).toBeInstanceOf(ServiceUnavailableError);
+    expect(err.retryAfterMs).toBe(1000);
+    expect(hits["POST /v1/runs"]).toHaveLength(4);
+    // A 503 without Retry-After (a missing configuration) is not waited out; nor is a 500.
+    script["GET /v1/plans"] = { before: [{ status: 503, code: "service_unavailable", headers: {} }], final: { status: 200, body: { data: [] } } };
+    await expect(svc.api.listPlans({ query: {} })).rejects.toBeInstanceOf(ServiceUnavailableError);
+    script["GET /v1/plans"] = { before: [{ status: 500, code: "internal_error", headers: {} }], final: { status: 200, body: { data: [] } } };
+    const before = hits["GET /v1/plans"].length;
+    await expect(svc.api.listPlans({ query: {} })).rejects.toMatchObject({ status: 500 });
+    expect(hits["GET /v1/plans"].length - before).toBe(1);
+  });
+
+  it("worker: its calls retry a 503 that created nothing, and a 429; not one that cannot promise it", { timeout: 60_000 }, async () => {
+    for (const k of Object.keys(hits)) delete hits[k];
+    const pk = "pk_svc_standin";
+    const body = { hostname: "h", platform: "linux", arch: "x64", client: "svc-worker" };
+    const code = { device_code: "dc_x", user_code: "BCDF-GHJK", verification_uri: "x", verification_uri_complete: "x", expires_in: 900, interval: 5, app_name: "A" };
+    script = { [`POST /c/${pk}/v1/device/code`]: { before: [outage(true), { status: 429, code: "rate_limited", headers: { "retry-after": "1" } }], final: { status: 200, body: code } } };
+    const api = apiClient(base);
+    const ok = await api.requestDeviceCode({ params: { pk }, body });
+    expect(ok.status).toBe(200);
+    expect(hits[`POST /c/${pk}/v1/device/code`]).toHaveLength(3);
+    script[`POST /c/${pk}/v1/device/code`] = { before: [outage(false)], final: { status: 200, body: code } };
+    const refused = await api.requestDeviceCode({ params: { pk }, body });
+    expect(refused.status).toBe(503);
+    expect(hits[`POST /c/${pk}/v1/device/code`]).toHaveLength(4);
   });
 });
