@@ -1,7 +1,7 @@
 import { initClient, type ApiFetcherArgs } from "@ts-rest/core";
 import { contract } from "@svc/contract";
 import { ConnectionError, SvcError } from "./errors.js";
-import { isRetryableAnswer, retryDelayMs } from "./http.js";
+import { isRetryableAnswer, retryDelayMs, sleep } from "./http.js";
 
 export interface SvcClientOptions {
   /** App key `sk_svc_<id>.<secret>`. Default: `process.env.SVC_API_KEY`. */
@@ -86,7 +86,10 @@ export function createSvcClient(options: SvcClientOptions = {}) {
         if (res.status >= 200 && res.status < 300) return res.body;
         const err = SvcError.generate(res.status, res.body, res.headers);
         if (attempt >= maxRetries || !isRetryableAnswer(err, mayCreate) || signal?.aborted) throw err;
-        await new Promise((r) => setTimeout(r, retryDelayMs(attempt, err)));
+        // Aborting the call's signal ends the wait with the answer in hand.
+        await sleep(retryDelayMs(attempt, err), signal ?? new AbortController().signal).catch(() => {
+          throw err;
+        });
       }
     };
   }
