@@ -9,7 +9,7 @@ import { statementSent } from "./outage.js";
 
 /**
  * A pool client that counts each statement it sends for the request it runs in (see
- * `statementsSent`); one refused at once because the connection is known dead is not sent.
+ * `requestScope`); one refused at once because the connection is known dead is not sent.
  */
 class CountingClient extends pg.Client {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any

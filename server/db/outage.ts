@@ -1,23 +1,20 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import type { Logger } from "../logger.js";
+import { requestScope } from "../request-scope.js";
 
-/**
- * Per request: how many statements it has sent to the database. A request that
- * failed without sending any (its connection refused) created and changed nothing,
- * whatever its route: its 503 says so (`Service-Nothing-Created: true`), and a
- * client may retry even a run start. Counted by the Postgres pool's clients.
- */
-export const statementsSent = new AsyncLocalStorage<{ count: number }>();
-
-/** Called by the database layer as a statement leaves for the server. */
+/** Called by the database layer as a statement leaves for the server: counted for the request it runs in. */
 export function statementSent(): void {
-  const s = statementsSent.getStore();
-  if (s) s.count++;
+  const s = requestScope.getStore();
+  if (s) s.statements++;
 }
 
-/** Has the request running here sent nothing to the database yet? */
+/**
+ * Has the request running here sent nothing to the database yet? A request that
+ * failed without sending any (its connections refused) created and changed nothing,
+ * whatever its route: its 503 says so (`Service-Nothing-Created: true`), and a
+ * client may retry even a run start.
+ */
 export function nothingSent(): boolean {
-  return (statementsSent.getStore()?.count ?? 0) === 0;
+  return (requestScope.getStore()?.statements ?? 0) === 0;
 }
 
 /**

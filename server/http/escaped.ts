@@ -1,7 +1,7 @@
 import type { Logger } from "../logger.js";
 import { ApiError } from "../errors.js";
 import { isDatabaseUnavailable, nothingSent, type DatabaseOutage } from "../db/outage.js";
-import { requestScope } from "./request-context.js";
+import { requestScope } from "../request-scope.js";
 import { databaseUnavailable } from "./errors.js";
 
 /**

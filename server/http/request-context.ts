@@ -1,8 +1,7 @@
-import { AsyncLocalStorage } from "node:async_hooks";
 import type { NextFunction, Request, Response } from "express";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
-import { statementsSent } from "../db/outage.js";
+import { requestScope } from "../request-scope.js";
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -20,13 +19,6 @@ declare global {
  * it finishes. Only the path is logged, never the query string, headers or body:
  * credentials and user codes never reach a log.
  */
-/**
- * The request whose work is running, wherever that work has got to (callbacks,
- * promises, stream events): an exception escaping into the process's handlers is
- * logged with its request id and answered 500 instead of stopping the process.
- */
-export const requestScope = new AsyncLocalStorage<{ req: Request; res: Response }>();
-
 export function requestContext(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction) => {
     const started = process.hrtime.bigint();
@@ -37,6 +29,7 @@ export function requestContext(logger: Logger) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
     });
-    requestScope.run({ req, res }, () => statementsSent.run({ count: 0 }, next));
+    // The rest of the request runs in its scope (see request-scope.ts).
+    requestScope.run({ req, res, statements: 0 }, next);
   };
 }
