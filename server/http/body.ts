@@ -36,7 +36,12 @@ export function jsonBody(maxBytes: number, maxDepth: number = DEFAULT_MAX_BODY_D
   // Postgres stores text and JSON without NUL characters or unpaired surrogates: refused here as bad JSON (400), never a failed write (500).
   const checked = (req: Request, next: NextFunction) => (err?: unknown) => {
     if (err || !escaped.has(req)) return next(err);
-    if (holdsUnstorable(req.body)) return next(new ApiError("invalid_json", "The request body is not valid JSON here: strings may not hold a NUL character (\\u0000) or an unpaired surrogate."));
+    // This runs in body-parser's stream callback, where a throw would escape Express: anything thrown goes to next().
+    try {
+      if (holdsUnstorable(req.body)) return next(new ApiError("invalid_json", "The request body is not valid JSON here: strings may not hold a NUL character (\\u0000) or an unpaired surrogate."));
+    } catch (thrown) {
+      return next(thrown);
+    }
     next();
   };
   return (req: Request, res: Response, next: NextFunction) => {
