@@ -9,6 +9,8 @@ import { KeyService } from "./keys/keys.js";
 import { SessionService } from "./sessions/sessions.js";
 import { requestContext } from "./http/request-context.js";
 import { jsonBody } from "./http/body.js";
+import { urlInput } from "./http/input.js";
+import { DatabaseOutage } from "./db/outage.js";
 import { authenticate } from "./http/auth.js";
 import { errorHandler } from "./http/errors.js";
 import { routeFallback } from "./http/fallback.js";
@@ -64,12 +66,16 @@ export interface Services {
   users: UserLedger;
   /** Raw SQL for the ledger's reads. */
   db: Database;
+  /** The record of a database outage: requests meeting one answer 503, and it is logged once. */
+  outage: DatabaseOutage;
   logger: Logger;
 }
 
 export interface AppDeps {
   logger: Logger;
   maxBodyBytes: number;
+  /** How deep a JSON body may nest (`MAX_BODY_DEPTH`). */
+  maxBodyDepth?: number;
   trustProxy: Config["trustProxy"];
 }
 
@@ -91,6 +97,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     billing: new BillingService(db, clock, urls, stripeClients(config.stripe), logger, { plans, users }),
     stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
     db,
+    outage: new DatabaseOutage(() => db.query("SELECT 1"), logger),
     plans,
     users,
     clock,
@@ -119,8 +126,9 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.set("etag", false);
   app.set("trust proxy", deps.trustProxy);
   app.use(requestContext(deps.logger));
+  app.use(urlInput());
   app.use(browserCors(Object.values(contract)));
-  app.use(jsonBody(deps.maxBodyBytes));
+  app.use(jsonBody(deps.maxBodyBytes, deps.maxBodyDepth));
 
   const spec = openApiJson();
   app.get("/v1/openapi.json", (_req, res) => res.type("application/json").send(spec));
@@ -148,6 +156,6 @@ export function createApp(deps: AppDeps, services: Services): Express {
       ...PAGE_PATHS.map((path) => ({ method: "GET", path })),
     ]),
   );
-  app.use(errorHandler());
+  app.use(errorHandler(services.outage));
   return app;
 }

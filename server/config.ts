@@ -16,6 +16,7 @@ const Env = z.object({
   PUBLIC_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  MAX_BODY_DEPTH: z.coerce.number().int().min(8).max(512).default(64),
   TRUST_PROXY: z
     .string()
     .regex(/^(false|true|loopback|linklocal|uniquelocal|\d+|[0-9a-fA-F.:/, ]+)$/, "must be false, true, a hop count, loopback/linklocal/uniquelocal or addresses (Express `trust proxy`)")
@@ -61,6 +62,8 @@ export interface Config {
   publicUrl: string | null;
   logLevel: z.infer<typeof Env>["LOG_LEVEL"];
   maxBodyBytes: number;
+  /** How deep a JSON body may nest objects and arrays (400 beyond). */
+  maxBodyDepth: number;
   /** Express `trust proxy`: which proxies' X-Forwarded-For gives the client address (rate limits per address). */
   trustProxy: boolean | number | string;
   /** RFC 8628 poll interval handed to pairing machines, in seconds. */
@@ -141,6 +144,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     publicUrl: e.PUBLIC_URL ? e.PUBLIC_URL.replace(/\/+$/, "") : null,
     logLevel: e.LOG_LEVEL,
     maxBodyBytes: e.MAX_BODY_BYTES,
+    maxBodyDepth: e.MAX_BODY_DEPTH,
     trustProxy: e.TRUST_PROXY === "false" ? false : e.TRUST_PROXY === "true" ? true : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
     runLeaseSeconds: e.RUN_LEASE_SECONDS,

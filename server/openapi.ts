@@ -62,6 +62,11 @@ export function buildOpenApi() {
             };
           }
         }
+        // Any endpoint answers 503 while the service's database is unreachable (not in the contract's types: see COMMON_ERROR_STATUSES).
+        responses["503"] ??= {
+          description: "The service is unavailable for a moment (`database_unavailable`: its database is unreachable): retry after `Retry-After` seconds.",
+          content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorEnvelope" } } },
+        };
         return {
           ...operation,
           responses,

@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
+import http, { type Server } from "node:http";
 import type { Config } from "./config.js";
 import { PublicUrls } from "./public-urls.js";
 import { systemClock, type Clock } from "./clock.js";
@@ -10,6 +10,7 @@ import { createApp, createServices, type Services } from "./app.js";
 import { bootstrapDevApp, devAppBanner } from "./keys/bootstrap.js";
 import { adminSocketPath, lockDataDir } from "./data-dir-lock.js";
 import { startAdminSocket } from "./admin/socket.js";
+import { answerClientError, answerConnect, answerExpectation, edgeGuard } from "./http/client-error.js";
 
 export interface StartOptions {
   config: Config;
@@ -19,6 +20,12 @@ export interface StartOptions {
   database?: DatabaseTarget;
   /** Where the one-time dev-app banner goes (never the log). */
   print?: (text: string) => void;
+  /**
+   * Called when the instance can no longer run safely (the data folder's lock was
+   * lost: another process may open the embedded database). `main.ts` stops the
+   * process (a supervisor restarts it); by default it is only logged.
+   */
+  onFatal?: (reason: string, err: Error) => void;
 }
 
 export interface RunningServer {
@@ -44,7 +51,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
   try {
     const ownsDataDir = target.kind === "pglite" && target.dataDir !== null;
     if (ownsDataDir) {
-      cleanup.push(await lockDataDir(config.dataDir, (err) => logger.error({ err }, "lost the data folder lock")));
+      cleanup.push(
+        await lockDataDir(config.dataDir, (err) => {
+          logger.error({ err }, "lost the data folder lock");
+          opts.onFatal?.("lost the data folder lock", err);
+        }),
+      );
     }
     const db = await openDatabase(target);
     cleanup.push(() => db.close());
@@ -55,12 +67,19 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     const services = createServices(db, clock, config, urls, logger);
     // Last before the database closes: webhook facts still being recorded (machines going offline at shutdown).
     cleanup.push(() => services.webhooks.facts.drain());
+    cleanup.push(async () => services.outage.close());
     cleanup.push(await services.keys.listen());
-    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, trustProxy: config.trustProxy }, services);
-    const server: Server = await new Promise((resolve, reject) => {
-      const s = app.listen(config.port, config.host, () => resolve(s));
-      s.once("error", reject);
+    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, maxBodyDepth: config.maxBodyDepth, trustProxy: config.trustProxy }, services);
+    // A missing Host is answered by the edge guard (in the envelope), not by Node (an empty 400).
+    const server: Server = http.createServer({ requireHostHeader: false }, edgeGuard(app, logger));
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(config.port, config.host, () => resolve());
     });
+    // What Node's HTTP parser refuses is answered in the envelope, not as a bare 400; so are Expect and CONNECT.
+    server.on("clientError", answerClientError(logger));
+    server.on("checkExpectation", answerExpectation(logger));
+    server.on("connect", answerConnect(logger));
     cleanup.push(
       () =>
         new Promise<void>((resolve) => {

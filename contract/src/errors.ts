@@ -49,18 +49,25 @@ export const ERROR_CODES = {
   already_subscribed: { status: 409, type: "conflict_error", message: "The user already has a live Stripe subscription: change plans in the customer portal (POST /v1/billing/portal)." },
   no_subscription: { status: 409, type: "conflict_error", message: "The user has no Stripe subscription to manage." },
   portal_unavailable: { status: 409, type: "conflict_error", message: "Stripe refused to open the customer portal (is it configured in the app's Stripe account?)." },
+  // 408: the request did not arrive in time (answered by the HTTP parser's guard)
+  request_timeout: { status: 408, type: "invalid_request_error", message: "The request did not arrive in time." },
   // 410
   expired: { status: 410, type: "invalid_request_error", message: "This has expired." },
   connect_required: { status: 410, type: "invalid_request_error", message: "A Stripe account is attached only through Stripe Connect (POST /v1/billing/connect), never by its id." },
+  // 417
+  expectation_failed: { status: 417, type: "invalid_request_error", message: "The request's Expect header asks for what this server does not do." },
   // 413, 415
   payload_too_large: { status: 413, type: "invalid_request_error", message: "The request body is too large." },
   unsupported_media_type: { status: 415, type: "invalid_request_error", message: "The request body must be application/json." },
+  // 431
+  headers_too_large: { status: 431, type: "invalid_request_error", message: "The request's headers (or its URL) are too large." },
   // 429
   rate_limited: { status: 429, type: "rate_limit_error", message: "Too many requests; retry after the time in Retry-After." },
   // 5xx
   internal_error: { status: 500, type: "api_error", message: "Something went wrong on our side." },
   not_implemented: { status: 501, type: "api_error", message: "This endpoint is not built yet." },
   service_unavailable: { status: 503, type: "api_error", message: "The service is not available right now." },
+  database_unavailable: { status: 503, type: "api_error", message: "The service's database is unreachable for a moment; retry after the time in Retry-After." },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -90,5 +97,9 @@ export const ErrorBody = z
 export const ErrorEnvelope = z.object({ error: ErrorBody }).describe("The error envelope every endpoint answers errors in.");
 export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
 
-/** Errors every endpoint can answer, whatever its credential. */
+/**
+ * Errors every endpoint can answer, whatever its credential. Every endpoint can also answer
+ * `503 database_unavailable` with Retry-After; it is added to each operation in openapi.json
+ * rather than here, which would grow the contract's types past what `tsc` can emit.
+ */
 export const COMMON_ERROR_STATUSES = [400, 404, 413, 415, 429, 500] as const;

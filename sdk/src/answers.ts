@@ -1,6 +1,6 @@
 import type { SvcClient } from "./client.js";
 import { SvcError } from "./errors.js";
-import { isTransient, sleep } from "./http.js";
+import { isTransient, retryDelayMs, sleep } from "./http.js";
 import type { ApprovalAnswer, ApprovalHandler, RunEventOf, RunTool } from "./types.js";
 
 /** What answering a run's calls needs. */
@@ -84,12 +84,14 @@ async function post(a: Answerer, send: () => Promise<unknown>): Promise<void> {
       if (err instanceof SvcError && (err.code === "already_answered" || err.code === "run_finished")) return;
       if (a.signal.aborted) return;
       if (!isTransient(err) || attempt >= a.retries) throw err;
-      await sleep(backoffMs(attempt), a.signal).catch(() => {});
+      await sleep(backoffMs(attempt, err), a.signal).catch(() => {});
     }
   }
 }
 
-/** 200 ms, doubling, at most 5 s. */
-export function backoffMs(attempt: number): number {
-  return Math.min(200 * 2 ** attempt, 5_000);
+/** 200 ms, doubling, at most 5 s, with jitter; never sooner than the answer's `Retry-After` (a 429 or 503). */
+export function backoffMs(attempt: number, err?: unknown): number {
+  const asked = retryDelayMs(attempt, err);
+  const exp = Math.min(200 * 2 ** attempt, 5_000);
+  return err instanceof SvcError && err.retryAfterMs ? asked : exp / 2 + Math.random() * (exp / 2);
 }

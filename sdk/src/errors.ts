@@ -13,6 +13,13 @@ export class SvcError extends Error {
    * refused after it was counted, or handed back with `serve_in_app`, still has an id.
    */
   readonly runId: string | null;
+  /** `Retry-After` of a 429 or 503, in milliseconds: how long the service asked to wait before trying again. */
+  readonly retryAfterMs: number | null;
+  /**
+   * A 503 whose request reached nothing (`Service-Nothing-Created: true`): it created and changed
+   * nothing, so even a run start may be sent again without counting a run twice.
+   */
+  readonly nothingCreated: boolean;
 
   constructor(status: number, body: unknown, headers?: Headers) {
     const parsed = ErrorEnvelope.safeParse(body);
@@ -25,6 +32,8 @@ export class SvcError extends Error {
     this.requestId = e?.requestId ?? headers?.get("request-id") ?? null;
     this.param = e?.param;
     this.runId = headers?.get("service-run-id") ?? null;
+    this.retryAfterMs = parseRetryAfter(headers?.get("retry-after") ?? null);
+    this.nothingCreated = headers?.get("service-nothing-created") === "true";
   }
 
   /** The error class for a status and code, built the one way (as the OpenAI SDK does). */
@@ -47,6 +56,8 @@ export class ConflictError extends SvcError {}
 export class ServeInAppError extends ConflictError {}
 export class RateLimitError extends SvcError {}
 export class InternalServerError extends SvcError {}
+/** 503: the service cannot answer for a moment (its database is unreachable, say); `retryAfterMs` says when to try again. */
+export class ServiceUnavailableError extends InternalServerError {}
 /** 501: the endpoint is not built yet on this server. */
 export class NotImplementedError extends InternalServerError {}
 /** The request never got an answer (network, timeout, abort), or a run's stream could not be re-attached. */
@@ -78,4 +89,13 @@ const BY_STATUS: Record<number, new (status: number, body: unknown, headers?: He
   422: BadRequestError,
   429: RateLimitError,
   501: NotImplementedError,
+  503: ServiceUnavailableError,
 };
+
+/** `Retry-After` as seconds or an HTTP date, in milliseconds (at most an hour); null when absent or unreadable. */
+function parseRetryAfter(value: string | null): number | null {
+  if (value === null || value.trim() === "") return null;
+  const ms = /^\s*\d+(\.\d+)?\s*$/.test(value) ? Number(value) * 1000 : Date.parse(value) - Date.now();
+  if (!Number.isFinite(ms)) return null;
+  return Math.min(Math.max(ms, 0), 3_600_000);
+}

@@ -73,6 +73,32 @@ export function sleep(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
+/**
+ * How long to wait before try `attempt + 1` (0-based): exponential backoff from
+ * 250 ms doubling to at most 10 s, with equal jitter (half fixed, half random, so
+ * clients refused together do not come back together), and never sooner than the
+ * answer's `Retry-After`.
+ */
+export function retryDelayMs(attempt: number, err?: unknown): number {
+  const exp = Math.min(250 * 2 ** attempt, 10_000);
+  const jittered = exp / 2 + Math.random() * (exp / 2);
+  const asked = err instanceof SvcError ? (err.retryAfterMs ?? 0) : 0;
+  return asked > 0 ? asked + Math.random() * Math.min(asked / 4, 1_000) : jittered;
+}
+
+/**
+ * Whether an answer may simply be sent again: 429 (refused before anything was
+ * done) and a 503 with `Retry-After` (the service is unavailable for a moment; a
+ * 503 without it, such as a missing configuration, will not pass by waiting).
+ * `mayHaveApplied`: the call is not idempotent (a run start), so a 503 is retried
+ * only when it says nothing was created.
+ */
+export function isRetryableAnswer(err: unknown, mayHaveApplied = false): boolean {
+  if (!(err instanceof SvcError)) return false;
+  if (err.status === 429) return true;
+  return err.status === 503 && err.retryAfterMs !== null && (!mayHaveApplied || err.nothingCreated);
+}
+
 /** Whether trying again may help: no answer at all, a rate limit, or a passing server error (a 501 will not pass). */
 export function isTransient(err: unknown): boolean {
   if (err instanceof UserAbortError) return false;

@@ -231,7 +231,7 @@ export class RunStream implements AsyncIterable<RunEvent> {
           { cause: this.#lastDrop },
         );
       }
-      await sleep(backoffMs(this.#failures), this.#signal).catch(() => {
+      await sleep(backoffMs(this.#failures, this.#lastDrop), this.#signal).catch(() => {
         throw this.#abortError();
       });
       this.#failures++;

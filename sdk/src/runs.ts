@@ -1,5 +1,5 @@
 import { ServeInAppError } from "./errors.js";
-import { openEventStream } from "./http.js";
+import { isRetryableAnswer, openEventStream, retryDelayMs, sleep } from "./http.js";
 import { RunStream, type FirstConnection, type RunDriverDeps } from "./run-stream.js";
 import type { CancelRunResponse, Run, RunCreateParams, RunEventsOptions, RunResult } from "./types.js";
 
@@ -16,7 +16,11 @@ export class Runs {
    * answering its tool calls (`tools[].run`) and approvals (`onApproval`) as they
    * come, and re-attaching if the stream drops.
    *
-   * `POST /v1/runs` is never retried: a run is counted once started. Its refusal
+   * `POST /v1/runs` is tried again only when its answer says nothing was created: a
+   * `429`, or a `503` with `Service-Nothing-Created` (the service's database was
+   * unreachable before the run was written), after `Retry-After`, up to `maxRetries`
+   * times. Never once its stream began, nor after any other failure: a run is counted
+   * once started. Its refusal
    * (402, 409 `no_compute`, ...) rejects the iteration, `result()` and `runId` with
    * the typed `SvcError`. On 409 `serve_in_app`, `serveInApp` (when given) serves
    * the run in the app and its usage is reported: the stream then has no events
@@ -37,8 +41,15 @@ export class Runs {
     };
     const start = async (signal: AbortSignal, knowRunId: (id: string) => void): Promise<FirstConnection> => {
       try {
-        const response = await openEventStream(this.#deps.http, { method: "POST", path: "/runs", body }, signal);
-        return { response, runId: response.headers.get("service-run-id") };
+        for (let attempt = 0; ; attempt++) {
+          try {
+            const response = await openEventStream(this.#deps.http, { method: "POST", path: "/runs", body }, signal);
+            return { response, runId: response.headers.get("service-run-id") };
+          } catch (err) {
+            if (attempt >= this.#deps.http.maxRetries || !isRetryableAnswer(err, true)) throw err;
+            await sleep(retryDelayMs(attempt, err), signal);
+          }
+        }
       } catch (err) {
         if (err instanceof ServeInAppError && err.runId && params.serveInApp) {
           knowRunId(err.runId);

@@ -5,6 +5,21 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import pg from "pg";
 import type { SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { PrismaClient } from "./generated/client.js";
+import { statementSent } from "./outage.js";
+
+/**
+ * A pool client that counts each statement it sends for the request it runs in (see
+ * `requestScope`); one refused at once because the connection is known dead is not sent.
+ */
+class CountingClient extends pg.Client {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  override query(...args: any[]): any {
+    const state = this as unknown as { _ended?: boolean; _ending?: boolean; _queryable?: boolean };
+    if (!state._ended && !state._ending && state._queryable !== false) statementSent();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    return (super.query as any)(...args);
+  }
+}
 
 export type Prisma = PrismaClient;
 
@@ -76,7 +91,8 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
 }
 
 async function openPostgres(url: string): Promise<Database> {
-  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  // A database that does not answer (a partition, not a refusal) fails a request after 10 s (503) instead of holding it.
+  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000, Client: CountingClient });
   // An idle connection that breaks (Postgres restarted, the database dropped, the
   // network cut) is thrown away by the pool and replaced on the next query; without a
   // listener its error would crash the process.

@@ -23,7 +23,7 @@ export function browserCors(routes: { method: string; path: string; metadata?: u
     const methods = browser.filter((r) => r.pattern.test(req.path)).map((r) => r.method);
     if (methods.length === 0) return next();
     res.setHeader("Access-Control-Allow-Origin", "*");
-    res.setHeader("Access-Control-Expose-Headers", "Request-Id, Retry-After");
+    res.setHeader("Access-Control-Expose-Headers", "Request-Id, Retry-After, Service-Nothing-Created");
     if (req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined) {
       res.setHeader("Access-Control-Allow-Methods", [...new Set(methods)].join(", "));
       res.setHeader("Access-Control-Allow-Headers", "Authorization, Content-Type");

@@ -1,6 +1,7 @@
 import type { NextFunction, Request, Response } from "express";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
+import { requestScope } from "../request-scope.js";
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -28,6 +29,7 @@ export function requestContext(logger: Logger) {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
     });
-    next();
+    // The rest of the request runs in its scope (see request-scope.ts).
+    requestScope.run({ req, res, statements: 0 }, next);
   };
 }

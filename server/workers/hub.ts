@@ -2,6 +2,8 @@ import { STATUS_CODES, type IncomingMessage, type Server } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, type Job, type JobEvent } from "@svc/contract";
+import { isDatabaseUnavailable } from "../db/outage.js";
+import { databaseUnavailable } from "../http/errors.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
@@ -63,7 +65,7 @@ export class WorkerHub {
 
   /** Takes the upgrade requests of `server` for the worker path. */
   async attach(server: Server): Promise<void> {
-    server.on("upgrade", (req, socket, head) => void this.upgrade(req, socket, head));
+    server.on("upgrade", (req, socket, head) => void this.upgrade(req, socket, head).catch((err) => (this.log.error({ err }, "worker upgrade failed"), socket.destroy())));
     this.stopListening = await this.notifications.listen(MACHINE_REVOKED_CHANNEL, (machineId) => {
       for (const conn of this.all) if (conn.identity.machineId === machineId) conn.close(WORKER_CLOSE.revoked, "this machine was removed");
     });
@@ -122,6 +124,8 @@ export class WorkerHub {
       identity = await this.machines.verifyToken(bearerToken(req));
     } catch (err) {
       if (err instanceof ApiError) return refuse(socket, err);
+      // The database unreachable for a moment: 503 with Retry-After (the worker reconnects with backoff), logged once per outage elsewhere.
+      if (isDatabaseUnavailable(err)) return refuse(socket, databaseUnavailable());
       this.log.error({ err }, "worker handshake failed");
       return refuse(socket, new ApiError("internal_error", "The service could not check the pairing token."));
     }
@@ -193,5 +197,6 @@ function refuse(socket: Duplex, err: ApiError): void {
   const body = JSON.stringify(err.toEnvelope(randomId("req_", 20)));
   const head = [`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? "Error"}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`, "Connection: close"];
   if (err.status === 401) head.push('WWW-Authenticate: Bearer realm="svc"');
+  for (const [name, value] of Object.entries(err.extra.headers ?? {})) head.push(`${name}: ${value}`);
   socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
 }

@@ -82,6 +82,14 @@ export async function pair(opts: PairOptions): Promise<PairResult> {
       return { ok: true, machineId: t.machine_id };
     }
     const e = errorOf(polled.body);
+    if ((polled.status as number) === 503) {
+      // The service is unavailable for a moment (its database, say): like no answer, keep polling until the code expires.
+      if (Date.now() > expiresAt) return fail(print, "The code expired while the service was unavailable. Run the command again.");
+      print(`  (the service is unavailable for a moment${e.code ? ` (${e.code})` : ""}; trying again)`);
+      await sleep(backoffMs, undefined, { signal });
+      backoffMs = Math.min(backoffMs * 2, NETWORK_RETRY_MAX_MS);
+      continue;
+    }
     switch (e.code) {
       case "authorization_pending":
         continue;
