@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { contract, type RouteMetadata } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
@@ -10,6 +10,8 @@ import { callFirstTool, connectWorkerDouble, type WorkerDouble } from "./helpers
 import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
 import { tenantFingerprint } from "./helpers/snapshot.js";
 import { bearer, callRoute, contractAccepts, idSlots, type Answer } from "./helpers/requests.js";
+import { startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
+import { connectAccount, stripeEnv } from "./helpers/billing.js";
 
 /**
  * The cross-tenant matrix, generated from the contract: every route, with every
@@ -27,7 +29,11 @@ import { bearer, callRoute, contractAccepts, idSlots, type Answer } from "./help
  * users, machines paired through the API and online (a worker double), runs
  * waiting on a tool call and on an approval, finished, handed back, with usage
  * reported, chat runs, plans, webhook endpoints and deliveries, sessions, device
- * codes pending, approved, denied and used, a Stripe account.
+ * codes pending, approved, denied and used, a Stripe account (each app's
+ * `test` environment connected through Stripe Connect OAuth against the Stripe
+ * stand-in, its flow's state and code spent; the `live` environment, which a
+ * test-mode platform key cannot connect, holds an account attached by a bare id
+ * before Connect was required).
  */
 
 type Owner = "foreignApp" | "foreignEnv" | "foreignUser" | "malformed";
@@ -64,6 +70,8 @@ interface TenantHoldings {
   endpoint: string;
   pending: Codes;
   stripeAccount: string;
+  /** The Stripe Connect OAuth flow that connected the account: its state and Stripe's code, both spent (none in a `live` environment of a test-mode platform). */
+  connect?: { state: string; code: string };
 }
 type Holdings = UserHoldings & TenantHoldings;
 
@@ -86,6 +94,8 @@ interface Probe {
   perUser?: boolean;
   /** Owners probed (default: another app, another environment, the wrong shape; plus another user when per-user). */
   owners?: Owner[];
+  /** Why the owner's own read of these ids is not checked to differ from an unknown id's (and what proves the ids real instead). */
+  ownerReadsLikeUnknown?: string;
   request(h: Holdings, me: Me): Req;
 }
 interface RouteFixture {
@@ -98,7 +108,7 @@ interface RouteFixture {
   adopts?: "user" | "plan";
 }
 
-const probe = (what: string, slots: string[], request: Probe["request"], opts: Pick<Probe, "perUser" | "owners"> = {}): Probe => ({ what, slots, request, ...opts });
+const probe = (what: string, slots: string[], request: Probe["request"], opts: Pick<Probe, "perUser" | "owners" | "ownerReadsLikeUnknown"> = {}): Probe => ({ what, slots, request, ...opts });
 const runProbes = (slots: string[], body: (h: Holdings, me: Me) => unknown = () => undefined): Probe[] => [
   probe("a run waiting on a tool call", slots, (h, me) => ({ params: { id: h.openCall.run }, body: body(h, me) })),
   probe("a run waiting on an approval", slots, (h, me) => ({ params: { id: h.approval.run }, body: body(h, me) })),
@@ -235,7 +245,25 @@ const FIXTURES: Record<string, RouteFixture> = {
     ],
   },
   getBillingAccount: { base: () => ({}) },
-  connectBillingAccount: { probes: [probe("another tenant's Stripe account", ["body.stripeAccountId"], (h) => ({ body: { stripeAccountId: h.stripeAccount } }))] },
+  // The body is never read (always 410 connect_required, the contract takes anything): no id slot, yet another tenant's account is compared with one that exists nowhere.
+  connectBillingAccount: { probes: [probe("another tenant's connected Stripe account", [], (h) => ({ body: { stripeAccountId: h.stripeAccount } }))] },
+  disconnectBillingAccount: { base: () => ({}) },
+  startBillingConnect: { base: () => ({ body: { mode: "oauth" } }) },
+  billingConnectCallback: {
+    // The state is this route's credential (256 random bits, single-use, ten minutes, bound to the app that started the flow): a state still
+    // unspent finishes its own app's flow for whoever holds it, as Stripe's redirect of its owner's browser does. A spent one is no credential:
+    // it answers like a state that exists nowhere, whoever sends it.
+    probes: [
+      probe("another app's spent OAuth state and code", ["query.state", "query.code"], (h) => ({ query: { state: h.connect!.state, code: h.connect!.code, scope: "read_write" } }), {
+        owners: ["foreignApp", "malformed"],
+        ownerReadsLikeUnknown: "a spent state answers its own app like an unknown one too (single use): the setup proves it real (its row, spent, bound to its app)",
+      }),
+      probe("another app's spent OAuth state, the owner declining", ["query.state"], (h) => ({ query: { state: h.connect!.state, error: "access_denied" } }), {
+        owners: ["foreignApp", "malformed"],
+        ownerReadsLikeUnknown: "a spent state answers its own app like an unknown one too (single use): the setup proves it real (its row, spent, bound to its app)",
+      }),
+    ],
+  },
   getBilling: { base: () => ({}) },
   createCheckoutSession: {
     probes: [probe("a plan on sale", ["body.plan"], (h) => ({ body: { plan: h.plan } })), probe("an archived plan", ["body.plan"], (h) => ({ body: { plan: h.planArchived } }))],
@@ -255,10 +283,7 @@ const FIXTURES: Record<string, RouteFixture> = {
  * Oracles known and being removed elsewhere: the matrix asserts they are still
  * there, so the entry must go when the fix lands (a stale entry fails).
  */
-const KNOWN_ORACLES: Record<string, string> = {
-  connectBillingAccount:
-    "a bare Stripe account id is first come, first served: another app's account answers 409 account_in_use (issue 14's Stripe Connect work replaces this route)",
-};
+const KNOWN_ORACLES: Record<string, string> = {};
 
 const ROUTES = Object.entries(contract)
   .map(([name, route]) => ({ name, route, auth: (route.metadata as RouteMetadata).auth, fixture: FIXTURES[name] }))
@@ -295,6 +320,7 @@ function madeUp(shape: "unknown" | "malformed"): Holdings {
     endpoint: id("we_", 20),
     pending: code(),
     stripeAccount: `acct_${odd ? "X" : ""}${tag()}`,
+    connect: { state: odd ? `x-${rand(20)}` : `cst_${randomBytes(32).toString("base64url")}`, code: odd ? `x-${rand(12)}` : `ac_${rand(24)}` },
   };
 }
 function userCode(): string {
@@ -327,6 +353,7 @@ describe("the matrix is generated from the contract", () => {
 describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
   let server: TestServer;
   let receiver: Receiver;
+  let stripe: StripeStandIn;
   const doubles: WorkerDouble[] = [];
   let addresses = 0;
   /** A fresh client address per request pair: the per-address limits (wrong codes, device codes) never decide an answer here. */
@@ -352,7 +379,8 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
 
   beforeAll(async () => {
     if (skip) return;
-    server = await startTestServerOn(db, { TRUST_PROXY: "true", WEBHOOK_PRIVATE_ADDRESSES: "all" });
+    stripe = await startStripeStandIn();
+    server = await startTestServerOn(db, { TRUST_PROXY: "true", WEBHOOK_PRIVATE_ADDRESSES: "all", ...stripeEnv(stripe) });
     receiver = await startReceiver(() => 200);
     const { keys } = server.services;
     const a = await keys.createApp(`App A`, "test");
@@ -376,6 +404,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     for (const d of doubles) await d.close();
     await server?.close();
     await receiver?.close();
+    await stripe?.close();
     removeTempDirs();
     if (!skip && timings.foreign.length) {
       const median = (xs: number[]) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
@@ -401,7 +430,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     await ok(app("POST", "/v1/plans", { slug: `old-${ttag}`, name: `Old ${ttag}` }), 201);
     await ok(app("DELETE", `/v1/plans/old-${ttag}`));
     await ok(app("POST", "/v1/plans", { slug: `spare-${ttag}`, name: `Spare ${ttag}` }), 201);
-    if ("connectBillingAccount" in contract) await ok(app("PUT", "/v1/billing/account", { stripeAccountId: `acct_${ttag}` }));
+    const connect = await connectStripe(name, keys, `acct_${ttag}`);
     const withAddress = { url: server.url, fetch: (p: string, init: RequestInit = {}) => server.fetch(p, { ...init, headers: { ...(init.headers as Record<string, string>), ...nextAddress() } }) };
     const requestCode = async (): Promise<Codes> => {
       const res = await server.fetch(`/c/${keys.connectKey}/v1/device/code`, {
@@ -483,8 +512,32 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       tag: ttag,
       ...keys,
       users,
-      t: { plan: `plan-${ttag}`, planArchived: `old-${ttag}`, stripePrice: `price_${ttag}`, endpoint: endpoint.id, pending: await requestCode(), stripeAccount: `acct_${ttag}` },
+      t: { plan: `plan-${ttag}`, planArchived: `old-${ttag}`, stripePrice: `price_${ttag}`, endpoint: endpoint.id, pending: await requestCode(), stripeAccount: `acct_${ttag}`, connect },
     };
+  }
+
+  /**
+   * The tenant's Stripe account: in `test`, connected through Stripe Connect OAuth as the app owner's browser does it (its state and code
+   * then spent, the state's row bound to the app); in `live`, which a test-mode platform key cannot connect (503), an account attached by a
+   * bare id before Connect was required (`legacy`), as a migrated database holds it.
+   */
+  async function connectStripe(name: string, keys: { appId: string; environment: "test" | "live"; appKey: string }, account: string) {
+    if (keys.environment === "live") {
+      await server.db.query(
+        `INSERT INTO billing_accounts (app_id, environment, stripe_account_id, connected_via, connected_at, checked_at, created_at) VALUES ($1, $2::"Environment", $3, 'legacy', $4, $4, $4)`,
+        [keys.appId, keys.environment, account, server.clock.now()],
+      );
+      return undefined;
+    }
+    const done = await connectAccount(server, stripe, { account, appKey: keys.appKey });
+    const result = await done.json();
+    expect({ status: done.status, outcome: result.outcome, account: result.account?.stripeAccountId }, `${name}: ${JSON.stringify(result)}`).toEqual({ status: 200, outcome: "connected", account });
+    const state = stripe.authorizations.at(-1)!.state;
+    const exchange = stripe.tokenExchanges.at(-1)!;
+    expect(exchange.account).toBe(account);
+    const row = await server.db.prisma.billingConnectState.findUniqueOrThrow({ where: { id: createHash("sha256").update(state).digest("hex") } });
+    expect({ appId: row.appId, environment: row.environment, spent: row.usedAt !== null }).toEqual({ appId: keys.appId, environment: keys.environment, spent: true });
+    return { state, code: exchange.fields.code };
   }
 
   const holdingsOf = (owner: Owner): Holdings => {
@@ -664,7 +717,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       // Nothing of theirs changed: their own reads, and their rows.
       expect(await othersState(), `${name} changed another tenant's data`).toEqual(before);
       // The fixture's ids are real: a read by their owner is not answered like an unknown id.
-      if (route.method === "GET") await expectOwnerSeesThem(route, auth, probes);
+      if (route.method === "GET") await expectOwnerSeesThem(route, auth, probes.filter((p) => !p.ownerReadsLikeUnknown));
     });
     if (!fixture) it(`${route.method} ${route.path} (${name}) has a cross-tenant fixture`, () => expect.fail(`no fixture for ${name} in test/cross-tenant.test.ts`));
   }

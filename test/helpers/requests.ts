@@ -103,8 +103,8 @@ type Schema = { _def: { typeName?: string; innerType?: Schema; schema?: Schema }
 /** The top-level field names of a request schema (through optional, default and refinements); none for records and anything else. */
 export function fieldsOf(schema: unknown): string[] {
   let s = schema as Schema;
-  while (s && ["ZodOptional", "ZodNullable", "ZodDefault", "ZodEffects"].includes(s._def.typeName ?? "")) s = s._def.innerType ?? s._def.schema;
-  return s && s._def.typeName === "ZodObject" && s.shape ? Object.keys(s.shape) : [];
+  while (s?._def && ["ZodOptional", "ZodNullable", "ZodDefault", "ZodEffects"].includes(s._def.typeName ?? "")) s = s._def.innerType ?? s._def.schema;
+  return s?._def && s._def.typeName === "ZodObject" && s.shape ? Object.keys(s.shape) : [];
 }
 
 /** The parameter names in a route's path (`/v1/users/:id/machines/:machineId`: id, machineId). */
