@@ -6,7 +6,7 @@ import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 import { pairInto } from "./helpers/pair-via-api.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { callFirstTool, connectWorkerDouble, type WorkerDouble } from "./helpers/worker-double.js";
+import { callFirstTool, connectWorkerDouble, type WorkerDouble } from "./helpers/raw-worker.js";
 import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
 import { tenantFingerprint } from "./helpers/snapshot.js";
 import { bearer, callRoute, contractAccepts, idSlots, type Answer } from "./helpers/requests.js";
