@@ -110,8 +110,8 @@ export function fieldsOf(schema: unknown): string[] {
 /** The parameter names in a route's path (`/v1/users/:id/machines/:machineId`: id, machineId). */
 export const pathKeys = (route: Pick<AnyRoute, "path">): string[] => [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]);
 
-/** A request field that names a stored thing (an id, a user, a code, a plan's slug, a cursor into stored rows). */
-const ID_FIELD = /^(id|user|run|endpoint|code|plan|slug|cursor)$|Id$|_id$|_code$/;
+/** A request field that names a stored thing (an id, a user, a code, a Connect flow's state, a plan's slug, a cursor into stored rows). */
+const ID_FIELD = /^(id|user|run|endpoint|code|state|plan|slug|cursor)$|Id$|_id$|_code$/;
 
 /**
  * Where a route takes ids, read from the contract: every path parameter but the
