@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import WebSocket from "ws";
-import { WORKER_CONNECT_PATH, workerMessage, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
+import { workerMessage } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 import { pairViaApi } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
+import { removeTempDirs } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
+import { answerNothing, connectWorkerDouble, type WorkerDouble } from "./helpers/raw-worker.js";
 
 /**
  * The ledger's truth (issue 14): the cost class of every row is the service's
@@ -16,49 +16,9 @@ import { bearer } from "./helpers/requests.js";
  * another. A test double speaking the real worker protocol plays the machine.
  */
 
-type Job = Extract<ServerMessage, { type: "job" }>["payload"];
-
-/** A machine speaking the real protocol over a raw WebSocket, advertising whatever it is told to. */
-class RawWorker {
-  readonly jobs: Job[] = [];
-  private constructor(readonly ws: WebSocket) {
-    ws.on("message", (data) => {
-      const m = JSON.parse(data.toString("utf8")) as ServerMessage;
-      if (m.type === "job") this.jobs.push(m.payload);
-    });
-    ws.on("error", () => {});
-  }
-
-  static async connect(server: TestServer, token: string, runtimes: RuntimeAdvert[]): Promise<RawWorker> {
-    const ws = new WebSocket(`${server.url.replace(/^http/, "ws")}${WORKER_CONNECT_PATH}`, { headers: bearer(token) });
-    const welcomed = new Promise<void>((resolve, reject) => {
-      ws.on("message", (data) => {
-        if ((JSON.parse(data.toString("utf8")) as ServerMessage).type === "welcome") resolve();
-      });
-      ws.once("error", reject);
-      ws.once("unexpected-response", (_req, res) => reject(new Error(`the handshake answered ${res.statusCode}`)));
-    });
-    const w = new RawWorker(ws);
-    await new Promise<void>((resolve, reject) => (ws.once("open", () => resolve()), ws.once("error", reject)));
-    ws.send(JSON.stringify(workerMessage("hello", { client: "raw-double", version: "1", runtimes })));
-    await welcomed;
-    return w;
-  }
-
-  /** Waits until `n` jobs arrived in all. */
-  async waitJobs(n: number): Promise<Job[]> {
-    await pollUntil(async () => this.jobs.length, (k) => k >= n, 20_000, `${n} jobs reached the machine`);
-    return this.jobs.slice(0, n);
-  }
-
-  done(jobId: string, inputTokens: number, outputTokens: number): void {
-    this.ws.send(JSON.stringify(workerMessage("job_event", { jobId, event: { type: "done", finishReason: "stop", output: "ok", usage: { inputTokens, outputTokens } } })));
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-}
+/** A job's end, as the machine reports it, with the token counts it claims. */
+const done = (w: WorkerDouble, jobId: string, inputTokens: number, outputTokens: number) =>
+  w.send(workerMessage("job_event", { jobId, event: { type: "done", finishReason: "stop", output: "ok", usage: { inputTokens, outputTokens } } }));
 
 interface UsageRow {
   id: string;
@@ -73,15 +33,15 @@ interface UsageRow {
 describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
   let server: TestServer;
   let api: ReturnType<typeof apiClient>;
-  const workers: RawWorker[] = [];
+  const workers: WorkerDouble[] = [];
 
   beforeAll(async () => {
     if (skip) return;
     server = await startTestServerOn(db);
     api = apiClient(server, server.dev.appKey);
   }, 60_000);
-  afterEach(() => {
-    for (const w of workers.splice(0)) w.close();
+  afterEach(async () => {
+    for (const w of workers.splice(0)) await w.close();
   });
   afterAll(async () => {
     await server?.close();
@@ -104,7 +64,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
     const user = "liar";
     const m = await pairViaApi(server, server.dev, user);
     // A model runtime claiming to be free, an agent CLI claiming to be the user's hardware.
-    const w = await RawWorker.connect(server, m.token, [
+    const w = await connectWorkerDouble(server.url, m.token, answerNothing, [
       { name: "ollama", kind: "model", costClass: "free", models: ["m1"] },
       { name: "codex", kind: "agent", costClass: "user_hardware", models: [] },
     ]);
@@ -113,7 +73,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
     const model = startRun({ user, model: "ollama/m1", prompt: "hi", route: { prefer: ["user-hardware"] } });
     const [modelJob] = await w.waitJobs(1);
     expect(modelJob.job.kind).toBe("model_turn");
-    w.done(modelJob.jobId, 11, 7);
+    done(w, modelJob.jobId, 11, 7);
     const modelRun = await model;
     expect(modelRun.status).toBe(200);
     expect(modelRun.text).toMatch(/event: run_started\ndata: .*"costClass":"user_hardware"/);
@@ -123,7 +83,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
     const agent = startRun({ user, model: "codex", prompt: "fix it", route: { prefer: ["user-subscription"] } });
     const [, agentJob] = await w.waitJobs(2);
     expect(agentJob.job.kind).toBe("agent_run");
-    w.done(agentJob.jobId, 5, 3);
+    done(w, agentJob.jobId, 5, 3);
     const agentRun = await agent;
     expect(agentRun.text).toMatch(/event: run_started\ndata: .*"costClass":"user_subscription"/);
 
@@ -185,7 +145,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
     expect((await api("POST", "/v1/plans", { slug: "racemeter", name: "Race meter", allowance: { unit: "tokens", limit: allowance }, overage: true, overagePriceMicros: price })).status).toBe(201);
     expect((await api("PUT", `/v1/users/${user}/plan`, { plan: "racemeter" })).status).toBe(200);
     const m = await pairViaApi(server, server.dev, user, {}, "race-machine");
-    const w = await RawWorker.connect(server, m.token, [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }]);
+    const w = await connectWorkerDouble(server.url, m.token, answerNothing, [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }]);
     workers.push(w);
 
     const RUNS = 10;
@@ -199,7 +159,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
     const runs = Array.from({ length: RUNS }, (_, i) => startRun({ user, model: "ollama/m1", prompt: `run ${i}`, route: { prefer: ["user-hardware"] } }));
     const jobs = await w.waitJobs(RUNS);
     // Every turn's tokens arrive at once, and the app reports its handbacks' usage at the same moment.
-    for (const [i, j] of jobs.entries()) w.done(j.jobId, 20 + i, 13);
+    for (const [i, j] of jobs.entries()) done(w, j.jobId, 20 + i, 13);
     const reports = handbacks.map((id, i) => api("POST", `/v1/runs/${id}/usage`, { inputTokens: 30 + i, outputTokens: 7 }));
     for (const r of await Promise.all(reports)) expect(r.status).toBe(200);
     for (const r of await Promise.all(runs)) expect(r.text).toContain("event: run_completed");

@@ -392,18 +392,18 @@ export class StripeConnect {
     return { state, hash, expiresAt };
   }
 
-  /** Marks the state used, at most once; an unknown, used or expired state is 400 `invalid_state`. */
+  /**
+   * Marks the state used, at most once; an unknown, used or expired state is 400 `invalid_state`, one answer for all three
+   * (a spent state of another app must not tell its holder it was ever real: no existence oracle).
+   */
   private async consume(state: string): Promise<Flow> {
     const now = this.clock.now();
-    const hash = hashSecret(state);
     const rows = await this.db.query<Flow>(
       `UPDATE billing_connect_states SET used_at = $2 WHERE id = $1 AND used_at IS NULL AND expires_at > $2 RETURNING app_id, environment, mode, stripe_account_id, return_url`,
-      [hash, now],
+      [hashSecret(state), now],
     );
     if (rows.length === 1) return rows[0];
-    const known = await this.db.query<{ used_at: Date | null }>(`SELECT used_at FROM billing_connect_states WHERE id = $1`, [hash]);
-    const why = known.length === 0 ? "unknown or expired" : known[0].used_at ? "already used" : "expired";
-    throw new ApiError("invalid_state", `This Stripe Connect state is ${why}: start connecting again (POST /v1/billing/connect).`, { param: "state" });
+    throw new ApiError("invalid_state", `This Stripe Connect state is unknown, expired or already used: start connecting again (POST /v1/billing/connect).`, { param: "state" });
   }
 
   private flowUrl(state: string, link: "return" | "refresh"): string {

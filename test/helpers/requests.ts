@@ -103,15 +103,15 @@ type Schema = { _def: { typeName?: string; innerType?: Schema; schema?: Schema }
 /** The top-level field names of a request schema (through optional, default and refinements); none for records and anything else. */
 export function fieldsOf(schema: unknown): string[] {
   let s = schema as Schema;
-  while (s && ["ZodOptional", "ZodNullable", "ZodDefault", "ZodEffects"].includes(s._def.typeName ?? "")) s = s._def.innerType ?? s._def.schema;
-  return s && s._def.typeName === "ZodObject" && s.shape ? Object.keys(s.shape) : [];
+  while (s?._def && ["ZodOptional", "ZodNullable", "ZodDefault", "ZodEffects"].includes(s._def.typeName ?? "")) s = s._def.innerType ?? s._def.schema;
+  return s?._def && s._def.typeName === "ZodObject" && s.shape ? Object.keys(s.shape) : [];
 }
 
 /** The parameter names in a route's path (`/v1/users/:id/machines/:machineId`: id, machineId). */
 export const pathKeys = (route: Pick<AnyRoute, "path">): string[] => [...route.path.matchAll(/:([A-Za-z_]+)/g)].map((m) => m[1]);
 
-/** A request field that names a stored thing (an id, a user, a code, a plan's slug, a cursor into stored rows). */
-const ID_FIELD = /^(id|user|run|endpoint|code|plan|slug|cursor)$|Id$|_id$|_code$/;
+/** A request field that names a stored thing (an id, a user, a code, a Connect flow's state, a plan's slug, a cursor into stored rows). */
+const ID_FIELD = /^(id|user|run|endpoint|code|state|plan|slug|cursor)$|Id$|_id$|_code$/;
 
 /**
  * Where a route takes ids, read from the contract: every path parameter but the

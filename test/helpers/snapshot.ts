@@ -14,19 +14,33 @@ export async function tableCounts(db: Database): Promise<Record<string, number>>
 /** Columns a live system rewrites on its own (leases renewed, heartbeats): not a change anyone made. */
 const VOLATILE_COLUMNS = ["lease_owner", "lease_expires_at", "last_heartbeat_at"];
 
+/** Each database's tables and their columns (the schema does not change while a suite runs). */
+const tableColumns = new WeakMap<Database, Promise<Map<string, Set<string>>>>();
+function columnsOf(db: Database): Promise<Map<string, Set<string>>> {
+  let known = tableColumns.get(db);
+  if (!known) {
+    known = db
+      .query<{ table_name: string; column_name: string }>(`SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name`)
+      .then((columns) => {
+        const byTable = new Map<string, Set<string>>();
+        for (const c of columns) (byTable.get(c.table_name) ?? byTable.set(c.table_name, new Set()).get(c.table_name)!).add(c.column_name);
+        return byTable;
+      });
+    known.catch(() => tableColumns.delete(db));
+    tableColumns.set(db, known);
+  }
+  return known;
+}
+
 /**
  * Every row one tenant owns (an app and environment; with `endUserId`, only what
  * belongs to that user of it), per table: how many and a digest of their contents.
  * Two equal fingerprints: nobody added, changed or removed anything of theirs.
+ * One statement for all tables (a fingerprint is taken often).
  */
 export async function tenantFingerprint(db: Database, tenant: { appId: string; environment: string }, endUserId?: string): Promise<Record<string, string>> {
-  const columns = await db.query<{ table_name: string; column_name: string }>(
-    `SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name`,
-  );
-  const byTable = new Map<string, Set<string>>();
-  for (const c of columns) (byTable.get(c.table_name) ?? byTable.set(c.table_name, new Set()).get(c.table_name)!).add(c.column_name);
-  const out: Record<string, string> = {};
-  for (const [table, cols] of byTable) {
+  const parts: string[] = [];
+  for (const [table, cols] of await columnsOf(db)) {
     let where: string | null = null;
     if (endUserId === undefined) {
       if (cols.has("app_id") && cols.has("environment")) where = `app_id = $2 AND environment::text = $3`;
@@ -35,12 +49,17 @@ export async function tenantFingerprint(db: Database, tenant: { appId: string; e
     else if (cols.has("run_id") && cols.has("app_id")) where = `run_id IN (SELECT id FROM runs WHERE end_user_id = $2)`;
     else if (cols.has("machine_id") && cols.has("app_id")) where = `machine_id IN (SELECT id FROM machines WHERE end_user_id = $2)`;
     if (!where) continue;
-    const [row] = await db.query<{ n: number; digest: string }>(
-      `SELECT count(*)::int AS n, md5(coalesce(string_agg(x, ',' ORDER BY x), '')) AS digest
+    parts.push(
+      `SELECT '${table}' AS t, count(*)::int AS n, md5(coalesce(string_agg(x, ',' ORDER BY x), '')) AS digest
          FROM (SELECT (to_jsonb(t) - $1::text[])::text AS x FROM "${table}" t WHERE ${where}) s`,
-      endUserId === undefined ? [VOLATILE_COLUMNS, tenant.appId, tenant.environment] : [VOLATILE_COLUMNS, endUserId],
     );
-    out[table] = `${row.n} rows, ${row.digest}`;
   }
+  const out: Record<string, string> = {};
+  if (!parts.length) return out;
+  const rows = await db.query<{ t: string; n: number; digest: string }>(
+    parts.join("\nUNION ALL\n"),
+    endUserId === undefined ? [VOLATILE_COLUMNS, tenant.appId, tenant.environment] : [VOLATILE_COLUMNS, endUserId],
+  );
+  for (const row of rows) out[row.t] = `${row.n} rows, ${row.digest}`;
   return out;
 }
