@@ -80,16 +80,18 @@ export interface AppDeps {
 }
 
 export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger): Services {
+  // The database unreachable: logged once per outage, whether a request or a background task (the run engine, the webhook dispatcher) met it.
+  const outage = new DatabaseOutage(() => db.query("SELECT 1"), logger);
   const limiter = new RateLimiter(db.prisma, clock);
   const outbox = new WebhookOutbox(db, clock);
-  const webhooks = new Webhooks(db, clock, config, outbox, logger);
+  const webhooks = new Webhooks(db, clock, config, outbox, logger, outage);
   const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
   const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits);
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
-  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits });
+  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);
@@ -97,7 +99,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     billing: new BillingService(db, clock, urls, stripeClients(config.stripe), logger, { plans, users }),
     stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
     db,
-    outage: new DatabaseOutage(() => db.query("SELECT 1"), logger),
+    outage,
     plans,
     users,
     clock,

@@ -90,8 +90,8 @@ function routesFromContract(): Route[] {
     const query = Object.fromEntries(new URLSearchParams(rc.path.split("?")[1] ?? ""));
     const allowed5xx = new Set<string>();
     if (route.metadata.notBuiltYet) allowed5xx.add("501:not_implemented");
-    // Routes whose own contract lists 503 (Stripe not configured here, or its connect info) may answer it for a valid request.
-    if (["createCheckoutSession", "createPortalSession", "getConnectInfo"].includes(name)) allowed5xx.add("503:service_unavailable");
+    // Routes whose own contract lists 503 (Stripe not configured here, say) may answer it for a valid request.
+    if (503 in route.responses) allowed5xx.add("503:service_unavailable");
     return {
       name,
       method: route.method,

@@ -302,7 +302,7 @@ export const pairingContract = c.router(
   OPTIONS,
 );
 
-/** Reads of users, compute and usage, plans, billing and webhooks (16-19 and their extensions). */
+/** Reads of users, compute and usage, and plans (16-19 and their extensions). */
 export const ledgerContract = c.router(
   {
     // 16
@@ -393,6 +393,13 @@ export const ledgerContract = c.router(
       responses: { 200: User, ...errors(409), ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
+  },
+  OPTIONS,
+);
+
+/** The app's Stripe account and checkout, Stripe's webhooks, and outbound webhooks to the app (extensions). */
+export const billingContract = c.router(
+  {
     // extension: the app connects its Stripe account, through Stripe Connect only
     getBillingAccount: {
       method: "GET",
@@ -521,6 +528,11 @@ export const ledgerContract = c.router(
   OPTIONS,
 );
 
-export const contract: typeof runningContract & typeof pairingContract & typeof ledgerContract = { ...runningContract, ...pairingContract, ...ledgerContract };
+export const contract: typeof runningContract & typeof pairingContract & typeof ledgerContract & typeof billingContract = {
+  ...runningContract,
+  ...pairingContract,
+  ...ledgerContract,
+  ...billingContract,
+};
 
 export type Contract = typeof contract;

@@ -63,8 +63,11 @@ export function errorHandler(outage: DatabaseOutage | null = null) {
     } else if (!apiError) {
       req.log.error({ err }, "unhandled error");
       apiError = new ApiError("internal_error", `Something went wrong on our side; quote request id ${req.id} to support.`);
-    } else if (apiError.status >= 500 && apiError.code !== "database_unavailable") {
+    } else if (apiError.status === 500) {
       req.log.error({ err }, "server error");
+    } else if (apiError.status > 500 && apiError.code !== "database_unavailable") {
+      // A deliberate 501/502/503 (not built, Stripe not configured or unreachable): the service works as configured, no stack trace needed.
+      req.log.warn({ code: apiError.code, reason: apiError.message }, `answered ${apiError.status}`);
     }
     if (res.headersSent) {
       res.destroy();

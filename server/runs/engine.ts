@@ -10,6 +10,7 @@ import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
+import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 
 export interface EngineOptions {
   leaseSeconds: number;
@@ -20,6 +21,8 @@ export interface EngineOptions {
   facts?: WebhookFacts;
   /** Per-run limits and deadlines (default: `DEFAULT_RUN_LIMITS`). */
   limits?: RunLimitsConfig;
+  /** Told when a pass meets the database unreachable: the outage is logged once, not once a second. */
+  outage?: DatabaseOutage;
 }
 
 /**
@@ -115,7 +118,8 @@ export class RunEngine {
       if (busy || this.closing) return;
       busy = true;
       fn()
-        .catch((err) => this.log.warn({ err }, "run engine task failed"))
+        // A database outage is logged once (by the outage record, which also probes for its end), not once a second here.
+        .catch((err) => (isDatabaseUnavailable(err) && this.options.outage ? this.options.outage.report(err) : this.log.warn({ err }, "run engine task failed")))
         .finally(() => (busy = false));
     }, ms);
     t.unref();

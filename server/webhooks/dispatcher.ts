@@ -7,6 +7,7 @@ import { WEBHOOK_DUE_CHANNEL } from "./outbox.js";
 import type { SecretSealer } from "./seal.js";
 import { postOnce, type AttemptResult } from "./send.js";
 import { allowsPrivate, type PrivateAddressPolicy } from "./address-guard.js";
+import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 
 export interface DispatcherOptions {
   /** Seconds to wait before each retry; its length is the number of retries. */
@@ -19,6 +20,8 @@ export interface DispatcherOptions {
   pollMs?: number;
   /** Which environments' endpoints may reach private addresses (default: none). */
   privateAddresses?: PrivateAddressPolicy;
+  /** Told when a pass meets the database unreachable: the outage is logged once, not once a second. */
+  outage?: DatabaseOutage | null;
 }
 
 interface Claimed {
@@ -91,7 +94,8 @@ export class WebhookDispatcher {
     }
     this.passing = true;
     this.currentPass = this.pass()
-      .catch((err) => this.log.warn({ err }, "webhook dispatch pass failed"))
+      // A database outage is logged once (by the outage record, which also probes for its end), not once a second here.
+      .catch((err) => (isDatabaseUnavailable(err) && this.options.outage ? this.options.outage.report(err) : this.log.warn({ err }, "webhook dispatch pass failed")))
       .finally(() => {
         this.currentPass = null;
         this.passing = false;

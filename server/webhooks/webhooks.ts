@@ -9,6 +9,7 @@ import { WebhookFacts } from "./facts.js";
 import type { WebhookOutbox } from "./outbox.js";
 import { PresenceSweep } from "./presence.js";
 import { lazySealer } from "./seal.js";
+import type { DatabaseOutage } from "../db/outage.js";
 
 /**
  * Outbound webhooks to the app, put together: the endpoints the app registers,
@@ -22,12 +23,12 @@ export class Webhooks {
   readonly dispatcher: WebhookDispatcher;
   readonly presence: PresenceSweep;
 
-  constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger) {
+  constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger, outage: DatabaseOutage | null = null) {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
     this.endpoints = new WebhookEndpoints(db, clock, sealer);
     this.log = new WebhookDeliveryLog(db);
     this.facts = new WebhookFacts(outbox, db, logger);
-    this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, config.webhooks);
+    this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, { ...config.webhooks, outage });
     this.presence = new PresenceSweep(db, clock, this.facts, logger);
   }
 
