@@ -37,6 +37,24 @@ interface Reader {
   endedAt: number;
 }
 
+/** Reads a run's stream (the answer to its start) into a `Reader` as it comes. */
+function followRun(res: Response, onFrame: (f: SseFrame, runId: string) => void = () => {}): Reader {
+  const runId = res.headers.get("service-run-id")!;
+  const reader: Reader = { runId, frames: [], ended: Promise.resolve(), endedAt: 0 };
+  reader.ended = (async () => {
+    try {
+      for await (const f of sseFrames(res)) {
+        reader.frames.push(f);
+        onFrame(f, runId);
+      }
+    } catch {
+      // cut (the server closing after a failed test): what was seen is in `frames`
+    }
+    reader.endedAt = Date.now();
+  })();
+  return reader;
+}
+
 describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.name", ({ db, skip }) => {
   let model: ModelStandIn;
   let link: Link;
@@ -91,20 +109,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
   async function startRun(body: Record<string, unknown>, onFrame: (f: SseFrame, runId: string) => void = () => {}): Promise<Reader> {
     const res = await call("/v1/runs", { method: "POST", body: JSON.stringify({ user, ...body }) });
     if (res.status !== 200) throw new Error(`POST /v1/runs answered ${res.status}: ${await res.text()}`);
-    const runId = res.headers.get("service-run-id")!;
-    const reader: Reader = { runId, frames: [], ended: Promise.resolve(), endedAt: 0 };
-    reader.ended = (async () => {
-      try {
-        for await (const f of sseFrames(res)) {
-          reader.frames.push(f);
-          onFrame(f, runId);
-        }
-      } catch {
-        // cut (the server closing after a failed test): what was seen is in `frames`
-      }
-      reader.endedAt = Date.now();
-    })();
-    return reader;
+    return followRun(res, onFrame);
   }
 
   /** Answers each tool call the stream shows, at once. */
@@ -266,15 +271,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
       await agentWorker.waitFor(/Connected/);
       const res = await call("/v1/runs", { method: "POST", body: JSON.stringify({ user: "coder", prompt: "List the files", route: { prefer: ["user-subscription"] } }) });
       expect(res.status).toBe(200);
-      const r: Reader = { runId: res.headers.get("service-run-id")!, frames: [], ended: Promise.resolve(), endedAt: 0 };
-      r.ended = (async () => {
-        try {
-          for await (const f of sseFrames(res)) r.frames.push(f);
-        } catch {
-          // cut
-        }
-        r.endedAt = Date.now();
-      })();
+      const r = followRun(res);
       // The CLI is waiting on its permission request (the app does not answer it).
       await pollUntil(async () => r.frames.some((f) => f.event === "approval_request"), (ok) => ok, 20_000, "the permission request");
       link.silence();
@@ -488,15 +485,7 @@ describe.skipIf(postgres.skip)("a machine silent on instance A comes back throug
     for (const tag of tags) {
       const res = await on(ports.a)("/v1/runs", { method: "POST", body: JSON.stringify({ user, prompt: `Far away [slow] ${tag}` }) });
       expect(res.status).toBe(200);
-      const r: Reader = { runId: res.headers.get("service-run-id")!, frames: [], ended: Promise.resolve(), endedAt: 0 };
-      r.ended = (async () => {
-        try {
-          for await (const f of sseFrames(res)) r.frames.push(f);
-        } catch {
-          // cut
-        }
-        r.endedAt = Date.now();
-      })();
+      const r = followRun(res);
       readers.push(r);
     }
     await pollUntil(async () => readers.map((r) => r.frames.filter((f) => f.event === "text_delta").length), (n) => n.every((k) => k >= 3), 30_000, "both runs mid-turn");
