@@ -38,6 +38,7 @@ import { stripeClients } from "./billing/stripe-client.js";
 import { browserCors } from "./http/cors.js";
 import { PlanService } from "./ledger/plans.js";
 import { UserLedger } from "./ledger/users.js";
+import { StreamSlots } from "./runs/stream-slots.js";
 
 export interface Services {
   clock: Clock;
@@ -64,6 +65,8 @@ export interface Services {
   /** The ledger's side: plans, and users as the app reads them. */
   plans: PlanService;
   users: UserLedger;
+  /** Open event streams per app and environment on this instance, bounded (`MAX_STREAMS_PER_APP`). */
+  streamSlots: StreamSlots;
   /** Raw SQL for the ledger's reads. */
   db: Database;
   /** The record of a database outage: requests meeting one answer 503, and it is logged once. */
@@ -100,6 +103,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
     db,
     outage,
+    streamSlots: new StreamSlots(config.maxStreamsPerApp),
     plans,
     users,
     clock,

@@ -17,6 +17,7 @@ const Env = z.object({
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   MAX_BODY_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   MAX_BODY_DEPTH: z.coerce.number().int().min(8).max(512).default(64),
+  MAX_STREAMS_PER_APP: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   TRUST_PROXY: z
     .string()
     .regex(/^(false|true|loopback|linklocal|uniquelocal|\d+|[0-9a-fA-F.:/, ]+)$/, "must be false, true, a hop count, loopback/linklocal/uniquelocal or addresses (Express `trust proxy`)")
@@ -64,6 +65,8 @@ export interface Config {
   maxBodyBytes: number;
   /** How deep a JSON body may nest objects and arrays (400 beyond). */
   maxBodyDepth: number;
+  /** Event streams (runs, re-attaches, streamed chat completions) one app and environment may hold open on this instance at once; past it, 429. */
+  maxStreamsPerApp: number;
   /** Express `trust proxy`: which proxies' X-Forwarded-For gives the client address (rate limits per address). */
   trustProxy: boolean | number | string;
   /** RFC 8628 poll interval handed to pairing machines, in seconds. */
@@ -145,6 +148,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     logLevel: e.LOG_LEVEL,
     maxBodyBytes: e.MAX_BODY_BYTES,
     maxBodyDepth: e.MAX_BODY_DEPTH,
+    maxStreamsPerApp: e.MAX_STREAMS_PER_APP,
     trustProxy: e.TRUST_PROXY === "false" ? false : e.TRUST_PROXY === "true" ? true : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
     runLeaseSeconds: e.RUN_LEASE_SECONDS,

@@ -6,12 +6,13 @@ import { tenantOf } from "../http/principal.js";
 const s = initServer();
 
 /** Chat completions (1) and the models that can be asked for. */
-export function chatRoutes({ chat }: Services) {
+export function chatRoutes({ chat, streamSlots }: Services) {
   return {
-    createChatCompletion: s.route(contract.createChatCompletion, async ({ req, res, body }) => ({
-      status: 200,
-      body: (await chat.complete(tenantOf(req), body, res)) as never,
-    })),
+    createChatCompletion: s.route(contract.createChatCompletion, async ({ req, res, body }) => {
+      // A streamed answer holds a slot for its stream, taken before the run starts (refused: nothing created).
+      if (body.stream) streamSlots.take(tenantOf(req), res);
+      return { status: 200, body: (await chat.complete(tenantOf(req), body, res)) as never };
+    }),
     listModels: s.route(contract.listModels, async ({ req, query }) => ({ status: 200, body: await chat.models(tenantOf(req as never), query.user) })),
   };
 }

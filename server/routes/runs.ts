@@ -8,9 +8,11 @@ import { runEventStream } from "../runs/sse.js";
 const s = initServer();
 
 /** Runs (2-6) and their extensions: start and stream, re-attach, answer, cancel, report usage, read. */
-export function runRoutes({ runs, runStore, runBus, logger }: Services) {
+export function runRoutes({ runs, runStore, runBus, logger, streamSlots }: Services) {
   return {
     createRun: s.route(contract.createRun, async ({ req, res, body }) => {
+      // A slot for its stream first: refused, the run is not started (nothing created, nothing counted).
+      streamSlots.take(tenantOf(req), res);
       const { runId, drivenHere } = await runs.start(tenantOf(req), body);
       // The id goes out with the headers, before the first event.
       res.setHeader("Service-Run-Id", runId);
@@ -18,6 +20,7 @@ export function runRoutes({ runs, runStore, runBus, logger }: Services) {
     }),
     getRunEvents: s.route(contract.getRunEvents, async ({ req, res, params, headers, query }) => {
       const run = await runs.find(tenantOf(req as never), params.id);
+      streamSlots.take(tenantOf(req as never), res);
       if (run.status === "handed_back") throw new ApiError("run_finished", `Run ${run.id} was handed back to the app (serve_in_app): the service streamed nothing for it.`);
       const after = headers["last-event-id"] !== undefined ? Number(headers["last-event-id"]) : (query.after ?? 0);
       res.setHeader("Service-Run-Id", run.id);

@@ -16,7 +16,7 @@ import type { NewKeys } from "../../server/keys/keys.js";
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
 /** The configuration variables the service reads: never inherited from the test runner's environment. */
-const CONFIG_VARS = ["PORT", "HOST", "DATABASE_URL", "SVC_DATA_DIR", "PUBLIC_URL", "LOG_LEVEL", "MAX_BODY_BYTES", "MAX_BODY_DEPTH", "TRUST_PROXY", "DEVICE_POLL_INTERVAL"];
+const CONFIG_VARS = ["PORT", "HOST", "DATABASE_URL", "SVC_DATA_DIR", "PUBLIC_URL", "LOG_LEVEL", "MAX_BODY_BYTES", "MAX_BODY_DEPTH", "MAX_STREAMS_PER_APP", "TRUST_PROXY", "DEVICE_POLL_INTERVAL"];
 
 function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
   const base: NodeJS.ProcessEnv = { ...process.env };
