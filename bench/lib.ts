@@ -38,7 +38,8 @@ export async function startBenchServer(database: DatabaseTarget): Promise<BenchS
   const sink = new Writable({ write: (_chunk, _enc, cb) => cb() });
   const dataDir = tempDir("svc-bench-");
   // SVC_DEV_APP=1: the benchmarks use the dev app's keys from the banner, on Postgres too.
-  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info", SVC_DEV_APP: "1" });
+  // MAX_STREAMS_PER_APP: the stream scenarios open SVC_BENCH_STREAMS (1,000 by default) at once for one app.
+  const config = parseConfig({ PORT: "0", SVC_DATA_DIR: dataDir, LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info", SVC_DEV_APP: "1", MAX_STREAMS_PER_APP: "100000" });
   const printed: string[] = [];
   const server = await startServer({ config, logger: createLogger(config.logLevel, sink), database, print: (t) => printed.push(t) });
   const banner = printed.join("");
