@@ -173,6 +173,10 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
     }
     // Promptly: four answers well inside one keep-alive period (the old stream stayed open for ever).
     expect(Date.now() - started).toBeLessThan(10_000);
+    // A position no run can reach (past the 32-bit sequence) is refused, not a stream that can never end.
+    const far = await server.fetch(`/v1/runs/${runId}/events?after=3000000000`, { headers: { authorization: `Bearer ${server.dev.appKey}` } });
+    expect(far.status).toBe(400);
+    expect((await far.json()).error).toMatchObject({ code: "invalid_request", param: "after" });
     // Just before the end: the final event, as any re-attach.
     expect((await readAll(`/v1/runs/${runId}/events`, { "last-event-id": String(last - 1) })).map((f) => f.id)).toEqual([String(last)]);
 

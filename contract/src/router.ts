@@ -132,7 +132,7 @@ export const runningContract = c.router(
         "The run's stored events after `Last-Event-ID` (header; or `after` in the query), then live ones until the run ends: no gap, no duplicate. At or past a finished run's last event: its final event again (its own id), then the stream ends. A reader more than 1 MiB behind is closed (`: closed: slow reader`) and re-attaches from its last id. A dropped stream never cancels a run.",
       pathParams: runId,
       headers: z.object({ "last-event-id": z.string().regex(/^\d{1,9}$/, "the sequence number of the last event received").optional() }),
-      query: z.object({ after: z.coerce.number().int().min(0).optional().describe("Same as `Last-Event-ID`, for clients that cannot set headers.") }),
+      query: z.object({ after: z.coerce.number().int().min(0).max(999_999_999).optional().describe("Same as `Last-Event-ID`, for clients that cannot set headers.") }),
       responses: { 200: eventStream, ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },

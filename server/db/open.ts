@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import { AsyncResource } from "node:async_hooks";
 import { PGlite } from "@electric-sql/pglite";
 import { PrismaPGlite } from "pglite-prisma-adapter";
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -18,6 +19,21 @@ class CountingClient extends pg.Client {
     if (!state._ended && !state._ending && state._queryable !== false) statementSent();
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     return (super.query as any)(...args);
+  }
+}
+
+/**
+ * A pool whose callbacks run in their caller's async context: pg-pool calls a waiting
+ * query's callback from whichever client was released, so without this a statement
+ * could be counted for another request (and a request that did write could say it
+ * created nothing).
+ */
+class ScopedPool extends pg.Pool {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  override connect(...args: any[]): any {
+    const [cb] = args;
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    return typeof cb === "function" ? (super.connect as any)(AsyncResource.bind(cb)) : super.connect();
   }
 }
 
@@ -92,7 +108,7 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
 
 async function openPostgres(url: string): Promise<Database> {
   // A database that does not answer (a partition, not a refusal) fails a request after 10 s (503) instead of holding it.
-  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000, Client: CountingClient });
+  const pool = new ScopedPool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000, Client: CountingClient });
   // An idle connection that breaks (Postgres restarted, the database dropped, the
   // network cut) is thrown away by the pool and replaced on the next query; without a
   // listener its error would crash the process.

@@ -11,6 +11,7 @@ import { ChatTurnDriver } from "./chat-turn.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
+import { requestScope } from "../request-scope.js";
 
 export interface EngineOptions {
   leaseSeconds: number;
@@ -79,7 +80,8 @@ export class RunEngine {
     if (this.closing || this.drivers.has(run.id)) return;
     const driver = this.driverFor(run);
     this.drivers.set(run.id, driver);
-    void driver.drive().finally(() => this.drivers.delete(run.id));
+    // Outside the request that started it: the run outlives that request, and what fails in it is the run's, not the request's.
+    void requestScope.exit(() => driver.drive()).finally(() => this.drivers.delete(run.id));
   }
 
   /** A chat completion is one turn; a run is the agent loop on a model runtime, or an agent CLI's loop relayed. */

@@ -60,11 +60,7 @@ export class WorkerConnection {
   maxJobFrameBytes = WORKER_MAX_FRAME_BYTES;
   private readonly messages: TokenBucket;
   private readonly bytes: TokenBucket;
-  private readonly kinds = {
-    heartbeat: new TokenBucket(KIND_LIMITS.heartbeat.capacity, KIND_LIMITS.heartbeat.perSecond),
-    runtimes: new TokenBucket(KIND_LIMITS.runtimes.capacity, KIND_LIMITS.runtimes.perSecond),
-    error: new TokenBucket(KIND_LIMITS.error.capacity, KIND_LIMITS.error.perSecond),
-  };
+  private readonly kinds: Record<keyof typeof KIND_LIMITS, TokenBucket>;
 
   constructor(
     readonly identity: MachineIdentity,
@@ -81,6 +77,13 @@ export class WorkerConnection {
     const scale = () => 1 + this.jobs.size;
     this.messages = new TokenBucket(limits.messagesPerSecond * 5, limits.messagesPerSecond, scale);
     this.bytes = new TokenBucket(limits.bytesPerSecond * 4, limits.bytesPerSecond, scale);
+    // Heartbeats as often as this connection was told to send them, three times over: a short heartbeat timeout (1 s beats) is no flood.
+    const beats = Math.max(KIND_LIMITS.heartbeat.perSecond, 3 / heartbeatSecondsFor(heartbeatTimeoutMs));
+    this.kinds = {
+      heartbeat: new TokenBucket(KIND_LIMITS.heartbeat.capacity, beats),
+      runtimes: new TokenBucket(KIND_LIMITS.runtimes.capacity, KIND_LIMITS.runtimes.perSecond),
+      error: new TokenBucket(KIND_LIMITS.error.capacity, KIND_LIMITS.error.perSecond),
+    };
     socket.on("message", (data: Buffer, isBinary) => void this.receive(isBinary ? null : data.toString("utf8"), data.length));
     this.armIdleTimer();
   }
