@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
 import { accountObject, STANDIN_CLIENT_ID, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
@@ -19,21 +19,17 @@ import type { NewKeys } from "../server/keys/keys.js";
  */
 describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) => {
   let server: TestServer;
-  let drop: () => Promise<void>;
   let stripe: StripeStandIn;
   let n = 0;
 
   beforeAll(async () => {
     if (skip) return;
-    const made = await db.create();
-    drop = made.drop;
     stripe = await startStripeStandIn();
-    server = await startTestServer(made.target, stripeEnv(stripe));
+    server = await startTestServerOn(db, stripeEnv(stripe));
   });
   afterAll(async () => {
     await server?.close();
     await stripe?.close();
-    await drop?.();
   });
 
   const newApp = (environment: "test" | "live" = "test") => server.services.keys.createApp(`App ${++n}`, environment);

@@ -9,7 +9,7 @@ import { freePort } from "./helpers/balancer.js";
 import { startLink, type Link } from "./helpers/link.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
-import { sseFrames, type SseFrame } from "./helpers/sse.js";
+import { sseFrames, textOf, type SseFrame } from "./helpers/sse.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 
@@ -152,15 +152,6 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
   };
   const show = (frames: SseFrame[]) => frames.map((f) => `${f.id}:${f.event}${f.data.turn !== undefined ? `(${String(f.data.turn)})` : ""}`).join(" ");
 
-  /** Each turn's text as the app shows it: a restarted turn's text so far dropped. */
-  function textOf(frames: SseFrame[]): Map<number, string> {
-    const text = new Map<number, string>();
-    for (const f of frames) {
-      if (f.event === "turn_restarted") text.set(Number(f.data.turn), "");
-      if (f.event === "text_delta") text.set(Number(f.data.turn), (text.get(Number(f.data.turn)) ?? "") + String(f.data.text));
-    }
-    return text;
-  }
 
   /** The database's word: events 1..N once, one final event, the ledger's rows (the run, then one per finished turn) once. */
   async function expectStored(runId: string, lastSeq: number, turns: number, status: string): Promise<void> {

@@ -2,7 +2,7 @@ import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES, withClient } from "./helpers/databases.js";
 import { pollUntil, removeTempDirs, startServerProcess, stopAll, tempDir, type ServerProcess } from "./helpers/process.js";
-import { sseFrames, type SseFrame } from "./helpers/sse.js";
+import { sseFrames, textOf, type SseFrame } from "./helpers/sse.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { freePort, startBalancer, type Balancer } from "./helpers/balancer.js";
@@ -174,15 +174,6 @@ function expectWhole(frames: SseFrame[], final = "run_completed"): void {
   for (const f of frames) expect(f.data.kind).toBe(f.event);
 }
 
-/** The app's view of the answer: each turn's text, a restarted turn's text so far dropped. */
-function textOf(frames: SseFrame[]): Map<number, string> {
-  const text = new Map<number, string>();
-  for (const f of frames) {
-    if (f.event === "turn_restarted") text.set(Number(f.data.turn), "");
-    if (f.event === "text_delta") text.set(Number(f.data.turn), (text.get(Number(f.data.turn)) ?? "") + String(f.data.text));
-  }
-  return text;
-}
 
 const claimedBy = (s: ServerProcess, runId: string) => s.logs().filter((l) => l.msg === "run claimed" && l.runId === runId);
 

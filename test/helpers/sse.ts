@@ -16,3 +16,13 @@ export async function* sseFrames(res: Response): AsyncGenerator<SseFrame> {
     while (queue.length) yield queue.shift()!;
   }
 }
+
+/** Each turn's text as the app shows it: a restarted turn's text so far dropped (`turn_restarted`). */
+export function textOf(frames: SseFrame[]): Map<number, string> {
+  const text = new Map<number, string>();
+  for (const f of frames) {
+    if (f.event === "turn_restarted") text.set(Number(f.data.turn), "");
+    if (f.event === "text_delta") text.set(Number(f.data.turn), (text.get(Number(f.data.turn)) ?? "") + String(f.data.text));
+  }
+  return text;
+}
