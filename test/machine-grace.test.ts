@@ -256,7 +256,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     const dir = tempDir("svc-grace-clis-");
     const bin = writeFakeClis(dir);
     const workdir = fs.mkdtempSync(path.join(dir, "project-"));
-    const coder = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "coder", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false } });
+    const coder = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "coder", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true } } });
     const agentWorker = spawnWorker(["start"], coder.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
     try {
       await agentWorker.waitFor(/Connected/);

@@ -31,7 +31,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
     // alice: a model runtime; carol: Claude Code only (her own subscription).
     const alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
-    const carol = await pairViaApi(server, server.dev, "carol", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false } });
+    const carol = await pairViaApi(server, server.dev, "carol", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true } } });
     for (const m of [alice, carol]) {
       const w = spawnWorker(["start"], m.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
       workers.push(w);

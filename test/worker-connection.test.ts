@@ -36,7 +36,7 @@ describe("the worker connection with a real svc-worker", () => {
     removeTempDirs();
   });
 
-  const settings = () => ({ workdir, runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
+  const settings = () => ({ workdir, runtimes: { ollama: model.url, llamacpp: false, lmstudio: false }, policy: { agents: { "claude-code": true, codex: true } } });
   const startWorker = (home: string) => {
     const w = spawnWorker(["start"], home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
     workers.push(w);
@@ -63,8 +63,8 @@ describe("the worker connection with a real svc-worker", () => {
     const w = startWorker(m.home);
     await w.waitFor(/Connected to Local development app/);
     expect(w.stdout).toMatch(/serves ollama \(model, user_hardware\): llama3\.2:3b, qwen2\.5:7b/);
-    expect(w.stdout).toMatch(/serves claude-code \(agent, user_subscription\)/);
-    expect(w.stdout).toMatch(/serves codex \(agent, user_subscription\)/);
+    expect(w.stdout).toMatch(/serves claude-code \(agent, user_subscription, 2\.1\.197, billed to the subscription\)/);
+    expect(w.stdout).toMatch(/serves codex \(agent, user_subscription, 0\.169\.0, billed to the subscription\)/);
     expect(w.stdout).toMatch(/skips llamacpp: turned off in config/);
 
     const [machine] = await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
@@ -115,8 +115,14 @@ describe("the worker connection with a real svc-worker", () => {
       if (e.type === "permission_request") h.answerPermission(e.requestId, true);
     });
     expect(allowed).toContainEqual({ type: "permission_request", requestId: "req_1", tool: "Bash", input: { command: "ls" }, description: "List files" });
-    expect(allowed).toContainEqual({ type: "activity", summary: "uses Bash", detail: { command: "ls" } });
-    expect(allowed.at(-1)).toEqual({ type: "done", finishReason: "end_turn", output: `Ran ls in ${fs.realpathSync(workdir)} (prompt: list files)`, usage: { inputTokens: 30, outputTokens: 11 } });
+    // The command is reported once its result is in, by the size of what it printed (the default policy).
+    expect(allowed).toContainEqual({ type: "activity", summary: "ran ls (exit 0)", detail: { command: "ls", exitCode: 0, outputLines: 1, outputBytes: 5 } });
+    expect(allowed.at(-1)).toEqual({
+      type: "done",
+      finishReason: "end_turn",
+      output: `Ran ls in ${fs.realpathSync(workdir)} (prompt: list files)`,
+      usage: { inputTokens: 30, cacheReadTokens: 0, cacheWriteTokens: 0, outputTokens: 11 },
+    });
 
     const denied = await runJob(m, "carol", { kind: "agent_run", runtime: "claude-code", prompt: "delete it" }, (e, h) => {
       if (e.type === "permission_request") h.answerPermission(e.requestId, false, "not on my machine");
@@ -129,9 +135,23 @@ describe("the worker connection with a real svc-worker", () => {
     });
     expect(cancelled.at(-1)).toEqual({ type: "failed", code: "cancelled", message: "The job was cancelled." });
 
+    // The fake `codex` has no app-server: the worker falls back to `codex exec --json` (stdin closed, the prompt after --).
     const codex = await runJob(m, "carol", { kind: "agent_run", runtime: "codex", prompt: "tidy up" });
-    expect(codex).toContainEqual({ type: "activity", summary: "ran bash -lc ls (exit 0)", detail: expect.objectContaining({ type: "command_execution" }) });
-    expect(codex.at(-1)).toEqual({ type: "done", finishReason: "end_turn", output: `Worked in ${fs.realpathSync(workdir)} on: tidy up`, usage: { inputTokens: 24, outputTokens: 9 } });
+    expect(codex).toContainEqual({ type: "activity", summary: "ran bash -lc ls (exit 0)", detail: { command: "bash -lc ls", exitCode: 0, outputLines: 1, outputBytes: 6 } });
+    expect(codex.at(-1)).toEqual({ type: "done", finishReason: "end_turn", output: `Worked in ${fs.realpathSync(workdir)} on: tidy up`, usage: { inputTokens: 24, outputTokens: 9, cacheReadTokens: 0, cacheWriteTokens: 0 } });
+  });
+
+  it("a CLI in a version the worker does not support is shown with its version and why, and never routed to", async () => {
+    const m = await pairViaApi(server, server.dev, "olga", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true } } });
+    const w = spawnWorker(["start"], m.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}`, SVC_FAKE_CLAUDE_VERSION: "1.0.3" });
+    workers.push(w);
+    await w.waitFor(/Connected/);
+    expect(w.stdout).toMatch(/skips claude-code: claude-code 1\.0\.3 is not supported: this worker drives 2\.1\.0 up to \(not including\) 3\.0\.0/);
+    const [machine] = await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
+    expect(machine.runtimes).toEqual([expect.objectContaining({ name: "claude-code", version: "1.0.3", supported: false, billing: "subscription", note: expect.stringContaining("not supported") })]);
+    const res = await server.fetch("/v1/runs", { method: "POST", headers: { ...bearer(server.dev.appKey), "content-type": "application/json" }, body: JSON.stringify({ user: "olga", prompt: "hi", model: "claude-code", route: { prefer: ["user-subscription"] } }) });
+    expect(res.status).toBe(409);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("no_compute");
   });
 
   it("finds llama.cpp, LM Studio and any OpenAI-compatible server through /v1/models, and drives each with the same chat API", async () => {
@@ -154,8 +174,13 @@ describe("the worker connection with a real svc-worker", () => {
     }
   });
 
-  it("without a working folder, agent CLIs found on PATH are not served, and it says why", async () => {
-    const m = await pairViaApi(server, server.dev, "frank", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
+  it("agent CLIs found on PATH are served only when the user turned them on, and only with a working folder; it says why", async () => {
+    const off = await pairViaApi(server, server.dev, "gina", { workdir, runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
+    const wOff = startWorker(off.home);
+    await wOff.waitFor(/Connected/);
+    expect(wOff.stdout).toMatch(/skips claude-code: not turned on/);
+    expect(wOff.stdout).toMatch(/skips codex: not turned on/);
+    const m = await pairViaApi(server, server.dev, "frank", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false }, policy: { agents: { "claude-code": true, codex: true } } });
     const w = startWorker(m.home);
     await w.waitFor(/Connected/);
     expect(w.stdout).toMatch(/skips claude-code: found at .*claude, but no working folder is set/);

@@ -25,6 +25,13 @@ export const Runtime = z.object({
   kind: RuntimeKind,
   costClass: CostClass.describe("The class the ledger records work on this runtime with: the service's decision from `kind` (`model`: `user_hardware`, `agent`: `user_subscription`), whatever the machine advertised."),
   models: z.array(z.string()),
+  version: z.string().nullable().describe("The runtime's own version as the machine reports it (an agent CLI's `--version`); null when it said none."),
+  billing: z
+    .enum(["subscription", "api_key", "local_model"])
+    .nullable()
+    .describe("For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or a `local_model`; null for a model runtime."),
+  supported: z.boolean().describe("False: found on the machine in a version its worker does not support; never routed to."),
+  note: z.string().nullable().describe("Why it is not supported, or anything else the machine said of it."),
   state: LiveState,
 });
 

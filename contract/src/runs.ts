@@ -103,8 +103,14 @@ export const RunUsageResponse = z.object({
 });
 
 const Usage = z.object({
-  inputTokens: z.number().int(),
+  inputTokens: z.number().int().describe("Input tokens, not counting those read from or written to a prompt cache."),
   outputTokens: z.number().int(),
+  cacheReadTokens: z
+    .number()
+    .int()
+    .optional()
+    .describe("Input tokens read from the provider's prompt cache (an agent CLI reports them). A tokens plan counts input, cache reads, cache writes and output alike."),
+  cacheWriteTokens: z.number().int().optional().describe("Input tokens written to the provider's prompt cache."),
   costClass: CostClass,
   amountMicros: z.number().int(),
 });

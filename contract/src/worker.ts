@@ -54,6 +54,18 @@ export const RuntimeAdvert = z.object({
     .max(1024)
     .optional()
     .describe("Jobs this runtime takes at once (set by the machine's user); more are routed elsewhere or wait. Absent: no cap (older workers)."),
+  version: z.string().max(64).optional().describe("The runtime's own version as it reports it (an agent CLI's `--version`)."),
+  billing: z
+    .enum(["subscription", "api_key", "local_model"])
+    .optional()
+    .describe(
+      "For an agent CLI, what pays for its model: the user's `subscription` (signed in to the CLI), a provider `api_key` the user let it use, or a `local_model` on the user's own hardware (cost class `user_hardware`, routed under `user-hardware`). Absent: `subscription`.",
+    ),
+  supported: z
+    .boolean()
+    .optional()
+    .describe("false: found, but this worker does not support its version; shown in compute reads, never routed to. Absent: supported."),
+  note: z.string().max(512).optional().describe("Why it is not supported, or anything else its user should know."),
 });
 export type RuntimeAdvert = z.infer<typeof RuntimeAdvert>;
 
@@ -68,24 +80,47 @@ export const ModelTurnJob = z.object({
   temperature: z.number().optional(),
 });
 
-/** A whole run on an agent runtime: the CLI runs its own loop in the user's working folder. */
+/** An app tool offered to an agent CLI (through the worker's MCP bridge): what the model sees of it. */
+export const AgentTool = z.object({
+  name: z.string().min(1).max(64),
+  description: z.string().max(4096).optional(),
+  parameters: z.record(z.unknown()).optional(),
+});
+
+/**
+ * A whole run on an agent runtime: the CLI runs its own loop in the user's working
+ * folder. The app's `tools` are offered to it through an MCP server the worker
+ * runs for the job; each call comes back as a `tool_call` event, answered by a
+ * `tool_result` message.
+ */
 export const AgentRunJob = z.object({
   kind: z.literal("agent_run"),
   runtime: z.string(),
   prompt: z.string().min(1),
+  system: z.string().optional(),
   model: z.string().optional(),
+  tools: z.array(AgentTool).max(128).optional(),
 });
 
 export const Job = z.discriminatedUnion("kind", [ModelTurnJob, AgentRunJob]);
 export type Job = z.infer<typeof Job>;
 
-const Usage = z.object({ inputTokens: z.number().int().min(0), outputTokens: z.number().int().min(0) });
+const Usage = z.object({
+  inputTokens: z.number().int().min(0).describe("Input tokens not read from or written to a prompt cache."),
+  outputTokens: z.number().int().min(0),
+  cacheReadTokens: z.number().int().min(0).optional().describe("Input tokens read from the provider's prompt cache."),
+  cacheWriteTokens: z.number().int().min(0).optional().describe("Input tokens written to the provider's prompt cache."),
+});
 
 /** What a job produces, streamed as it comes. */
 export const JobEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("text_delta"), text: z.string() }),
-  /** A model turn's complete tool call (arguments as the model wrote them, JSON text). */
-  z.object({ type: z.literal("tool_call"), id: z.string(), name: z.string(), arguments: z.string() }),
+  /**
+   * A model turn's complete tool call (arguments as the model wrote them, JSON text);
+   * on an agent run, a call of one of the app's tools through the MCP bridge, which
+   * waits for its `tool_result`.
+   */
+  z.object({ type: z.literal("tool_call"), id: z.string().max(128), name: z.string(), arguments: z.string() }),
   /** An agent runtime asks before it acts; answered by `permission_response`. */
   z.object({
     type: z.literal("permission_request"),
@@ -94,6 +129,8 @@ export const JobEvent = z.discriminatedUnion("type", [
     input: z.unknown(),
     description: z.string().optional(),
   }),
+  /** The agent runtime no longer needs the answer to a `permission_request` (it cancelled it). */
+  z.object({ type: z.literal("permission_withdrawn"), requestId: z.string() }),
   /** What an agent runtime did on its own (a command run, a file changed): for the record. */
   z.object({ type: z.literal("activity"), summary: z.string(), detail: z.unknown().optional() }),
   z.object({
@@ -141,6 +178,8 @@ export const ServerMessage = z.discriminatedUnion("type", [
   envelope("job", z.object({ jobId: z.string(), job: Job })),
   envelope("cancel", z.object({ jobId: z.string(), reason: z.string().optional() })),
   envelope("permission_response", z.object({ jobId: z.string(), requestId: z.string(), allow: z.boolean(), message: z.string().optional() })),
+  /** The app's answer to an agent run's `tool_call` (its result as text, `isError` when the tool failed or was denied). */
+  envelope("tool_result", z.object({ jobId: z.string(), callId: z.string(), output: z.string(), isError: z.boolean() })),
   envelope("error", z.object({ code: z.string(), message: z.string() })),
 ]);
 export type ServerMessage = z.infer<typeof ServerMessage>;

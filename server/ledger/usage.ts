@@ -17,6 +17,8 @@ interface UsageRowRecord {
   kind: string;
   input_tokens: string | number;
   output_tokens: string | number;
+  cache_read_tokens: string | number;
+  cache_write_tokens: string | number;
   amount_micros: string | number;
   period: string;
   created_at: Date | string;
@@ -51,7 +53,7 @@ export async function listUsage(db: Database, tenant: Tenant, q: z.infer<typeof 
   params.push(q.limit + 1);
   const rows = await db.query<UsageRowRecord>(
     `SELECT u.id::text AS id, e.external_id, u.environment::text AS environment, u.run_id, u.cost_class::text AS cost_class, u.kind,
-            u.input_tokens, u.output_tokens, u.amount_micros, u.period, u.created_at
+            u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.amount_micros, u.period, u.created_at
        FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id
       WHERE ${where.join(" AND ")}
       ORDER BY u.id LIMIT $${params.length}`,
@@ -69,6 +71,8 @@ export async function listUsage(db: Database, tenant: Tenant, q: z.infer<typeof 
       kind: r.kind,
       inputTokens: micros(r.input_tokens),
       outputTokens: micros(r.output_tokens),
+      cacheReadTokens: micros(r.cache_read_tokens),
+      cacheWriteTokens: micros(r.cache_write_tokens),
       amountMicros: micros(r.amount_micros),
       period: r.period,
       createdAt: new Date(r.created_at).toISOString(),

@@ -56,15 +56,16 @@ export class UserLedger {
     ]);
     const plan = subs[0] ?? null;
     const window = plan?.period === "year" ? `${month.slice(0, 4)}-%` : month;
-    const [sum] = await this.db.query<{ runs: string | number; input: string | number | null; output: string | number | null; amount: string | number | null }>(
-      `SELECT count(*) FILTER (WHERE kind = 'run') AS runs, sum(input_tokens) AS input, sum(output_tokens) AS output, sum(amount_micros) AS amount
+    const [sum] = await this.db.query<{ runs: string | number; input: string | number | null; output: string | number | null; cache_read: string | number | null; cache_write: string | number | null; amount: string | number | null }>(
+      `SELECT count(*) FILTER (WHERE kind = 'run') AS runs, sum(input_tokens) AS input, sum(output_tokens) AS output, sum(cache_read_tokens) AS cache_read, sum(cache_write_tokens) AS cache_write, sum(amount_micros) AS amount
          FROM usage_rows WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND period LIKE $4`,
       [tenant.appId, tenant.environment, endUserId, window],
     );
-    const usage = { runs: micros(sum.runs), inputTokens: micros(sum.input), outputTokens: micros(sum.output), amountMicros: micros(sum.amount) };
+    const usage = { runs: micros(sum.runs), inputTokens: micros(sum.input), outputTokens: micros(sum.output), cacheReadTokens: micros(sum.cache_read), cacheWriteTokens: micros(sum.cache_write), amountMicros: micros(sum.amount) };
     const unit = plan?.allowance_unit ?? "runs";
     const limit = plan && plan.allowance !== null ? micros(plan.allowance) : null;
-    const used = unit === "runs" ? usage.runs : usage.inputTokens + usage.outputTokens;
+    // A tokens plan counts every token the model processed: input, prompt-cache reads and writes, output.
+    const used = unit === "runs" ? usage.runs : usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens + usage.outputTokens;
     const online = machines.filter((m) => m.state !== "offline");
     return {
       id: externalId,

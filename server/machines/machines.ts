@@ -96,8 +96,8 @@ export class MachineService {
       for (const r of runtimes) {
         await tx.runtime.upsert({
           where: { machineId_name: { machineId: id.machineId, name: r.name } },
-          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, maxConcurrentJobs: r.maxConcurrentJobs ?? null, updatedAt: now },
-          update: { kind: r.kind, costClass: costClassOfRuntime(r.kind), models: r.models, maxConcurrentJobs: r.maxConcurrentJobs ?? null, updatedAt: now },
+          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, ...advertised(r), updatedAt: now },
+          update: { ...advertised(r), updatedAt: now },
         });
       }
     });
@@ -169,6 +169,10 @@ export class MachineService {
       kind: r.kind,
       costClass: costClassOfRuntime(r.kind),
       models: Array.isArray(r.models) ? (r.models as string[]) : [],
+      version: r.version,
+      billing: r.kind === "agent" ? ((r.billing ?? "subscription") as "subscription" | "api_key" | "local_model") : null,
+      supported: r.supported,
+      note: r.note,
       state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
     }));
     return {
@@ -183,4 +187,18 @@ export class MachineService {
       runtimes: runtimeViews,
     };
   }
+}
+
+/** What is stored of a runtime's advert: the cost class is the service's (from the kind), the rest as the machine says it. */
+function advertised(r: RuntimeAdvert) {
+  return {
+    kind: r.kind,
+    costClass: costClassOfRuntime(r.kind),
+    models: r.models,
+    maxConcurrentJobs: r.maxConcurrentJobs ?? null,
+    version: r.version ?? null,
+    billing: r.kind === "agent" ? (r.billing ?? "subscription") : null,
+    supported: r.supported !== false,
+    note: r.note ?? null,
+  };
 }

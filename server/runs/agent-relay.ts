@@ -1,19 +1,43 @@
 import type { JobEvent } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { RunDriver, RunStop, type RunEnd } from "./driver.js";
-import { DEFAULT_ANSWER_TIMEOUT_MS } from "./model-loop.js";
+import { DEFAULT_ANSWER_TIMEOUT_MS, parseArguments } from "./model-loop.js";
+import type { NewApproval, NewToolCall, RunInputs, ToolSpec } from "./store.js";
+
+/** A call of one of the app's tools that the agent CLI made through the worker's tool bridge, until it is answered. */
+interface OpenToolCall {
+  /** The bridge's id: what the worker is answered under. */
+  workerId: string;
+  /** The service's id, the one the app sees. */
+  callId: string;
+  spec: ToolSpec;
+  args: unknown;
+  /** Set while it waits for the app's approval (a tool marked `needsApproval`). */
+  approvalId?: string;
+  deadline: number;
+}
 
 /**
  * A run on an agent runtime (a coding-agent CLI on the user's machine): the CLI
  * runs its own loop in the user's working folder; the service relays what it
- * says and does, and turns each of its permission requests into an approval
- * request answered by the app. Its loop lives in the CLI process, so a run whose
- * driving instance was lost cannot be resumed: it fails with a clear reason.
+ * says and does, turns each of its permission requests into an approval request
+ * answered by the app, and each call of one of the app's tools (offered to the
+ * CLI through the worker's MCP bridge) into the same `tool_call` (after the same
+ * `approval_request` for tools that need one) as on a model run, whose result
+ * goes back to the CLI. Its loop lives in the CLI process, so a run whose driving
+ * instance was lost cannot be resumed: it fails with a clear reason.
  */
 export class AgentRunDriver extends RunDriver {
   private text = "";
   /** Open permission requests: approval id → the CLI's request id, and the deadline. */
   private readonly asked = new Map<string, { requestId: string; deadline: number }>();
+  /** Open calls of the app's tools, by the service's call id. */
+  private readonly calls = new Map<string, OpenToolCall>();
+  private readonly tools: ToolSpec[] = this.run.request.tools ?? [];
+  private readonly limits = {
+    toolMs: this.run.request.limits?.toolResultTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
+    approvalMs: this.run.request.limits?.approvalTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
+  };
 
   protected override partialOutput(): string {
     return this.text;
@@ -21,62 +45,64 @@ export class AgentRunDriver extends RunDriver {
 
   protected async loop(): Promise<RunEnd> {
     if (this.seq > 1) throw new RunStop("worker_lost", "worker_lost", "The instance driving this agent run was lost; an agent CLI's own loop cannot be resumed elsewhere.");
-    const approvalMs = this.run.request.limits?.approvalTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS;
+    const { request } = this.run;
     const result = new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
-      this.dispatch({ kind: "agent_run", runtime: this.run.runtime_name!, prompt: this.run.request.prompt, ...(this.run.model !== "auto" && this.run.model !== this.run.runtime_name ? { model: this.run.model } : {}) }, (e) => {
-        switch (e.type) {
-          case "text_delta":
-            this.text += e.text;
-            return this.emitText(1, e.text);
-          case "activity":
-            this.emit("activity", { summary: e.summary, ...(e.detail !== undefined ? { detail: e.detail } : {}) });
-            return this.flushSoon();
-          case "permission_request": {
-            const approvalId = randomId("apr_", 20);
-            const deadline = this.deps.clock.now().getTime() + approvalMs;
-            const deadlineAt = new Date(deadline).toISOString();
-            this.asked.set(approvalId, { requestId: e.requestId, deadline });
-            this.emit("approval_request", { approvalId, what: "permission", tool: e.tool, arguments: e.input, ...(e.description ? { description: e.description } : {}), deadlineAt });
-            const request = { requestId: e.requestId, tool: e.tool, arguments: e.input };
-            return void this.flush({ status: "waiting" }, { approvals: [{ approval_id: approvalId, kind: "permission", request, deadline_at: deadlineAt }] }).catch(() => {});
+      this.dispatch(
+        {
+          kind: "agent_run",
+          runtime: this.run.runtime_name!,
+          prompt: request.prompt,
+          ...(request.system ? { system: request.system } : {}),
+          ...(this.run.model !== "auto" && this.run.model !== this.run.runtime_name ? { model: this.run.model } : {}),
+          ...(this.tools.length ? { tools: this.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) })) } : {}),
+        },
+        (e) => {
+          switch (e.type) {
+            case "text_delta":
+              this.text += e.text;
+              return this.emitText(1, e.text);
+            case "activity":
+              this.emit("activity", { summary: e.summary, ...(e.detail !== undefined ? { detail: e.detail } : {}) });
+              return this.flushSoon();
+            case "permission_request":
+              return this.askPermission(e);
+            case "permission_withdrawn":
+              return this.withdraw(e.requestId);
+            case "tool_call":
+              return this.toolCall(e);
+            case "done":
+              return resolve(e);
+            case "failed":
+              if (e.code === "worker_lost" && !this.stoppedHere()) {
+                // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
+                return reject(new RunStop("worker_lost", "worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
+              }
+              return reject(this.failure(e));
           }
-          case "done":
-            return resolve(e);
-          case "failed":
-            if (e.code === "worker_lost" && !this.stoppedHere()) {
-              // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
-              return reject(new RunStop("worker_lost", "worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
-            }
-            return reject(this.failure(e));
-        }
-      });
+        },
+      );
     });
     result.catch(() => {});
     let finished = false;
-    // While the CLI works: decisions are passed on as they come, deadlines kept, a cancel stops it.
+    // While the CLI works: decisions and results are passed on as they come, deadlines kept, a cancel stops it.
     const relay = (async () => {
       while (!finished) {
         const now = this.deps.clock.now().getTime();
-        const next = Math.min(...[...this.asked.values()].map((a) => a.deadline), now + this.deps.pollMs);
-        await this.waitWake(next - now);
+        const deadlines = [...[...this.asked.values()].map((a) => a.deadline), ...[...this.calls.values()].map((c) => c.deadline)];
+        await this.waitWake(Math.min(...deadlines, now + this.deps.pollMs) - now);
         if (finished) return;
         const inputs = await this.inputs();
-        for (const [approvalId, open] of this.asked) {
-          const a = inputs.approvals.get(approvalId);
-          if (a?.answered) {
-            this.asked.delete(approvalId);
-            this.job?.answerPermission(open.requestId, a.decision === "allow", a.reason ?? (a.decision === "allow" ? undefined : "The app denied this."));
-            if (this.asked.size === 0) await this.flush({ status: "running" });
-          } else if (a && open.deadline <= this.deps.clock.now().getTime()) {
-            throw new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${approvalId} in time.`);
-          }
-        }
+        const waitedOn = this.asked.size + this.calls.size;
+        this.relayPermissions(inputs);
+        const granted = this.relayToolCalls(inputs);
+        if (granted.length) await this.flush({ status: "waiting" }, { toolCalls: granted });
+        else if (waitedOn > 0 && this.asked.size + this.calls.size === 0) await this.flush({ status: "running" });
       }
     })();
     try {
       const done = await Promise.race([result, relay.then(() => result)]);
       const output = done.output || this.text;
-      const { row } = this.usage(1, done.usage.inputTokens, done.usage.outputTokens);
+      const { row } = this.usage(1, done.usage.inputTokens, done.usage.outputTokens, done.usage);
       return {
         output,
         stopReason: done.finishReason,
@@ -87,5 +113,96 @@ export class AgentRunDriver extends RunDriver {
       finished = true;
       this.wake();
     }
+  }
+
+  /** The CLI asks before it acts: an approval request of kind `permission`, answered by the app. */
+  private askPermission(e: Extract<JobEvent, { type: "permission_request" }>): void {
+    const approvalId = randomId("apr_", 20);
+    const deadline = this.deps.clock.now().getTime() + this.limits.approvalMs;
+    const deadlineAt = new Date(deadline).toISOString();
+    this.asked.set(approvalId, { requestId: e.requestId, deadline });
+    this.emit("approval_request", { approvalId, what: "permission", tool: e.tool, arguments: e.input, ...(e.description ? { description: e.description } : {}), deadlineAt });
+    const request = { requestId: e.requestId, tool: e.tool, arguments: e.input };
+    void this.flush({ status: "waiting" }, { approvals: [{ approval_id: approvalId, kind: "permission", request, deadline_at: deadlineAt }] }).catch(() => {});
+  }
+
+  /** The CLI no longer needs an answer (it cancelled its request): nothing is relayed for it any more, and the app is told. */
+  private withdraw(requestId: string): void {
+    const entry = [...this.asked].find(([, a]) => a.requestId === requestId);
+    if (!entry) return;
+    this.asked.delete(entry[0]);
+    this.emit("activity", { summary: `the agent withdrew its permission request ${entry[0]}; an answer to it is no longer used`, detail: { approvalId: entry[0], withdrawn: true } });
+    void this.flush(this.asked.size + this.calls.size === 0 ? { status: "running" } : undefined).catch(() => {});
+  }
+
+  /**
+   * A call of one of the app's tools: a tool the run did not offer is answered as
+   * an error at once, without asking the app; one marked `needsApproval` asks first;
+   * the others go to the app as a `tool_call`.
+   */
+  private toolCall(e: Extract<JobEvent, { type: "tool_call" }>): void {
+    const spec = this.tools.find((t) => t.name === e.name);
+    if (!spec) return this.job?.answerTool(e.id, `There is no tool named ${e.name} on this run.`, true);
+    const now = this.deps.clock.now().getTime();
+    const call: OpenToolCall = { workerId: e.id, callId: randomId("call_", 20), spec, args: parseArguments(e.arguments), deadline: 0 };
+    this.calls.set(call.callId, call);
+    if (!spec.needsApproval) return void this.flush({ status: "waiting" }, { toolCalls: [this.announceCall(call, now)] }).catch(() => {});
+    call.approvalId = `apr_${call.callId.replace(/^call_/, "")}`;
+    call.deadline = now + this.limits.approvalMs;
+    const deadlineAt = new Date(call.deadline).toISOString();
+    const approval: NewApproval = { approval_id: call.approvalId, kind: "tool", request: { callId: call.callId, tool: spec.name, arguments: call.args }, deadline_at: deadlineAt };
+    this.emit("approval_request", { approvalId: call.approvalId, what: "tool", tool: spec.name, callId: call.callId, arguments: call.args, ...(spec.description ? { description: spec.description } : {}), deadlineAt });
+    void this.flush({ status: "waiting" }, { approvals: [approval] }).catch(() => {});
+  }
+
+  /** The `tool_call` event and row of a call the app is to answer; its result deadline starts now. */
+  private announceCall(call: OpenToolCall, now: number): NewToolCall {
+    call.approvalId = undefined;
+    call.deadline = now + this.limits.toolMs;
+    const deadlineAt = new Date(call.deadline).toISOString();
+    this.emit("tool_call", { callId: call.callId, name: call.spec.name, arguments: call.args, deadlineAt });
+    return { call_id: call.callId, name: call.spec.name, arguments: call.args, deadline_at: deadlineAt };
+  }
+
+  private relayPermissions(inputs: RunInputs): void {
+    for (const [approvalId, open] of this.asked) {
+      const a = inputs.approvals.get(approvalId);
+      if (a?.answered) {
+        this.asked.delete(approvalId);
+        this.job?.answerPermission(open.requestId, a.decision === "allow", a.reason ?? (a.decision === "allow" ? undefined : "The app denied this."));
+      } else if (a && open.deadline <= this.deps.clock.now().getTime()) {
+        throw new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${approvalId} in time.`);
+      }
+    }
+  }
+
+  /** Approvals of tool calls decided, results in: each passed on to the CLI. Returns the calls granted since the last look. */
+  private relayToolCalls(inputs: RunInputs): NewToolCall[] {
+    const now = this.deps.clock.now().getTime();
+    const granted: NewToolCall[] = [];
+    for (const call of [...this.calls.values()]) {
+      if (call.approvalId) {
+        const a = inputs.approvals.get(call.approvalId);
+        if (a?.answered) {
+          if (a.decision === "allow") granted.push(this.announceCall(call, now));
+          else {
+            this.calls.delete(call.callId);
+            this.job?.answerTool(call.workerId, `The user denied this call${a.reason ? `: ${a.reason}` : "."}`, true);
+          }
+        } else if (call.deadline <= now) {
+          throw new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${call.approvalId} (${call.spec.name}) in time.`);
+        }
+        continue;
+      }
+      const tc = inputs.toolCalls.get(call.callId);
+      if (tc?.answered) {
+        this.calls.delete(call.callId);
+        const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);
+        this.job?.answerTool(call.workerId, text, tc.is_error === true);
+      } else if (call.deadline <= now) {
+        throw new RunStop("tool_result_timeout", "tool_result_timeout", `No result for tool call ${call.callId} (${call.spec.name}) in time.`);
+      }
+    }
+    return granted;
   }
 }

@@ -103,7 +103,7 @@ export abstract class RunDriver {
   protected abandoned = false;
   protected job: JobHandle | null = null;
   /** The run's tokens so far (stored, plus what this driver added). */
-  protected readonly tokens: { inputTokens: number; outputTokens: number };
+  protected readonly tokens: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number };
 
   constructor(
     protected readonly deps: DriverDeps,
@@ -228,7 +228,7 @@ export abstract class RunDriver {
         throw new Abandoned();
       }
       if (events.length) this.deps.bus.publish(this.run.id, events);
-      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as "completed" | "failed" | "cancelled", stopReason: patch.stopReason ?? null, usage: { ...this.tokens, costClass: this.costClass } });
+      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as "completed" | "failed" | "cancelled", stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
     });
     this.writing = step.catch(() => {});
     return step;
@@ -370,16 +370,25 @@ export abstract class RunDriver {
   }
 
   /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */
-  protected usage(turn: number, inputTokens: number, outputTokens: number): { row: NewUsageRow } {
+  protected usage(turn: number, inputTokens: number, outputTokens: number, cache: { cacheReadTokens?: number; cacheWriteTokens?: number } = {}): { row: NewUsageRow } {
     this.tokens.inputTokens += inputTokens;
     this.tokens.outputTokens += outputTokens;
-    this.emit("usage", { turn, usage: { inputTokens, outputTokens, costClass: this.costClass, amountMicros: 0 } });
+    // Prompt-cache tokens (agent CLIs report them) are said apart from input, in the event and in the ledger row.
+    const cached = {
+      ...(cache.cacheReadTokens ? { cacheReadTokens: cache.cacheReadTokens } : {}),
+      ...(cache.cacheWriteTokens ? { cacheWriteTokens: cache.cacheWriteTokens } : {}),
+    };
+    if (cached.cacheReadTokens) this.tokens.cacheReadTokens = (this.tokens.cacheReadTokens ?? 0) + cached.cacheReadTokens;
+    if (cached.cacheWriteTokens) this.tokens.cacheWriteTokens = (this.tokens.cacheWriteTokens ?? 0) + cached.cacheWriteTokens;
+    this.emit("usage", { turn, usage: { inputTokens, outputTokens, ...cached, costClass: this.costClass, amountMicros: 0 } });
     return {
       row: {
         cost_class: this.costClass,
         kind: "tokens",
         input_tokens: inputTokens,
         output_tokens: outputTokens,
+        cache_read_tokens: cached.cacheReadTokens ?? 0,
+        cache_write_tokens: cached.cacheWriteTokens ?? 0,
         amount_micros: 0,
         period: periodOf(this.deps.clock.now()),
         unique_key: `tokens:${this.run.id}:${turn}`,

@@ -249,7 +249,7 @@ const approvalIdOf = (callId: string) => `apr_${callId.replace(/^call_/, "")}`;
 const toolMessage = (id: string, content: string): ChatMsg => ({ role: "tool", tool_call_id: id, content });
 
 /** The model's arguments as JSON when they are JSON, else the text as written. */
-function parseArguments(text: string): unknown {
+export function parseArguments(text: string): unknown {
   try {
     return JSON.parse(text || "{}");
   } catch {

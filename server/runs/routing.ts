@@ -66,7 +66,7 @@ export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, 
             CASE WHEN r.max_concurrent_jobs IS NULL THEN 0 ELSE
               (SELECT count(*) FROM runs x WHERE x.machine_id = m.id AND x.runtime_name = r.name
                  AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent')))::int END AS active
-       FROM machines m JOIN runtimes r ON r.machine_id = m.id
+       FROM machines m JOIN runtimes r ON r.machine_id = m.id AND r.supported
       WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
         AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4
       ORDER BY r.busy, m.last_heartbeat_at DESC`,

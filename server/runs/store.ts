@@ -88,6 +88,9 @@ export interface NewUsageRow {
   kind: string;
   input_tokens: number;
   output_tokens: number;
+  /** Input tokens read from / written to the provider's prompt cache (an agent CLI reports them), not in `input_tokens`. */
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
   amount_micros: number;
   period: string;
   unique_key: string;
@@ -135,10 +138,10 @@ export class RunStore {
         SELECT r.id, r.app_id, r.environment, x.approval_id, x.kind, x.request, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.approvals))}::jsonb) AS x(approval_id text, kind text, request jsonb, deadline_at timestamptz) RETURNING 1)`);
     }
     if (w.usage?.length) {
-      ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, amount_micros, period, unique_key, created_at)
-        SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens,
-               x.amount_micros + svc_overage_micros(r.app_id, r.environment, r.end_user_id, x.period, x.input_tokens + x.output_tokens), x.period, x.unique_key, $3
-          FROM r, jsonb_to_recordset(${p(JSON.stringify(w.usage))}::jsonb) AS x(cost_class text, kind text, input_tokens bigint, output_tokens bigint, amount_micros bigint, period text, unique_key text)
+      ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
+        SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens, COALESCE(x.cache_read_tokens, 0), COALESCE(x.cache_write_tokens, 0),
+               x.amount_micros + svc_overage_micros(r.app_id, r.environment, r.end_user_id, x.period, x.input_tokens + COALESCE(x.cache_read_tokens, 0) + COALESCE(x.cache_write_tokens, 0) + x.output_tokens), x.period, x.unique_key, $3
+          FROM r, jsonb_to_recordset(${p(JSON.stringify(w.usage))}::jsonb) AS x(cost_class text, kind text, input_tokens bigint, output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, amount_micros bigint, period text, unique_key text)
         ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1)`);
     }
     const sets: string[] = [];

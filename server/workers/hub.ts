@@ -19,6 +19,8 @@ export interface JobHandle {
   jobId: string;
   cancel(reason?: string): void;
   answerPermission(requestId: string, allow: boolean, message?: string): void;
+  /** The app's answer to an agent run's call of one of its tools, back to the CLI through the worker's tool bridge. */
+  answerTool(callId: string, output: string, isError: boolean): void;
 }
 
 /** A job whose frame would pass the link's limit: it is never sent (the run fails `conversation_too_large`). */
@@ -101,6 +103,7 @@ export class WorkerHub {
       jobId,
       cancel: (reason) => conn.cancel(jobId, reason),
       answerPermission: (requestId, allow, message) => conn.send(serverMessage("permission_response", { jobId, requestId, allow, ...(message ? { message } : {}) })),
+      answerTool: (callId, output, isError) => conn.send(serverMessage("tool_result", { jobId, callId, output, isError })),
     };
   }
 

@@ -6,7 +6,12 @@ import type { AddressInfo } from "node:net";
 /**
  * Local stand-ins that speak the real formats over the real transport: a model
  * server with Ollama's and the OpenAI-compatible API (streaming and tool calls),
- * and `claude` / `codex` executables that write their documented stream-json.
+ * and `claude` / `codex` executables that write their documented stream-json (and
+ * say the versions the real ones were tested with, or SVC_FAKE_CLAUDE_VERSION /
+ * SVC_FAKE_CODEX_VERSION). The real CLIs are driven in agent-claude and agent-codex;
+ * these fakes stay for what those cannot be made to do: a scripted permission
+ * request in one exact shape, a CLI without `app-server` (the exec fallback), an
+ * unsupported version.
  */
 
 export interface ModelStandIn {
@@ -83,6 +88,7 @@ const FAKE_CLAUDE = `#!/usr/bin/env node
 const readline = require("node:readline");
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n");
 const args = process.argv.slice(2);
+if (args[0] === "--version") { console.log((process.env.SVC_FAKE_CLAUDE_VERSION || "2.1.197") + " (Claude Code)"); process.exit(0); }
 for (const need of ["-p", "--output-format", "stream-json", "--verbose", "--input-format", "--permission-prompt-tool"]) {
   if (!args.includes(need)) { process.stderr.write("missing " + need + "\\n"); process.exit(2); }
 }
@@ -113,6 +119,7 @@ rl.on("close", () => process.exit(0));
 const FAKE_CODEX = `#!/usr/bin/env node
 const out = (o) => process.stdout.write(JSON.stringify(o) + "\\n");
 const args = process.argv.slice(2);
+if (args[0] === "--version") { console.log("codex-cli " + (process.env.SVC_FAKE_CODEX_VERSION || "0.169.0")); process.exit(0); }
 if (args[0] !== "exec" || !args.includes("--json")) { process.stderr.write("usage: codex exec --json <prompt>\\n"); process.exit(2); }
 const prompt = args[args.length - 1];
 out({ type: "thread.started", thread_id: "0199a213-81c0-7800-8aa1-bbab2a035a53" });

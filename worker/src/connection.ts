@@ -1,14 +1,19 @@
 import WebSocket from "ws";
-import { parseFrame, ServerMessage, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
+import { parseFrame, ServerMessage, type RuntimeAdvert, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
 import type { Credentials } from "./store.js";
-import type { Runtime } from "./runtimes/runtime.js";
+import type { Runtime, ToolAnswer } from "./runtimes/runtime.js";
+import { machinePolicy, type MachinePolicy } from "./policy/index.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 
 export interface ConnectOptions {
   credentials: Credentials;
   runtimes: Runtime[];
+  /** Runtimes found in a version this worker does not support: said in `hello` (`supported: false`) so the app can show them; never run. */
+  unsupported?: RuntimeAdvert[];
   print: (line: string) => void;
   signal: AbortSignal;
+  /** The user's policy for agent CLIs (default: the safe defaults). */
+  policy?: MachinePolicy;
   /** Reconnect backoff: the first wait and the longest (ms). */
   backoff?: { initialMs: number; maxMs: number };
 }
@@ -32,6 +37,8 @@ interface RunningJob {
   runtime: string;
   abort: AbortController;
   permissions: Map<string, (answer: { allow: boolean; message?: string }) => void>;
+  /** App tool calls waiting for their result, by call id. */
+  toolCalls: Map<string, (answer: ToolAnswer) => void>;
 }
 
 /**
@@ -59,6 +66,7 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
 
 function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?: ServeEnd; why: string }> {
   const { credentials, runtimes, print, signal } = opts;
+  const policy = opts.policy ?? machinePolicy();
   const jobs = new Map<string, RunningJob>();
   /** Jobs failed because an event would not fit a frame: nothing more of them is sent. */
   const tooLarge = new Set<string>();
@@ -123,7 +131,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
     });
     ws.on("error", (err) => finish({ why: err.message }));
     // Within the catalog's bounds (at most 1,000 models of at most 256 characters each), so the hello is never refused for its size.
-    const adverts = runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) }));
+    const adverts = [...runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) })), ...(opts.unsupported ?? [])];
     ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts, maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES })));
     ws.on("close", (code, reason) => {
       const text = reason.toString() || `code ${code}`;
@@ -175,6 +183,9 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         case "permission_response":
           jobs.get(m.payload.jobId)?.permissions.get(m.payload.requestId)?.({ allow: m.payload.allow, message: m.payload.message });
           return;
+        case "tool_result":
+          jobs.get(m.payload.jobId)?.toolCalls.get(m.payload.callId)?.({ output: m.payload.output, isError: m.payload.isError });
+          return;
         case "error":
           print(`  the server said: ${m.payload.message}`);
           return;
@@ -218,7 +229,12 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         print(`✗ ${jobId} refused: ${job.runtime} already runs ${busy} job(s), its cap (maxConcurrentJobs)`);
         return emit({ type: "failed", code: "at_capacity", message: `${job.runtime} on this machine already runs ${busy} job(s), its cap (maxConcurrentJobs ${cap}).` });
       }
-      const running: RunningJob = { runtime: runtime.advert.name, abort: new AbortController(), permissions: new Map() };
+      const running: RunningJob = { runtime: runtime.advert.name, abort: new AbortController(), permissions: new Map(), toolCalls: new Map() };
+      // A cancelled job answers what still waits, so nothing hangs on a link that is gone.
+      running.abort.signal.addEventListener("abort", () => {
+        for (const answer of [...running.toolCalls.values()]) answer({ output: "The run was cancelled.", isError: true });
+        for (const answer of [...running.permissions.values()]) answer({ allow: false, message: "The run was cancelled." });
+      });
       jobs.set(jobId, running);
       const what = job.kind === "model_turn" ? `${job.runtime} ${job.model}` : job.runtime;
       print(`→ ${jobId} ${job.kind} on ${what}`);
@@ -227,11 +243,28 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         await runtime.run(job, {
           emit: (e) => ((last = e), emit(e)),
           signal: running.abort.signal,
-          askPermission: (req) =>
+          askPermission: policy.gate(
+            (req) =>
+              new Promise((answer) => {
+                running.permissions.set(req.requestId, (a) => (running.permissions.delete(req.requestId), answer(a)));
+                emit({ type: "permission_request", ...req });
+              }),
+          ),
+          withdrawPermission: (requestId) => {
+            const answer = running.permissions.get(requestId);
+            if (!answer) return;
+            answer({ allow: false, message: "Withdrawn by the agent." });
+            emit({ type: "permission_withdrawn", requestId });
+          },
+          callTool: (call) =>
             new Promise((answer) => {
-              running.permissions.set(req.requestId, (a) => (running.permissions.delete(req.requestId), answer(a)));
-              emit({ type: "permission_request", ...req });
+              if (running.abort.signal.aborted) return answer({ output: "The run was cancelled.", isError: true });
+              running.toolCalls.set(call.id, (a) => (running.toolCalls.delete(call.id), answer(a)));
+              emit({ type: "tool_call", ...call });
             }),
+          launch: policy.launch,
+          commandOutput: policy.policy.commandOutput,
+          allowedEnv: policy.allowedEnv,
         });
       } catch (err) {
         last = { type: "failed", code: "runtime_error", message: (err as Error).message };

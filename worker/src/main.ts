@@ -5,6 +5,9 @@ import { checkToken } from "./token-check.js";
 import { discoverRuntimes } from "./runtimes/discover.js";
 import { lockServing } from "./lock.js";
 import { configDir, Store } from "./store.js";
+import { machinePolicy } from "./policy/index.js";
+import { defaultPolicy } from "./policy/schema.js";
+import { registerPolicyCommand } from "./policy/command.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 
 const program = new Command()
@@ -61,10 +64,13 @@ const out = (line: string) => process.stdout.write(`${line}\n`);
 
 /** Finds the runtimes (settings, with `--workdir` over them) and prints a line for each found and each skipped. */
 async function findRuntimes(store: Store, workdir: string | undefined, verb: string) {
-  const { runtimes, notes } = await discoverRuntimes({ ...store.readSettings(), ...(workdir ? { workdir } : {}) });
-  for (const r of runtimes) out(`  ${verb} ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}; ${r.advert.maxConcurrentJobs} job(s) at once`);
+  const { runtimes, unsupported, notes } = await discoverRuntimes({ ...store.readSettings(), ...(workdir ? { workdir } : {}) });
+  for (const r of runtimes) {
+    const agent = r.advert.kind === "agent" ? `, ${r.advert.version ?? "version unknown"}, billed to the ${r.advert.billing === "api_key" ? "provider API key" : "subscription"}` : "";
+    out(`  ${verb} ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass}${agent})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}; ${r.advert.maxConcurrentJobs} job(s) at once`);
+  }
   for (const n of notes) out(`  skips ${n}`);
-  return runtimes;
+  return { runtimes, unsupported };
 }
 
 program
@@ -77,10 +83,10 @@ program
     const lock = lockServing(store.dir);
     if (!lock.ok) program.error(`Another svc-worker (pid ${lock.pid}) is already serving this machine from ${store.dir}.`, { exitCode: 1 });
     out(`${CLIENT_NAME} ${CLIENT_VERSION}: machine ${credentials.machineId} of ${credentials.appName} (${credentials.environment}).`);
-    const runtimes = await findRuntimes(store, opts.workdir, "serves");
+    const { runtimes, unsupported } = await findRuntimes(store, opts.workdir, "serves");
     const abort = new AbortController();
     process.once("SIGINT", () => abort.abort()).once("SIGTERM", () => abort.abort());
-    const end = await serve({ credentials, runtimes, print: out, signal: abort.signal });
+    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()) });
     if (end.reason === "stopped") {
       out("Stopped.");
       return;
@@ -123,5 +129,7 @@ program
       process.exitCode = 1;
     }
   });
+
+registerPolicyCommand(program, storeOf, out);
 
 await program.parseAsync(process.argv);

@@ -2,6 +2,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { z } from "zod";
+import { Policy } from "./policy/schema.js";
 
 /**
  * Where the worker keeps its settings and its pairing token: `--config-dir`, else
@@ -43,6 +44,8 @@ export const Settings = z.object({
       codex: z.union([z.string(), z.literal(false)]).optional(),
     })
     .optional(),
+  /** The user's policy for agent CLIs on this machine (worker/src/policy/schema.ts); absent: the safe defaults. */
+  policy: Policy.optional(),
 });
 export type Settings = z.infer<typeof Settings>;
 
@@ -96,7 +99,7 @@ export class Store {
     this.writePrivate(this.credentialsPath, credentials);
   }
 
-  private readJson<T>(file: string, schema: z.ZodType<T>): T | null {
+  private readJson<T>(file: string, schema: z.ZodType<T, z.ZodTypeDef, unknown>): T | null {
     let text: string;
     try {
       text = fs.readFileSync(file, "utf8");

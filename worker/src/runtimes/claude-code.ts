@@ -1,76 +1,169 @@
+import type { ChildProcessWithoutNullStreams } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import type { Job, RuntimeAdvert } from "@svc/contract";
-import { failed, type JobContext, type Runtime } from "./runtime.js";
+import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mcp/bridge-host.js";
+import { failed, type AgentProcess, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
 import { runNdjson } from "./ndjson-process.js";
+import { ClaudeEvents } from "./claude-events.js";
 
-interface ContentBlock {
-  type: string;
-  text?: string;
-  name?: string;
-  input?: unknown;
-}
+/** Where Claude Code talks to Anthropic unless the allowed environment says otherwise. */
+const ANTHROPIC_API = "https://api.anthropic.com";
+
+/** How long a cancelled run has to stop after its interrupt before it is killed. */
+const INTERRUPT_GRACE_MS = 3000;
 
 /**
- * Claude Code on the user's own subscription: `claude -p` with stream-json in
- * and out, its permission requests through the stdio control protocol (each one
- * asked of the app, the answer written back), in the user's working folder only.
- * Unknown event kinds are skipped: the CLI adds kinds often.
+ * Flags pinned on every run, whatever the user's or the folder's own settings say:
+ * - `--permission-mode default`: every action outside the CLI's read-only set asks
+ *   (through `--permission-prompt-tool stdio`, answered by the machine's policy and the app);
+ * - `--setting-sources ""`: no settings file is read at all, neither the project's
+ *   and local ones (a folder could turn approvals off, add hooks or allow rules, or
+ *   its own skills and agents) nor the user's `~/.claude/settings.json` (2.1.197
+ *   accepts the empty list and then loads none: checked). The login is not a setting
+ *   (it lives in `~/.claude/.credentials.json` and `~/.claude.json`); what the user set
+ *   in their own settings (a model, an `apiKeyHelper`, env) does not apply to runs
+ *   served here. An approved write to `.claude/settings.json` changes nothing for later runs;
+ * - `--strict-mcp-config`: only the MCP servers given here (the app's tools), not
+ *   the folder's `.mcp.json` or the user's;
+ * - `--no-session-persistence`: a run is one job, never resumed: its transcript is
+ *   not kept under `~/.claude/projects`.
+ */
+const PINNED_FLAGS = [
+  "-p",
+  "--output-format",
+  "stream-json",
+  "--verbose",
+  "--input-format",
+  "stream-json",
+  "--include-partial-messages",
+  "--permission-prompt-tool",
+  "stdio",
+  "--permission-mode",
+  "default",
+  "--setting-sources",
+  "",
+  "--strict-mcp-config",
+  "--no-session-persistence",
+];
+
+/** Set on every run: no update checks, telemetry, error reports or other traffic besides the model API. */
+const QUIET_ENV = {
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  DISABLE_AUTOUPDATER: "1",
+  DISABLE_TELEMETRY: "1",
+  DISABLE_ERROR_REPORTING: "1",
+};
+
+/**
+ * Claude Code on the user's own subscription (or a provider key the user allowed,
+ * or a local Anthropic-compatible model): `claude -p` with stream-json in and out,
+ * started through the machine's policy (sandbox, environment allowlist) in the
+ * user's working folder. Its permission requests go through the stdio control
+ * protocol to the policy and the app; the app's tools are offered through the
+ * worker's MCP bridge. What its output means is `ClaudeEvents`' business.
  */
 export class ClaudeCodeRuntime implements Runtime {
   constructor(
     readonly advert: RuntimeAdvert,
     private readonly command: string,
     private readonly workdir: string,
+    private readonly options: AgentRuntimeOptions = {},
   ) {}
 
   async run(job: Job, ctx: JobContext): Promise<void> {
     if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `claude-code runs whole agent runs, not ${job.kind}.`));
-    const args = ["-p", "--output-format", "stream-json", "--verbose", "--input-format", "stream-json", "--permission-prompt-tool", "stdio", ...(job.model ? ["--model", job.model] : [])];
-    let finished = false;
-    const { child, exited } = runNdjson(this.command, args, this.workdir, ctx.signal, (line, proc) => {
-      switch (line.type) {
-        case "assistant": {
-          const content = ((line.message as { content?: ContentBlock[] } | undefined)?.content ?? []) as ContentBlock[];
-          for (const block of content) {
-            if (block.type === "text" && block.text) ctx.emit({ type: "text_delta", text: block.text });
-            if (block.type === "tool_use") ctx.emit({ type: "activity", summary: `uses ${block.name}`, detail: block.input });
-          }
-          return;
-        }
-        case "control_request": {
-          const requestId = String(line.request_id ?? "");
-          const req = (line.request ?? {}) as { subtype?: string; tool_name?: string; input?: unknown; description?: string; title?: string; decision_reason?: string };
-          if (req.subtype !== "can_use_tool") {
-            proc.stdin.write(`${JSON.stringify({ type: "control_response", response: { subtype: "error", request_id: requestId, error: `unsupported request ${req.subtype}` } })}\n`);
-            return;
-          }
-          const input = req.input ?? {};
-          void ctx
-            .askPermission({ requestId, tool: req.tool_name ?? "unknown", input, description: req.description ?? req.title ?? req.decision_reason })
-            .then(({ allow, message }) => {
-              const response = allow ? { behavior: "allow", updatedInput: input } : { behavior: "deny", message: message ?? "Denied by the user." };
-              proc.stdin.write(`${JSON.stringify({ type: "control_response", response: { subtype: "success", request_id: requestId, response } })}\n`);
-            });
-          return;
-        }
-        case "result": {
-          finished = true;
-          const usage = (line.usage ?? {}) as { input_tokens?: number; output_tokens?: number };
-          const tokens = { inputTokens: usage.input_tokens ?? 0, outputTokens: usage.output_tokens ?? 0 };
-          if (line.subtype === "success" && !line.is_error) {
-            ctx.emit({ type: "done", finishReason: String(line.stop_reason ?? "end_turn"), output: String(line.result ?? ""), usage: tokens });
-          } else {
-            const errors = Array.isArray(line.errors) ? (line.errors as unknown[]).join("; ") : String(line.result ?? "");
-            ctx.emit(failed(String(line.subtype ?? "error"), errors || "Claude Code stopped with an error."));
-          }
-          proc.stdin.end();
-          return;
-        }
+    const setup = await this.setUp(job, ctx);
+    try {
+      await this.runCli(setup.process, job.prompt, ctx);
+    } finally {
+      await setup.cleanup();
+    }
+  }
+
+  /** The process to start, with the app's tools (if any) offered through a bridge that lives as long as the run. */
+  private async setUp(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext): Promise<{ process: AgentProcess; cleanup: () => Promise<void> }> {
+    const args = [...PINNED_FLAGS];
+    const env: Record<string, string> = { ...QUIET_ENV };
+    const readable: string[] = [];
+    const writable: string[] = [];
+    const modelApis = [ctx.allowedEnv.ANTHROPIC_BASE_URL || ANTHROPIC_API];
+
+    const local = this.options.localModel;
+    if (local) {
+      // A local server wants no Anthropic key (and must not be sent one); the background
+      // models Claude Code would pick (Haiku for small tasks, subagents) are the local one too.
+      Object.assign(env, { ANTHROPIC_BASE_URL: local.baseUrl, ANTHROPIC_AUTH_TOKEN: local.apiKey ?? "local-model", ANTHROPIC_API_KEY: "" });
+      if (local.model) {
+        for (const name of ["ANTHROPIC_DEFAULT_OPUS_MODEL", "ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL", "CLAUDE_CODE_SUBAGENT_MODEL"]) env[name] = local.model;
       }
+      modelApis.push(local.baseUrl);
+    }
+    const model = job.model ?? local?.model;
+    // `--flag=value`: a value starting with `-` stays a value.
+    if (model) args.push(`--model=${model}`);
+    if (job.system) args.push(`--append-system-prompt=${job.system}`);
+
+    // What the CLI needs of HOME: its state folder and its config file (login, first-run flags).
+    const home = ctx.allowedEnv.HOME || os.homedir();
+    fs.mkdirSync(path.join(home, ".claude"), { recursive: true });
+    writable.push(path.join(home, ".claude"), path.join(home, ".claude.json"));
+
+    let bridge: ToolBridge | null = null;
+    let configDir: string | null = null;
+    const cleanup = async () => {
+      await bridge?.close();
+      if (configDir) fs.rmSync(configDir, { recursive: true, force: true });
+    };
+    try {
+      if (job.tools?.length) {
+        bridge = await startToolBridge(job.tools, ctx.callTool);
+        configDir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-claude-"));
+        fs.chmodSync(configDir, 0o700);
+        const config = path.join(configDir, "mcp.json");
+        fs.writeFileSync(config, JSON.stringify({ mcpServers: { [bridge.name]: { type: "stdio", ...bridge.server } } }), { mode: 0o600 });
+        // Listed tools run without a CLI permission prompt: the service asks the app for those marked needsApproval.
+        args.push("--mcp-config", config, "--allowedTools", ...bridge.toolNames.map((t) => `mcp__${bridge!.name}__${t}`));
+        env.MCP_TOOL_TIMEOUT = String(BRIDGE_TOOL_TIMEOUT_SEC * 1000);
+        // The bridge starts in a second or two, more on a busy machine.
+        env.MCP_TIMEOUT = "60000";
+        readable.push(configDir, ...bridge.readable);
+        writable.push(...bridge.writable);
+      }
+    } catch (err) {
+      await cleanup();
+      throw err;
+    }
+    return { process: { command: this.command, args, cwd: this.workdir, env, readable, writable, modelApis }, cleanup };
+  }
+
+  private async runCli(agent: AgentProcess, prompt: string, ctx: JobContext): Promise<void> {
+    // A cancelled run is first asked to stop (the CLI withdraws its open requests and ends
+    // its tools), and killed only if it has not within the grace.
+    const kill = new AbortController();
+    let child: ChildProcessWithoutNullStreams | null = null;
+    const write = (message: unknown) => child?.stdin.writable && child.stdin.write(`${JSON.stringify(message)}\n`);
+    const events = new ClaudeEvents(ctx, write);
+    let graceTimer: NodeJS.Timeout | null = null;
+    const onCancel = () => {
+      events.interrupt();
+      graceTimer = setTimeout(() => kill.abort(), INTERRUPT_GRACE_MS);
+    };
+    const started = runNdjson(await ctx.launch(agent), kill.signal, (line, proc) => {
+      events.onLine(line);
+      // The CLI waits for more input after its result: closing stdin lets it exit.
+      if (line.type === "result") proc.stdin.end();
     });
-    child.stdin.write(`${JSON.stringify({ type: "user", message: { role: "user", content: [{ type: "text", text: job.prompt }] }, parent_tool_use_id: null })}\n`);
-    const { code, stderr } = await exited;
-    if (finished) return;
+    child = started.child;
+    if (ctx.signal.aborted) kill.abort();
+    else ctx.signal.addEventListener("abort", onCancel, { once: true });
+    write({ type: "user", message: { role: "user", content: [{ type: "text", text: prompt }] }, parent_tool_use_id: null });
+    const { code, stderr } = await started.exited;
+    ctx.signal.removeEventListener("abort", onCancel);
+    if (graceTimer) clearTimeout(graceTimer);
     if (ctx.signal.aborted) return ctx.emit(failed("cancelled", "The job was cancelled."));
+    if (events.outcome) return ctx.emit(events.outcome);
     ctx.emit(failed("runtime_error", `claude exited (${code}) without a result${stderr ? `: ${stderr.trim().slice(-500)}` : ""}`));
   }
 }

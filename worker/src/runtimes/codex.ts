@@ -1,71 +1,274 @@
-import type { Job, RuntimeAdvert } from "@svc/contract";
-import { failed, type JobContext, type Runtime } from "./runtime.js";
-import { runNdjson } from "./ndjson-process.js";
+import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import type { Job, JobEvent, RuntimeAdvert } from "@svc/contract";
+import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mcp/bridge-host.js";
+import { BRIDGE_TOKEN_ENV } from "../mcp/wire.js";
+import { commandActivity } from "../policy/output.js";
+import { CodexRpc } from "./codex-rpc.js";
+import { runCodexExec } from "./codex-exec.js";
+import { failed, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
 
-interface Item {
-  type?: string;
-  text?: string;
-  command?: string;
-  exit_code?: number;
-  changes?: { path: string; kind: string }[];
-  tool?: string;
-  server?: string;
-  message?: string;
+/** Codex's own model APIs, reached when its configuration names no other. */
+const CODEX_DEFAULT_APIS = ["https://api.openai.com", "https://chatgpt.com"];
+/** How long a cancelled turn gets to stop after `turn/interrupt` before the process is stopped. */
+const INTERRUPT_GRACE_MS = 3000;
+
+type Params = Record<string, unknown>;
+interface Usage {
+  inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteInputTokens: number;
+  outputTokens: number;
 }
 
 /**
- * Codex on the user's own subscription: `codex exec --json`, in the user's
- * working folder only. Exec asks no approvals (its sandbox decides), so the
- * service relays what it did. Unknown event kinds are skipped.
+ * Codex on the user's own subscription (or the user's local model), through
+ * `codex app-server`: JSON-RPC over stdio with threads, turns, interrupt, token
+ * usage and, above all, approvals: each command or file change Codex wants to
+ * make outside its sandbox becomes a permission request (the user's policy
+ * first, then the app). Approval policy and sandbox are pinned on every start
+ * (`on-request`, `workspace-write`), so no configuration file of the user's or
+ * the folder's can turn the asking off. Where app-server is missing (older
+ * Codex), `codex exec --json` is the fallback: it asks nothing.
  */
 export class CodexRuntime implements Runtime {
   constructor(
     readonly advert: RuntimeAdvert,
     private readonly command: string,
     private readonly workdir: string,
+    private readonly options: AgentRuntimeOptions = {},
   ) {}
 
   async run(job: Job, ctx: JobContext): Promise<void> {
     if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `codex runs whole agent runs, not ${job.kind}.`));
-    const args = ["exec", "--json", "--cd", this.workdir, "--skip-git-repo-check", ...(job.model ? ["--model", job.model] : []), job.prompt];
-    let output = "";
-    const usage = { inputTokens: 0, outputTokens: 0 };
-    let failure: { code: string; message: string } | null = null;
-    const { exited } = runNdjson(this.command, args, this.workdir, ctx.signal, (line) => {
-      const item = (line.item ?? {}) as Item;
-      switch (line.type) {
-        case "item.completed":
-          if (item.type === "agent_message" && item.text) {
-            output += (output ? "\n" : "") + item.text;
-            ctx.emit({ type: "text_delta", text: item.text });
-          } else if (item.type === "command_execution") {
-            ctx.emit({ type: "activity", summary: `ran ${item.command} (exit ${item.exit_code ?? "?"})`, detail: item });
-          } else if (item.type === "file_change") {
-            ctx.emit({ type: "activity", summary: `changed ${(item.changes ?? []).map((c) => `${c.kind} ${c.path}`).join(", ")}`, detail: item });
-          } else if (item.type === "mcp_tool_call") {
-            ctx.emit({ type: "activity", summary: `called ${item.server}/${item.tool}`, detail: item });
-          } else if (item.type === "error") {
-            ctx.emit({ type: "activity", summary: `error: ${item.message}`, detail: item });
-          }
-          return;
-        case "turn.completed": {
-          const u = (line.usage ?? {}) as { input_tokens?: number; output_tokens?: number };
-          usage.inputTokens += u.input_tokens ?? 0;
-          usage.outputTokens += u.output_tokens ?? 0;
-          return;
-        }
-        case "turn.failed":
-          failure = { code: "turn_failed", message: String((line.error as { message?: string } | undefined)?.message ?? "the turn failed") };
-          return;
-        case "error":
-          failure = { code: "runtime_error", message: String(line.message ?? "codex reported an error") };
-          return;
-      }
-    });
-    const { code, stderr } = await exited;
-    if (ctx.signal.aborted) return ctx.emit(failed("cancelled", "The job was cancelled."));
-    if (failure) return ctx.emit(failed((failure as { code: string }).code, (failure as { message: string }).message));
-    if (code !== 0) return ctx.emit(failed("runtime_error", `codex exited (${code})${stderr ? `: ${stderr.trim().slice(-500)}` : ""}`));
-    ctx.emit({ type: "done", finishReason: "end_turn", output, usage });
+    const home = ctx.allowedEnv.CODEX_HOME ?? path.join(ctx.allowedEnv.HOME ?? os.homedir(), ".codex");
+    const local = this.options.localModel;
+    const modelApis = local ? [local.baseUrl] : configuredApis(home);
+    const overrides = ["approval_policy=\"on-request\"", "sandbox_mode=\"workspace-write\""];
+    if (local) {
+      overrides.push(
+        'model_provider="svc_local"',
+        `model_providers.svc_local={ name = "local model", base_url = ${JSON.stringify(`${local.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "")}/v1`)}, wire_api = "responses"${local.apiKey ? ', env_key = "SVC_LOCAL_MODEL_KEY"' : ""} }`,
+      );
+    }
+    if (!hasAppServer(this.command)) return runCodexExec(this.command, this.workdir, job, ctx, { writable: [home], modelApis, model: job.model ?? local?.model, overrides });
+
+    let bridge: ToolBridge | null = null;
+    if (job.tools?.length) {
+      bridge = await startToolBridge(job.tools, ctx.callTool);
+      const prefix = `mcp_servers.${bridge.name}`;
+      overrides.push(
+        `${prefix}.command=${JSON.stringify(bridge.server.command)}`,
+        `${prefix}.args=[${bridge.server.args.map((a) => JSON.stringify(a)).join(", ")}]`,
+        // The token travels in the environment (never on a command line, where `ps` shows it).
+        `${prefix}.env_vars=[${JSON.stringify(BRIDGE_TOKEN_ENV)}]`,
+        `${prefix}.tool_timeout_sec=${BRIDGE_TOOL_TIMEOUT_SEC}`,
+        // The bridge starts in a second or two, more on a busy machine: Codex's default of 10 s is too tight to count on.
+        `${prefix}.startup_timeout_sec=60`,
+        // The service asks the app for tools marked needsApproval: Codex asking too would ask twice.
+        `${prefix}.default_tools_approval_mode="approve"`,
+      );
+    }
+    try {
+      await this.appServer(job, ctx, { home, modelApis, overrides, bridge });
+    } finally {
+      await bridge?.close();
+    }
   }
+
+  private async appServer(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext, o: { home: string; modelApis: string[]; overrides: string[]; bridge: ToolBridge | null }): Promise<void> {
+    const launched = await ctx.launch({
+      command: this.command,
+      args: ["app-server", ...o.overrides.flatMap((c) => ["-c", c])],
+      cwd: this.workdir,
+      env: { ...(o.bridge?.server.env ?? {}), ...(this.options.localModel?.apiKey ? { SVC_LOCAL_MODEL_KEY: this.options.localModel.apiKey } : {}) },
+      writable: [o.home, ...(o.bridge?.writable ?? [])],
+      readable: o.bridge?.readable ?? [],
+      modelApis: o.modelApis,
+    });
+    const child = spawn(launched.command, launched.args, { cwd: launched.cwd, env: launched.env, stdio: ["pipe", "pipe", "pipe"] });
+    let stderr = "";
+    child.stderr.on("data", (c) => (stderr = (stderr + c).slice(-4000)));
+    child.stdin.on("error", () => {});
+    const exited = new Promise<number | null>((resolve) => {
+      child.on("exit", (code) => resolve(code));
+      child.on("error", (err) => ((stderr += err.message), resolve(null)));
+    });
+
+    let threadId = "";
+    let turnId = "";
+    let text = "";
+    let usage: Usage | null = null;
+    let retrying: string | null = null;
+    const asked = new Set<string>();
+    let settle: (e: JobEvent) => void = () => {};
+    const outcome = new Promise<JobEvent>((resolve) => (settle = resolve));
+
+    const rpc = new CodexRpc(child, {
+      notification: (method, p) => {
+        switch (method) {
+          case "item/agentMessage/delta": {
+            const delta = String(p.delta ?? "");
+            text += delta;
+            if (delta) ctx.emit({ type: "text_delta", text: delta });
+            return;
+          }
+          case "item/completed":
+            return this.itemDone((p.item ?? {}) as Params, ctx);
+          case "thread/tokenUsage/updated":
+            usage = ((p.tokenUsage as { total?: Usage } | undefined)?.total ?? usage) as Usage | null;
+            return;
+          case "error": {
+            const error = (p.error ?? {}) as { message?: string };
+            // A retried request: said as activity, so a run waiting on it does not look stalled.
+            if (p.willRetry) ctx.emit({ type: "activity", summary: `the model API failed (${error.message ?? "error"}); Codex retries`, detail: { retrying: true, message: error.message } });
+            else retrying = error.message ?? null;
+            return;
+          }
+          case "serverRequest/resolved": {
+            const id = String(p.requestId);
+            if (asked.delete(id)) ctx.withdrawPermission(id);
+            return;
+          }
+          case "turn/completed": {
+            const turn = (p.turn ?? {}) as { status?: string; error?: { message?: string; codexErrorInfo?: unknown } | null };
+            if (turn.status === "completed") {
+              const u = usage ?? { inputTokens: 0, cachedInputTokens: 0, cacheWriteInputTokens: 0, outputTokens: 0 };
+              return settle({
+                type: "done",
+                finishReason: "end_turn",
+                output: text,
+                usage: {
+                  inputTokens: Math.max(0, u.inputTokens - u.cachedInputTokens - u.cacheWriteInputTokens),
+                  outputTokens: u.outputTokens,
+                  cacheReadTokens: u.cachedInputTokens,
+                  cacheWriteTokens: u.cacheWriteInputTokens,
+                },
+              });
+            }
+            if (turn.status === "interrupted") return settle(failed("cancelled", "The job was cancelled."));
+            const api = apiError(turn.error?.message);
+            if (api) return settle(failed(api.code, api.message));
+            return settle(failed(errorCode(turn.error?.codexErrorInfo), turn.error?.message ?? retrying ?? "Codex's turn failed."));
+          }
+        }
+      },
+      request: (id, method, p) => {
+        const requestId = String(id);
+        const ask = (tool: "command_execution" | "file_change", input: Params, description?: string) => {
+          asked.add(requestId);
+          void ctx.askPermission({ requestId, tool, input, ...(description ? { description } : {}) }).then(({ allow }) => {
+            if (!asked.delete(requestId)) return; // withdrawn meanwhile: Codex no longer waits for it
+            rpc.respond(id, { decision: allow ? "accept" : "decline" });
+          });
+        };
+        switch (method) {
+          case "item/commandExecution/requestApproval":
+            return ask("command_execution", { command: p.command, cwd: p.cwd, reason: p.reason ?? null }, typeof p.reason === "string" ? p.reason : undefined);
+          case "item/fileChange/requestApproval":
+            return ask("file_change", { reason: p.reason ?? null, grantRoot: p.grantRoot ?? null }, typeof p.reason === "string" ? p.reason : undefined);
+          default:
+            // Questions to a person at Codex's own interface, logins, elicitations: nobody answers those here.
+            return rpc.respondError(id, `svc-worker does not answer ${method}`);
+        }
+      },
+    });
+
+    const onAbort = () => {
+      if (threadId && turnId) void rpc.request("turn/interrupt", { threadId, turnId }).catch(() => {});
+      setTimeout(() => child.kill("SIGTERM"), INTERRUPT_GRACE_MS).unref();
+    };
+    ctx.signal.addEventListener("abort", onAbort, { once: true });
+    void exited.then((code) => settle(ctx.signal.aborted ? failed("cancelled", "The job was cancelled.") : failed("runtime_error", `codex app-server exited (${code})${stderr ? `: ${stderr.trim().slice(-500)}` : ""}`)));
+    try {
+      await rpc.request("initialize", { clientInfo: { name: "svc-worker", title: "svc-worker", version: "1" }, capabilities: null });
+      rpc.notify("initialized");
+      const thread = await rpc.request<{ thread: { id: string } }>("thread/start", {
+        cwd: this.workdir,
+        approvalPolicy: "on-request",
+        sandbox: "workspace-write",
+        ephemeral: true,
+        ...(job.model ?? this.options.localModel?.model ? { model: job.model ?? this.options.localModel?.model } : {}),
+        ...(job.system ? { developerInstructions: job.system } : {}),
+      });
+      threadId = thread.thread.id;
+      const turn = await rpc.request<{ turn: { id: string } }>("turn/start", { threadId, input: [{ type: "text", text: job.prompt, text_elements: [] }] });
+      turnId = turn.turn.id;
+      if (ctx.signal.aborted) onAbort();
+    } catch (err) {
+      if (!ctx.signal.aborted) settle(failed("runtime_error", `codex app-server refused the job: ${(err as Error).message}`));
+    }
+    const end = await outcome;
+    ctx.signal.removeEventListener("abort", onAbort);
+    ctx.emit(end);
+    child.kill("SIGTERM");
+    await exited;
+    await launched.cleanup?.();
+  }
+
+  /** A finished item: commands and file changes are said as activity, as the user's policy lets the app see them. */
+  private itemDone(item: Params, ctx: JobContext): void {
+    switch (item.type) {
+      case "commandExecution": {
+        const a = commandActivity(ctx.commandOutput, { command: String(item.command ?? ""), output: typeof item.aggregatedOutput === "string" ? item.aggregatedOutput : "", exitCode: typeof item.exitCode === "number" ? item.exitCode : null });
+        return ctx.emit({ type: "activity", ...a });
+      }
+      case "fileChange": {
+        const changes = (item.changes ?? []) as { path?: string; kind?: unknown }[];
+        return ctx.emit({ type: "activity", summary: `changed ${changes.map((c) => `${typeof c.kind === "object" && c.kind ? Object.keys(c.kind)[0] ?? "" : String(c.kind ?? "")} ${c.path}`.trim()).join(", ")}`, detail: { status: item.status, paths: changes.map((c) => c.path) } });
+      }
+      case "mcpToolCall":
+        return ctx.emit({ type: "activity", summary: `called ${item.server}/${item.tool} (${item.status})` });
+    }
+  }
+}
+
+const appServerChecked = new Map<string, boolean>();
+/** Whether this Codex has `app-server` (asked once per command). */
+function hasAppServer(command: string): boolean {
+  let has = appServerChecked.get(command);
+  if (has === undefined) {
+    has = spawnSync(command, ["app-server", "--help"], { stdio: "ignore", timeout: 10_000 }).status === 0;
+    appServerChecked.set(command, has);
+  }
+  return has;
+}
+
+/** The model API base URLs Codex's configuration names (its `base_url` entries), else Codex's own. */
+function configuredApis(home: string): string[] {
+  let toml = "";
+  try {
+    toml = fs.readFileSync(path.join(home, "config.toml"), "utf8");
+  } catch {
+    return CODEX_DEFAULT_APIS;
+  }
+  const urls = [...toml.matchAll(/^\s*base_url\s*=\s*"([^"]+)"/gm)].map((m) => m[1]);
+  return urls.length ? urls : CODEX_DEFAULT_APIS;
+}
+
+/** A model API's error as Codex passes it on (the body of the API's answer, `{"error": {message, type, code}}`): its own code and message. */
+function apiError(message: string | undefined): { code: string; message: string } | null {
+  try {
+    const body = JSON.parse(message ?? "") as { error?: { message?: string; type?: string; code?: string | null } };
+    const code = body.error?.code || body.error?.type;
+    return code ? { code: String(code).slice(0, 64), message: String(body.error?.message ?? message) } : null;
+  } catch {
+    return null;
+  }
+}
+
+const STATUS_OF: Record<string, number> = { badRequest: 400, unauthorized: 401, usageLimitExceeded: 429, rateLimitExceeded: 429, internalServerError: 500, serverOverloaded: 503 };
+
+/** The failed job's code: `api_error_<status>` when the model API's status is known, else Codex's own error kind. */
+function errorCode(info: unknown): string {
+  if (typeof info === "string") return STATUS_OF[info] ? `api_error_${STATUS_OF[info]}` : info.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+  if (info && typeof info === "object") {
+    const [kind, detail] = Object.entries(info)[0] ?? [];
+    const status = (detail as { httpStatusCode?: number | null } | undefined)?.httpStatusCode;
+    if (typeof status === "number") return `api_error_${status}`;
+    if (kind) return kind.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+  }
+  return "runtime_error";
 }

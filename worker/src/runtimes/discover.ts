@@ -5,6 +5,12 @@ import type { Runtime } from "./runtime.js";
 import { OpenAICompatibleRuntime } from "./openai-compatible.js";
 import { ClaudeCodeRuntime } from "./claude-code.js";
 import { CodexRuntime } from "./codex.js";
+import { supportOf, versionOf } from "./versions.js";
+import { detectSandbox } from "../policy/sandbox.js";
+import type { RuntimeAdvert } from "@svc/contract";
+
+/** The provider keys each agent CLI would use: listed in the policy's providerKeys and set, its runs are billed to that key. */
+const PROVIDER_KEYS = { "claude-code": ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"], codex: ["OPENAI_API_KEY", "CODEX_API_KEY"] } as const;
 
 /** Where the local model servers listen by default. */
 export const DEFAULT_ENDPOINTS = {
@@ -26,6 +32,8 @@ export function jobCapOf(name: string, kind: "model" | "agent", setting: Setting
 
 export interface Discovery {
   runtimes: Runtime[];
+  /** Agent CLIs found in a version this worker does not support: advertised (`supported: false`), never served. */
+  unsupported: RuntimeAdvert[];
   /** One line per runtime looked for and not served, saying why. */
   notes: string[];
 }
@@ -35,6 +43,7 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
   const conf = settings.runtimes ?? {};
   const notes: string[] = [];
   const runtimes: Runtime[] = [];
+  const unsupported: RuntimeAdvert[] = [];
 
   const probes: Promise<Runtime | null>[] = [];
   const strip = (url: string) => url.replace(/\/+$/, "").replace(/\/v1$/, "");
@@ -73,6 +82,10 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
       notes.push(`${name}: turned off in config`);
       continue;
     }
+    if (!settings.policy?.agents?.[name]) {
+      notes.push(`${name}: not turned on (agent CLIs are served only when you allow them: svc-worker policy set agents.${name} true)`);
+      continue;
+    }
     const command = findOnPath(conf_ ?? (name === "claude-code" ? "claude" : "codex"), env);
     if (!command) {
       notes.push(`${name}: not found on PATH`);
@@ -82,10 +95,25 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
       notes.push(`${name}: found at ${command}, but no working folder is set (svc-worker start --workdir <folder>): agents run only there`);
       continue;
     }
-    runtimes.push(new Kind({ name, kind: "agent", costClass: "user_subscription", models: [] }, command, workdir!));
+    const sandbox = detectSandbox();
+    if (sandbox.kind === null && settings.policy?.sandbox?.required !== false) {
+      notes.push(`${name}: found at ${command}, but agent CLIs run only inside a sandbox and this machine has none (${sandbox.why}); to run them unconfined anyway: svc-worker policy set sandbox.required false`);
+      continue;
+    }
+    const version = versionOf(command);
+    const support = supportOf(name, version);
+    const keys = settings.policy?.providerKeys ?? [];
+    const billing = PROVIDER_KEYS[name].some((k) => keys.includes(k) && env[k]) ? ("api_key" as const) : ("subscription" as const);
+    const advert: RuntimeAdvert = { name, kind: "agent", costClass: "user_subscription", models: [], ...(version ? { version } : {}), billing };
+    if (!support.supported) {
+      notes.push(`${name}: ${support.note}`);
+      unsupported.push({ ...advert, supported: false, note: support.note });
+      continue;
+    }
+    runtimes.push(new Kind(advert, command, workdir!));
   }
   for (const r of runtimes) r.advert.maxConcurrentJobs = jobCapOf(r.advert.name, r.advert.kind, settings.maxConcurrentJobs);
-  return { runtimes, notes };
+  return { runtimes, unsupported, notes };
 }
 
 async function listModels(kind: string, baseUrl: string, apiKey?: string): Promise<string[]> {

@@ -1,19 +1,19 @@
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import readline from "node:readline";
+import type { Launched } from "./runtime.js";
 
 /**
- * A CLI that speaks newline-delimited JSON on stdout, started in `cwd` and only
- * there. Lines that are not JSON objects are skipped (CLIs print the odd banner).
- * Resolves with the exit code once stdout is drained.
+ * A CLI that speaks newline-delimited JSON on stdout, started as the launcher
+ * made it (in its working folder, sandboxed). Lines that are not JSON objects
+ * are skipped (CLIs print the odd banner). Resolves with the exit code once
+ * stdout is drained and the launch is cleaned up.
  */
 export function runNdjson(
-  command: string,
-  args: string[],
-  cwd: string,
+  launched: Launched,
   signal: AbortSignal,
   onLine: (line: Record<string, unknown>, child: ChildProcessWithoutNullStreams) => void,
 ): { child: ChildProcessWithoutNullStreams; exited: Promise<{ code: number | null; stderr: string }> } {
-  const child = spawn(command, args, { cwd, stdio: ["pipe", "pipe", "pipe"], env: process.env });
+  const child = spawn(launched.command, launched.args, { cwd: launched.cwd, stdio: ["pipe", "pipe", "pipe"], env: launched.env });
   let stderr = "";
   child.stderr.on("data", (c) => (stderr = (stderr + c).slice(-4000)));
   child.stdin.on("error", () => {});
@@ -33,15 +33,24 @@ export function runNdjson(
     let code: number | null = null;
     let closedLines = false;
     let exitedProcess = false;
-    const done = () => closedLines && exitedProcess && (signal.removeEventListener("abort", onAbort), resolve({ code, stderr }));
-    lines.on("close", () => ((closedLines = true), done()));
+    const done = async () => {
+      if (!(closedLines && exitedProcess)) return;
+      signal.removeEventListener("abort", onAbort);
+      try {
+        await launched.cleanup?.();
+      } catch {
+        // best effort: a temporary folder left behind is not worth failing the job
+      }
+      resolve({ code, stderr });
+    };
+    lines.on("close", () => ((closedLines = true), void done()));
     child.on("error", (err) => {
       stderr += String(err.message);
       exitedProcess = true;
       closedLines = true;
-      done();
+      void done();
     });
-    child.on("exit", (c) => ((code = c), (exitedProcess = true), done()));
+    child.on("exit", (c) => ((code = c), (exitedProcess = true), void done()));
   });
   return { child, exited };
 }

@@ -1,12 +1,71 @@
 import type { Job, JobEvent, RuntimeAdvert } from "@svc/contract";
 
-/** How a running job asks the user (through the app) before an agent acts. */
+/** How a running job asks before an agent acts: the machine's policy first, then (where it lets the app decide) the app. */
 export type AskPermission = (request: { requestId: string; tool: string; input: unknown; description?: string }) => Promise<{ allow: boolean; message?: string }>;
+
+/** The app's answer to a call of one of its tools. */
+export interface ToolAnswer {
+  output: string;
+  isError: boolean;
+}
+
+/** Calls one of the app's tools (offered to an agent CLI through the MCP bridge): the service asks the app and relays its result. */
+export type CallTool = (call: { id: string; name: string; arguments: string }) => Promise<ToolAnswer>;
+
+/**
+ * An agent CLI process as its runtime wants it started. The launcher (the
+ * machine's policy, `worker/src/policy/`) decides how it really starts: inside
+ * the operating-system sandbox, with only the allowed environment.
+ */
+export interface AgentProcess {
+  command: string;
+  args: string[];
+  /** The working folder: the only folder of the user's the CLI may write. */
+  cwd: string;
+  /** What the runtime itself needs set (its model API, its state folder); added to the allowed environment, never filtered by it. */
+  env: Record<string, string>;
+  /** Besides the working folder, paths the CLI must write (its own state, the MCP bridge's socket folder). */
+  writable?: string[];
+  /** Paths it must read (its installation, the bridge's code). */
+  readable?: string[];
+  /** Model API base URLs the CLI must reach even when the policy keeps the network off. */
+  modelApis?: string[];
+}
+
+/** A process ready to spawn: what the launcher made of an `AgentProcess`. */
+export interface Launched {
+  command: string;
+  args: string[];
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  /** Undoes what launching set up (temporary folders, forwarders), once the process is gone. */
+  cleanup?: () => void | Promise<void>;
+}
+
+export type Launch = (p: AgentProcess) => Promise<Launched>;
 
 export interface JobContext {
   emit(event: JobEvent): void;
   signal: AbortSignal;
   askPermission: AskPermission;
+  /** The agent CLI withdrew a permission request it had made (answer no longer needed). */
+  withdrawPermission(requestId: string): void;
+  callTool: CallTool;
+  launch: Launch;
+  /** How much of what commands print the app may see (the user's policy): shape command activity with `commandActivity` (policy/output.ts). */
+  commandOutput: "none" | "summary" | "full";
+  /** The environment the policy lets reach the CLI (before the runtime's own additions): where a runtime reads its model API's address. */
+  allowedEnv: NodeJS.ProcessEnv;
+}
+
+/** How an agent runtime is set up besides its command and working folder. */
+export interface AgentRuntimeOptions {
+  /**
+   * A local model server the CLI is pointed at instead of its provider (Claude Code
+   * at an Anthropic-compatible server such as Ollama's, Codex at an OpenAI-compatible
+   * one): its runs cost the user's hardware (`billing: local_model`).
+   */
+  localModel?: { baseUrl: string; model?: string; apiKey?: string };
 }
 
 /** A runtime this machine serves: what it advertises, and how it runs one job. */

@@ -1,0 +1,199 @@
+import type { JobEvent } from "@svc/contract";
+import { BRIDGE_SERVER_NAME } from "../mcp/bridge-host.js";
+import { commandActivity } from "../policy/output.js";
+import { failed, type JobContext } from "./runtime.js";
+
+/** How Claude Code names the app's tools offered through the worker's bridge: `mcp__app__<tool>`. */
+const APP_TOOL_PREFIX = `mcp__${BRIDGE_SERVER_NAME}__`;
+
+interface ContentBlock {
+  type: string;
+  text?: string;
+  id?: string;
+  name?: string;
+  input?: unknown;
+  tool_use_id?: string;
+  content?: unknown;
+  is_error?: boolean;
+}
+
+interface Message {
+  id?: string;
+  model?: string;
+  content?: ContentBlock[];
+}
+
+/**
+ * Turns Claude Code's stream-json (`--output-format stream-json --verbose
+ * --include-partial-messages`, 2.1.x) into job events, and answers its control
+ * requests. One instance per run. Unknown kinds and subtypes are skipped: the CLI
+ * adds them often.
+ *
+ * - Text streams token by token from `stream_event` `text_delta`s; the whole
+ *   `assistant` block that follows is then not sent again. Only the main agent's
+ *   text is run text: a subagent's (`parent_tool_use_id` set) is its own business.
+ * - An API error arrives as a synthetic `assistant` line (`model: "<synthetic>"`,
+ *   "API Error: ...") and then a `result` with `is_error: true` (its subtype still
+ *   `success`): the text is never run text, the run fails with `api_error_<status>`.
+ * - `system`/`api_retry` becomes an activity, so a run backing off is seen as such.
+ * - Commands (`Bash`) are reported once their result is in, shaped by the user's
+ *   `commandOutput` policy; other tools as `uses <Tool>`. The app's own tools
+ *   (`mcp__app__*`) are not: each call is already a `tool_call` from the bridge.
+ */
+export class ClaudeEvents {
+  /** Messages whose text came as deltas: their whole blocks are not sent again. */
+  private readonly streamed = new Set<string>();
+  /** The message whose stream events are arriving (its id, from `message_start`). */
+  private currentMessage = "";
+  /** The synthetic error text of a failed API call, for the failure's message. */
+  private apiErrorText = "";
+  /** Tool uses waiting for their result, by id: how to report them then. */
+  private readonly commands = new Map<string, string>();
+  /** Tool uses refused (denied, or their request withdrawn): nothing ran, nothing to report. */
+  private readonly denied = new Set<string>();
+  /** Permission requests still open (not answered, not withdrawn by the CLI): request id → the tool use it is about. */
+  private readonly pending = new Map<string, string | null>();
+  /** How the run ended, once the CLI said so (its `result` line): `done` or `failed`. */
+  outcome: JobEvent | null = null;
+
+  constructor(
+    private readonly ctx: JobContext,
+    /** Writes one control message to the CLI's stdin. */
+    private readonly write: (message: unknown) => void,
+  ) {}
+
+  onLine(line: Record<string, unknown>): void {
+    const topLevel = line.parent_tool_use_id === null || line.parent_tool_use_id === undefined;
+    switch (line.type) {
+      case "stream_event":
+        return this.onStreamEvent((line.event ?? {}) as Record<string, unknown>, topLevel);
+      case "assistant":
+        return this.onAssistant((line.message ?? {}) as Message, topLevel);
+      case "user":
+        return this.onToolResults((line.message ?? {}) as Message, line.tool_use_result);
+      case "system":
+        if (line.subtype === "api_retry") this.onRetry(line);
+        return;
+      case "control_request":
+        return this.onControlRequest(String(line.request_id ?? ""), (line.request ?? {}) as Record<string, unknown>);
+      case "control_cancel_request":
+        return this.onCancelRequest(String(line.request_id ?? ""));
+      case "result":
+        this.outcome = this.onResult(line);
+        return;
+    }
+  }
+
+  /** Asks Claude Code to stop the turn (a cancelled job): it withdraws its open permission requests and ends with a result. */
+  interrupt(): void {
+    this.write({ type: "control_request", request_id: `svc_interrupt_${Date.now()}`, request: { subtype: "interrupt" } });
+  }
+
+  private onStreamEvent(event: Record<string, unknown>, topLevel: boolean): void {
+    if (!topLevel) return;
+    if (event.type === "message_start") this.currentMessage = String((event.message as Message | undefined)?.id ?? "");
+    if (event.type !== "content_block_delta") return;
+    const delta = (event.delta ?? {}) as { type?: string; text?: string };
+    if (delta.type !== "text_delta" || !delta.text) return;
+    this.streamed.add(this.currentMessage);
+    this.ctx.emit({ type: "text_delta", text: delta.text });
+  }
+
+  private onAssistant(message: Message, topLevel: boolean): void {
+    const content = message.content ?? [];
+    if (message.model === "<synthetic>") {
+      this.apiErrorText = content.map((b) => b.text ?? "").join("");
+      return;
+    }
+    for (const block of content) {
+      if (block.type === "text" && block.text && topLevel && !this.streamed.has(message.id ?? "")) this.ctx.emit({ type: "text_delta", text: block.text });
+      if (block.type !== "tool_use" || !block.name || block.name.startsWith(APP_TOOL_PREFIX)) continue;
+      const input = (block.input ?? {}) as { command?: unknown };
+      if (block.name === "Bash" && block.id) this.commands.set(block.id, String(input.command ?? ""));
+      else this.ctx.emit({ type: "activity", summary: `uses ${block.name}`, detail: block.input });
+    }
+  }
+
+  /** A command's result: what it printed and how it ended, as the user's policy lets the app see it. */
+  private onToolResults(message: Message, toolUseResult: unknown): void {
+    for (const block of message.content ?? []) {
+      if (block.type !== "tool_result" || !block.tool_use_id) continue;
+      const command = this.commands.get(block.tool_use_id);
+      if (command === undefined) continue;
+      this.commands.delete(block.tool_use_id);
+      if (this.denied.delete(block.tool_use_id)) continue;
+      const text = typeof block.content === "string" ? block.content : Array.isArray(block.content) ? (block.content as ContentBlock[]).map((c) => c.text ?? "").join("") : "";
+      let output = text;
+      let exitCode: number | null = null;
+      const ran = toolUseResult as { stdout?: unknown; stderr?: unknown } | undefined;
+      if (!block.is_error) {
+        exitCode = 0;
+        if (ran && typeof ran === "object" && typeof ran.stdout === "string") output = [ran.stdout, ran.stderr].filter((s) => typeof s === "string" && s).join("\n");
+      } else {
+        // A failed command's result starts "Exit code N" (Claude Code 2.1.x); anything else (a timeout) has no code.
+        const m = /^Exit code (\d+)\n?/.exec(text);
+        if (m) ((exitCode = Number(m[1])), (output = text.slice(m[0].length)));
+      }
+      this.ctx.emit({ type: "activity", ...commandActivity(this.ctx.commandOutput, { command, output, exitCode }) });
+    }
+  }
+
+  private onRetry(line: Record<string, unknown>): void {
+    const attempt = Number(line.attempt ?? 0);
+    const maxRetries = Number(line.max_retries ?? 0);
+    const status = line.error_status ?? null;
+    const delayMs = Math.round(Number(line.retry_delay_ms ?? 0));
+    const why = status === null ? String(line.error ?? "connection error") : `HTTP ${status}`;
+    this.ctx.emit({
+      type: "activity",
+      summary: `the model API failed (${why}): retry ${attempt} of ${maxRetries} in ${(delayMs / 1000).toFixed(1)} s`,
+      detail: { attempt, maxRetries, errorStatus: status, error: line.error ?? null, retryDelayMs: delayMs },
+    });
+  }
+
+  private onControlRequest(requestId: string, req: Record<string, unknown>): void {
+    if (req.subtype !== "can_use_tool") {
+      this.write({ type: "control_response", response: { subtype: "error", request_id: requestId, error: `unsupported request ${String(req.subtype)}` } });
+      return;
+    }
+    const input = req.input ?? {};
+    const toolUseId = typeof req.tool_use_id === "string" ? req.tool_use_id : null;
+    const description = [req.description, req.title, req.decision_reason].find((d): d is string => typeof d === "string" && d.length > 0);
+    this.pending.set(requestId, toolUseId);
+    const asked = this.ctx.askPermission({ requestId, tool: String(req.tool_name ?? "unknown"), input, description });
+    // Asking failed: a denial (nothing runs that no one allowed), so the CLI does not wait forever.
+    void asked.catch((err: Error) => ({ allow: false, message: `The permission request failed: ${err.message}` })).then(({ allow, message }) => {
+      // Withdrawn by the CLI meanwhile: it no longer waits for an answer.
+      if (!this.pending.delete(requestId)) return;
+      if (!allow && toolUseId) this.denied.add(toolUseId);
+      const response = allow ? { behavior: "allow", updatedInput: input } : { behavior: "deny", message: message ?? "Denied by the user." };
+      this.write({ type: "control_response", response: { subtype: "success", request_id: requestId, response } });
+    });
+  }
+
+  private onCancelRequest(requestId: string): void {
+    if (!this.pending.has(requestId)) return;
+    const toolUseId = this.pending.get(requestId);
+    this.pending.delete(requestId);
+    if (toolUseId) this.denied.add(toolUseId);
+    this.ctx.withdrawPermission(requestId);
+  }
+
+  private onResult(line: Record<string, unknown>): JobEvent {
+    const u = (line.usage ?? {}) as Record<string, number | undefined>;
+    const usage = {
+      inputTokens: u.input_tokens ?? 0,
+      cacheReadTokens: u.cache_read_input_tokens ?? 0,
+      cacheWriteTokens: u.cache_creation_input_tokens ?? 0,
+      outputTokens: u.output_tokens ?? 0,
+    };
+    if (!line.is_error && line.subtype === "success") {
+      return { type: "done", finishReason: String(line.stop_reason ?? "end_turn"), output: String(line.result ?? ""), usage };
+    }
+    const status = typeof line.api_error_status === "number" ? line.api_error_status : null;
+    const code = status !== null ? `api_error_${status}` : line.subtype && line.subtype !== "success" ? String(line.subtype) : "claude_error";
+    const errors = Array.isArray(line.errors) ? (line.errors as unknown[]).map(String).join("; ") : "";
+    const message = errors || this.apiErrorText || (typeof line.result === "string" ? line.result : "") || "Claude Code stopped with an error.";
+    return failed(code, message);
+  }
+}
