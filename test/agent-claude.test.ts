@@ -340,6 +340,8 @@ describe("ClaudeCodeRuntime on the real CLI", () => {
     expect(sent.tools?.find((t) => t.name === "mcp__app__weather")).toMatchObject({ description: "Today's weather" });
     const config = launched.args[launched.args.indexOf("--mcp-config") + 1];
     expect(launched.args.slice(launched.args.indexOf("--allowedTools") + 1)).toEqual(["mcp__app__weather"]);
+    // The first request waits for the bridge (in print mode the CLI would go ahead without it after 5 s, offering none of the app's tools).
+    expect(launched.env).toMatchObject({ MCP_CONNECTION_NONBLOCKING: "false", MCP_CONNECT_TIMEOUT_MS: "60000" });
     // The private config folder and the bridge's socket folder are removed with the run.
     expect(fs.existsSync(config)).toBe(false);
     for (const dir of launched.writable!.filter((w) => w.includes("svc-bridge-"))) expect(fs.existsSync(dir)).toBe(false);
@@ -365,3 +367,73 @@ describe("ClaudeCodeRuntime on the real CLI", () => {
     }
   });
 });
+
+/**
+ * Claude Code on the user's own model: the same real CLI, pointed by the worker's
+ * config (`runtimes.localAgents`) at a local Anthropic-compatible server (here
+ * the stand-in, as Ollama would serve one). It is its own runtime,
+ * `claude-code-local`, routed under `user-hardware` and metered as `user_hardware`;
+ * the subscription one stays under `user-subscription`.
+ */
+describe("Claude Code on the user's local model, through the SDK", () => {
+  let server: TestServer;
+  let local: AnthropicStandIn;
+  let svc: Svc;
+  let worker: WorkerProcess;
+
+  beforeAll(async () => {
+    server = await startTestServer({ kind: "pglite", dataDir: null }, {}, { runningClock: true });
+    local = await startAnthropicStandIn();
+    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
+    const machine = await pairViaApi(server, server.dev, "lena", {
+      workdir: fs.realpathSync(tempDir("svc-claude-local-work-")),
+      runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false, claude: CLAUDE, localAgents: { "claude-code": { url: local.url, model: "qwen3-coder:30b" } } },
+      policy: { agents: { "claude-code": true }, sandbox: { required: false } },
+    });
+    // An Anthropic key in the worker's environment, not allowed through: neither run may use it.
+    worker = spawnWorker(["start"], machine.home, { HOME: fs.realpathSync(tempDir("svc-claude-local-home-")), ANTHROPIC_API_KEY: "sk-ant-not-for-you" });
+    await worker.waitFor(/Connected/);
+  }, 60_000);
+  afterAll(async () => {
+    worker?.stop();
+    await server?.close();
+    await local?.close();
+  });
+
+  it("the machine serves two runtimes: on the local model (user_hardware) and on the subscription (user_subscription)", async () => {
+    const res = await server.fetch("/v1/users/lena/compute", { headers: { authorization: `Bearer ${server.dev.appKey}` } });
+    const compute = (await res.json()) as { machines: { runtimes: { name: string; kind: string; costClass: string; billing: string | null; models: string[]; version: string | null }[] }[] };
+    const runtimes = compute.machines[0].runtimes.map(({ name, kind, costClass, billing, models }) => ({ name, kind, costClass, billing, models }));
+    expect(runtimes.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: "claude-code", kind: "agent", costClass: "user_subscription", billing: "subscription", models: [] },
+      { name: "claude-code-local", kind: "agent", costClass: "user_hardware", billing: "local_model", models: ["qwen3-coder:30b"] },
+    ]);
+  });
+
+  it("a run under user-hardware goes to the CLI on the local model: its model asked, no Anthropic key sent, metered user_hardware", async () => {
+    const before = local.requests.length;
+    const run = svc.runs.create({ user: "lena", prompt: "Say hello", route: { prefer: ["user-hardware"] } });
+    const events: RunEvent[] = [];
+    for await (const e of run) events.push(e);
+    expect(events[0]).toMatchObject({ kind: "run_started", route: "user-hardware", costClass: "user_hardware", runtime: "claude-code-local", billing: "local_model" });
+    expect(events.at(-1)).toMatchObject({ kind: "run_completed", output: DEFAULT_ANSWER, usage: { costClass: "user_hardware" } });
+    const sent = local.requests.slice(before).filter((r) => r.method === "POST");
+    expect(sent.length).toBeGreaterThan(0);
+    for (const r of sent) {
+      expect(JSON.parse(r.body).model).toBe("qwen3-coder:30b");
+      expect(r.headers["x-api-key"]).toBeUndefined();
+      expect(JSON.stringify(r.headers)).not.toContain("sk-ant-not-for-you");
+    }
+    const rows = await server.db.prisma.usageRow.findMany({ where: { runId: await run.runId } });
+    expect(rows.map((r) => r.costClass).sort()).toEqual(rows.map(() => "user_hardware"));
+    expect(rows.length).toBeGreaterThan(0);
+  });
+
+  it("a run under user-subscription goes to the subscription CLI, said as such", async () => {
+    const run = svc.runs.create({ user: "lena", prompt: "Say hello", route: { prefer: ["user-subscription"] } });
+    const events: RunEvent[] = [];
+    for await (const e of run) events.push(e);
+    expect(events[0]).toMatchObject({ kind: "run_started", route: "user-subscription", costClass: "user_subscription", runtime: "claude-code", billing: "subscription" });
+  });
+});
+

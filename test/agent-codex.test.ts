@@ -6,6 +6,7 @@ import { Svc, type RunEvent } from "@svc/sdk";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, ROOT } from "./helpers/process.js";
+import { detectSandbox } from "../worker/src/policy/sandbox.js";
 import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "./helpers/responses-standin.js";
 
 const CODEX = path.join(ROOT, "node_modules/.bin/codex");
@@ -15,7 +16,10 @@ const CODEX = path.join(ROOT, "node_modules/.bin/codex");
  * real `svc-worker start` drives `codex app-server` inside the sandbox, against a
  * stand-in of the OpenAI Responses API on 127.0.0.1; the app is the SDK.
  */
-describe("the real Codex CLI through svc-worker", () => {
+/** Codex runs inside the sandbox: a machine without bubblewrap skips this file, CI (SVC_TEST_SANDBOX=1) requires it. */
+const sandboxed = detectSandbox().kind !== null || process.env.SVC_TEST_SANDBOX === "1";
+
+describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
   let server: TestServer;
   let api: ResponsesStandIn;
   let svc: Svc;

@@ -11,7 +11,7 @@ import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { sseFrames, textOf, type SseFrame } from "./helpers/sse.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
+import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
 
 /**
  * A machine whose link goes silent (no close, no reset: a dead network path)
@@ -256,7 +256,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     const dir = tempDir("svc-grace-clis-");
     const bin = writeFakeClis(dir);
     const workdir = fs.mkdtempSync(path.join(dir, "project-"));
-    const coder = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "coder", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true } } });
+    const coder = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "coder", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true }, sandbox: { required: SANDBOX_REQUIRED } } });
     const agentWorker = spawnWorker(["start"], coder.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
     try {
       await agentWorker.waitFor(/Connected/);

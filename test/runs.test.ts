@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svc, PaymentRequiredError, ServeInAppError, ConflictError, NotFoundError, type RunEvent } from "@svc/sdk";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
+import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
 import { expectError } from "./helpers/requests.js";
@@ -31,7 +31,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
     // alice: a model runtime; carol: Claude Code only (her own subscription).
     const alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
-    const carol = await pairViaApi(server, server.dev, "carol", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true } } });
+    const carol = await pairViaApi(server, server.dev, "carol", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true }, sandbox: { required: SANDBOX_REQUIRED } } });
     for (const m of [alice, carol]) {
       const w = spawnWorker(["start"], m.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
       workers.push(w);
@@ -214,6 +214,9 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
       const result = await run.result();
       expect(result).toMatchObject({ status: "failed", stopReason: "spend_ceiling", error: { code: "spend_ceiling_reached" } });
       expect((await svc.runs.get(await run.runId)).turns).toBe(1);
+      // The ceiling is kept with the run's row, where an instance driving it elsewhere (or taking it over) reads it.
+      const [stored] = await server.db.query<{ ceiling: string | null }>(`SELECT request->>'spendCeilingMicros' AS ceiling FROM runs WHERE id = $1`, [await run.runId]);
+      expect(stored.ceiling).toBe("1000");
     } finally {
       await server.db.prisma.plan.update({ where: { id: "plan_capped" }, data: { isDefault: false, archivedAt: new Date() } });
     }

@@ -275,6 +275,18 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
     // Each, read now: the events it was sent, in order from the first, then the reason, then the end; a re-attach
     // with Last-Event-ID gets every remaining event once, no gap, up to the final event, and closes.
     const reasons = new Set<string>();
+    // As an EventSource would: a connection reset before the answer (a pooled keep-alive socket the
+    // server closed as it was reused, which a loaded machine makes likely) is tried again, same Last-Event-ID.
+    const reattach = async (lastId: number): Promise<string> => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const res = await server.fetch(`/v1/runs/${runId}/events`, { headers: { ...auth(), "last-event-id": String(lastId) }, signal: AbortSignal.timeout(120_000) });
+          return await res.text();
+        } catch (err) {
+          if (attempt === 3 || !/ECONNRESET|other side closed/.test(String((err as Error & { cause?: unknown }).cause ?? err))) throw err;
+        }
+      }
+    };
     await Promise.all(
       slow.map(async (r) => {
         const body = await r.resume();
@@ -284,8 +296,7 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
         expect(consecutive(ids, 1)).toBe(true);
         expect(body.endsWith(SLOW_READER_COMMENT)).toBe(true);
         reasons.add(body.slice(body.lastIndexOf("\n\n", body.length - 3) + 2));
-        const res = await server.fetch(`/v1/runs/${runId}/events`, { headers: { ...auth(), "last-event-id": String(ids.at(-1)) }, signal: AbortSignal.timeout(120_000) });
-        const rest = await res.text();
+        const rest = await reattach(ids.at(-1)!);
         const restIds = frameIds(rest);
         expect(restIds[0]).toBe(ids.at(-1)! + 1);
         expect(consecutive(restIds, ids.at(-1)! + 1)).toBe(true);

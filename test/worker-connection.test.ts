@@ -3,7 +3,7 @@ import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { JobEvent } from "@svc/contract";
 import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
+import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
@@ -36,7 +36,7 @@ describe("the worker connection with a real svc-worker", () => {
     removeTempDirs();
   });
 
-  const settings = () => ({ workdir, runtimes: { ollama: model.url, llamacpp: false, lmstudio: false }, policy: { agents: { "claude-code": true, codex: true } } });
+  const settings = () => ({ workdir, runtimes: { ollama: model.url, llamacpp: false, lmstudio: false }, policy: { agents: { "claude-code": true, codex: true }, sandbox: { required: SANDBOX_REQUIRED } } });
   const startWorker = (home: string) => {
     const w = spawnWorker(["start"], home, { PATH: `${bin}${path.delimiter}${process.env.PATH}` });
     workers.push(w);
@@ -142,7 +142,7 @@ describe("the worker connection with a real svc-worker", () => {
   });
 
   it("a CLI in a version the worker does not support is shown with its version and why, and never routed to", async () => {
-    const m = await pairViaApi(server, server.dev, "olga", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true } } });
+    const m = await pairViaApi(server, server.dev, "olga", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true }, sandbox: { required: SANDBOX_REQUIRED } } });
     const w = spawnWorker(["start"], m.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}`, SVC_FAKE_CLAUDE_VERSION: "1.0.3" });
     workers.push(w);
     await w.waitFor(/Connected/);
@@ -180,11 +180,13 @@ describe("the worker connection with a real svc-worker", () => {
     await wOff.waitFor(/Connected/);
     expect(wOff.stdout).toMatch(/skips claude-code: not turned on/);
     expect(wOff.stdout).toMatch(/skips codex: not turned on/);
-    const m = await pairViaApi(server, server.dev, "frank", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false }, policy: { agents: { "claude-code": true, codex: true } } });
+    expect(wOff.stdout).toContain("policy: agent CLIs off; sandbox required, network off; decides: read app, write app, command app, network machine, other app; command output: summary");
+    const m = await pairViaApi(server, server.dev, "frank", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false }, policy: { agents: { "claude-code": true, codex: true }, sandbox: { required: SANDBOX_REQUIRED } } });
     const w = startWorker(m.home);
     await w.waitFor(/Connected/);
     expect(w.stdout).toMatch(/skips claude-code: found at .*claude, but no working folder is set/);
     expect(w.stdout).toMatch(/skips codex: found at .*codex, but no working folder is set/);
+    expect(w.stdout).toContain("policy: agent CLIs claude-code, codex;");
     const [machine] = await pollUntil(() => machinesOf(m.session), (ms) => ms[0]?.state === "online");
     expect(machine.runtimes.map((r) => r.name)).toEqual(["ollama"]);
     const refused = await runJob(m, "frank", { kind: "agent_run", runtime: "claude-code", prompt: "rm -rf /" });

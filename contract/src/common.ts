@@ -21,9 +21,9 @@ export const IsoTime = z.string().datetime({ offset: true }).describe("ISO 8601 
 export const UserId = z.string().min(1).max(256).describe("The app's id for its end user.");
 
 export const Runtime = z.object({
-  name: z.string().describe("e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible`, `claude-code`, `codex`."),
+  name: z.string().describe("e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`, and `claude-code-local`, `codex-local` (the CLIs on the user's own model)."),
   kind: RuntimeKind,
-  costClass: CostClass.describe("The class the ledger records work on this runtime with: the service's decision from `kind` (`model`: `user_hardware`, `agent`: `user_subscription`), whatever the machine advertised."),
+  costClass: CostClass.describe("The class the ledger records work on this runtime with: the service's decision from `kind` and `billing` (`model`, or `agent` on a `local_model`: `user_hardware`; other `agent`s: `user_subscription`), whatever the machine advertised."),
   models: z.array(z.string()),
   version: z.string().nullable().describe("The runtime's own version as the machine reports it (an agent CLI's `--version`); null when it said none."),
   billing: z

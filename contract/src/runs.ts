@@ -128,6 +128,10 @@ export const RunEvent = z.discriminatedUnion("kind", [
     machineId: z.string().nullable(),
     runtime: z.string().nullable(),
     model: z.string(),
+    billing: z
+      .enum(["subscription", "api_key", "local_model"])
+      .optional()
+      .describe("On an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model` (then the route is `user-hardware`). Absent on a model runtime."),
   }),
   z.object({ kind: z.literal("text_delta"), turn: z.number().int(), text: z.string() }),
   z.object({

@@ -19,37 +19,42 @@ export type CostClassValue = "user_hardware" | "user_subscription" | "app_served
 export type CostRoute = "user-hardware" | "user-subscription" | "app" | "service";
 
 /**
- * The cost class of a ledger row: the service's decision, from the route and,
- * on the user's machine, the kind of runtime that serves it. Never what a worker
- * advertises (a machine saying `free` is still the user's hardware). The one place
- * the cost class is decided: routing, the run start, token rows, run reads and the
- * compute reads all take it from here.
+ * The cost class of a ledger row: the service's decision, from the route. Never
+ * what a worker advertises (a machine saying `free` is still the user's hardware).
+ * The one place the cost class is decided: routing, the run start, token rows,
+ * run reads and the compute reads all take it from here.
  *
- * - a model runtime on the user's machine: `user_hardware`;
- * - an agent CLI on the user's machine (the user's own subscription): `user_subscription`;
+ * - `user-hardware` (a model runtime on the user's machine, or an agent CLI on the
+ *   user's own local model): `user_hardware`;
+ * - `user-subscription` (an agent CLI on the user's subscription, or on a provider
+ *   key the user let it use): `user_subscription`;
  * - a handback to the app (`serve_in_app`): `app_served`;
  * - the service answering itself (`svc/echo`): `free`.
- *
- * Without a runtime kind the route decides (a `user-hardware` route only ever
- * takes a model runtime, a `user-subscription` route an agent one).
  */
-export function costClassOf(route: CostRoute, runtimeKind?: "model" | "agent" | null): CostClassValue {
+export function costClassOf(route: CostRoute): CostClassValue {
   switch (route) {
     case "app":
       return "app_served";
     case "service":
       return "free";
     case "user-hardware":
+      return "user_hardware";
     case "user-subscription":
-      if (runtimeKind === "agent") return "user_subscription";
-      if (runtimeKind === "model") return "user_hardware";
-      return route === "user-subscription" ? "user_subscription" : "user_hardware";
+      return "user_subscription";
   }
 }
 
-/** The cost class work on this kind of runtime of the user's own machine is recorded with. */
-export function costClassOfRuntime(kind: "model" | "agent"): CostClassValue {
-  return costClassOf(kind === "agent" ? "user-subscription" : "user-hardware", kind);
+/** What pays for an agent CLI's model (null for a model runtime). */
+export type Billing = "subscription" | "api_key" | "local_model";
+
+/** The route a runtime of the user's machine serves under: model servers and agent CLIs on a local model are the user's hardware; other agent CLIs, their subscription. */
+export function routeOfRuntime(kind: "model" | "agent", billing: Billing | null | undefined): "user-hardware" | "user-subscription" {
+  return kind === "model" || billing === "local_model" ? "user-hardware" : "user-subscription";
+}
+
+/** The cost class work on this runtime of the user's own machine is recorded with. */
+export function costClassOfRuntime(kind: "model" | "agent", billing: Billing | null | undefined): CostClassValue {
+  return costClassOf(routeOfRuntime(kind, billing));
 }
 
 /** The plan period a moment falls in: calendar months (UTC) until plans set their own periods. */

@@ -7,7 +7,7 @@ import type { RuntimeAdvert } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
-import { costClassOfRuntime } from "../ledger/metering.js";
+import { costClassOfRuntime, type Billing } from "../ledger/metering.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
@@ -167,7 +167,7 @@ export class MachineService {
     const runtimeViews = runtimes.map((r) => ({
       name: r.name,
       kind: r.kind,
-      costClass: costClassOfRuntime(r.kind),
+      costClass: costClassOfRuntime(r.kind, r.billing as Billing | null),
       models: Array.isArray(r.models) ? (r.models as string[]) : [],
       version: r.version,
       billing: r.kind === "agent" ? ((r.billing ?? "subscription") as "subscription" | "api_key" | "local_model") : null,
@@ -193,7 +193,7 @@ export class MachineService {
 function advertised(r: RuntimeAdvert) {
   return {
     kind: r.kind,
-    costClass: costClassOfRuntime(r.kind),
+    costClass: costClassOfRuntime(r.kind, r.kind === "agent" ? (r.billing ?? "subscription") : null),
     models: r.models,
     maxConcurrentJobs: r.maxConcurrentJobs ?? null,
     version: r.version ?? null,

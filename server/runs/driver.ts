@@ -131,6 +131,7 @@ export abstract class RunDriver {
           machineId: this.run.machine_id,
           runtime: this.run.runtime_name,
           model: this.run.model,
+          ...(this.run.request.billing ? { billing: this.run.request.billing } : {}),
         });
         // Not awaited: the first job goes out at once; writes stay in order, and a lost lease shows at the next one.
         this.flush({ status: "running" }).catch(() => {});

@@ -87,7 +87,9 @@ export class RunEngine {
   /** A chat completion is one turn; a run is the agent loop on a model runtime, or an agent CLI's loop relayed. */
   private driverFor(run: RunRow): RunDriver {
     if (run.source === "chat") return new ChatTurnDriver(this.deps, run);
-    return run.route_kind === "user-subscription" ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
+    // The runtime's kind as routing found it (runs started before it was kept: the route says it).
+    const agent = (run.request.runtimeKind ?? (run.route_kind === "user-subscription" ? "agent" : "model")) === "agent";
+    return agent ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
   }
 
   /** Wakes the run's driver: here directly, elsewhere through a notification. */

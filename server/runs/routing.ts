@@ -2,19 +2,19 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
-import { costClassOf, type CostClassValue } from "../ledger/metering.js";
+import { costClassOf, routeOfRuntime, type Billing, type CostClassValue } from "../ledger/metering.js";
 
 export type RouteKindValue = "user-hardware" | "user-subscription" | "app";
 
 /** Where a run goes: a runtime on one of the user's machines, or back to the app. */
 export type Route =
-  | { kind: "user-hardware" | "user-subscription"; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: "model" | "agent"; model: string | null }
+  | { kind: "user-hardware" | "user-subscription"; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: "model" | "agent"; billing: Billing | null; model: string | null }
   | { kind: "app"; costClass: CostClassValue };
 
 export const DEFAULT_RUN_ROUTE: RouteKindValue[] = ["user-hardware", "user-subscription", "app"];
 export const DEFAULT_CHAT_ROUTE: RouteKindValue[] = ["user-hardware", "app"];
 
-/** Model servers before OpenAI-compatible extras, then by name: a stable choice for `auto`. */
+/** Model servers before OpenAI-compatible extras and agent CLIs on a local model, then by name: a stable choice for `auto`. */
 const MODEL_RUNTIME_ORDER = ["ollama", "llamacpp", "lmstudio"];
 
 /** A runtime of one of the user's machines that can take work now. */
@@ -23,6 +23,8 @@ export interface Candidate {
   instance: string;
   runtime: string;
   kind: "model" | "agent";
+  /** For an agent CLI, what pays for its model (a `local_model` one serves under `user-hardware`). */
+  billing: Billing | null;
   models: string[];
   busy: boolean;
   /** The runtime's advertised `maxConcurrentJobs` (null: no cap). */
@@ -40,13 +42,12 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
   const rows = await reachableRuntimes(sql, clock, tenant, endUserId);
   for (const kind of prefer) {
     if (kind === "app") return { kind: "app", costClass: costClassOf("app") };
-    const wanted = kind === "user-hardware" ? "model" : "agent";
     // A runtime at its advertised cap is busy for good: the run goes elsewhere (or back to the app).
-    const fits = rows.filter((r) => r.kind === wanted && (r.cap === null || r.active < r.cap)).sort(byPreference);
+    const fits = rows.filter((r) => routeOfRuntime(r.kind, r.billing) === kind && (r.cap === null || r.active < r.cap)).sort(byPreference);
     for (const r of fits) {
       const served = modelServed(r, model);
       if (served !== undefined) {
-        return { kind, costClass: costClassOf(kind, r.kind), machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, model: served };
+        return { kind, costClass: costClassOf(kind), machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: r.kind === "agent" ? (r.billing ?? "subscription") : null, model: served };
       }
     }
   }
@@ -62,7 +63,7 @@ export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, 
   const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
   return sql.query<Candidate>(
     // Active: queued or running (a job on the machine or about to be); a model run waiting for the app's answers holds none, an agent CLI waiting for a permission does.
-    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.models, r.busy, r.max_concurrent_jobs AS cap,
+    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.billing, r.models, r.busy, r.max_concurrent_jobs AS cap,
             CASE WHEN r.max_concurrent_jobs IS NULL THEN 0 ELSE
               (SELECT count(*) FROM runs x WHERE x.machine_id = m.id AND x.runtime_name = r.name
                  AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent')))::int END AS active
@@ -75,6 +76,8 @@ export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, 
 }
 
 function byPreference(a: Candidate, b: Candidate): number {
+  // Under `user-hardware`, a model server before an agent CLI on a local model (`auto` means the app's own loop).
+  if (a.kind !== b.kind) return a.kind === "model" ? -1 : 1;
   if (a.busy !== b.busy) return a.busy ? 1 : -1;
   const rank = (n: string) => (MODEL_RUNTIME_ORDER.indexOf(n) + 1 || MODEL_RUNTIME_ORDER.length + 1);
   return rank(a.runtime) - rank(b.runtime) || a.runtime.localeCompare(b.runtime);

@@ -76,6 +76,8 @@ export class RunService {
     const request = spec.request;
     const model = route.kind !== "app" && route.model ? route.model : spec.model;
     const app = route.kind === "app";
+    // What the run's driver needs of the runtime chosen, kept with the run (another instance may drive it).
+    if (!app) Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
     // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
     const [r] = await this.db.query<{ outcome: string; run_id: string | null; run_status: string | null; run_model: string | null; allowance: string | null; consumed: string | null; unit: string | null; ceiling: string | null; spend_period: string | null }>(
       `SELECT * FROM svc_start_run($1, $2, $3::"Environment", $4, $5, $6, $7::jsonb, $8, $9, $10::"RunStatus", $11, $12, $13, $14, $15, $16, $17::"CostClass", $18)`,
@@ -109,7 +111,12 @@ export class RunService {
     }
     if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, endUser.id, r, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
-    if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
+    if (r.ceiling !== null && !repeat) {
+      const ceiling = { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period };
+      Object.assign(request, ceiling);
+      // Kept with the run too: the instance that drives it (its machine's, or one taking it over) reads it from the row.
+      if (!app) await this.db.query(`UPDATE runs SET request = request || $2::jsonb WHERE id = $1`, [runId, JSON.stringify(ceiling)]);
+    }
     if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
     if (app) return { runId, handedBack: true, repeated: false, model, drivenHere: false };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));

@@ -28,7 +28,7 @@ export interface RunRow {
   environment: "test" | "live";
   end_user_id: string;
   model: string;
-  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; spendPeriod?: string; limits?: { maxTurns?: number; toolResultTimeoutMs?: number; approvalTimeoutMs?: number; turnTimeoutMs?: number; runTimeoutMs?: number } };
+  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: "model" | "agent"; billing?: "subscription" | "api_key" | "local_model" | null; limits?: { maxTurns?: number; toolResultTimeoutMs?: number; approvalTimeoutMs?: number; turnTimeoutMs?: number; runTimeoutMs?: number } };
   status: string;
   route_kind: string | null;
   machine_id: string | null;

@@ -1,3 +1,4 @@
+import { detectSandbox } from "../../worker/src/policy/sandbox.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { ROOT, tempDir } from "./process.js";
 import { pairInto, type PairedMachine } from "./pair-via-api.js";
@@ -73,3 +74,11 @@ export function pairViaApi(
 ): Promise<PairedMachine> {
   return pairInto(tempDir("svc-worker-home-"), server, keys, user, settings, hostname);
 }
+
+/**
+ * Whether agent CLIs (fakes included) are run inside the sandbox in tests: where the
+ * machine has one (CI installs bubblewrap and sets SVC_TEST_SANDBOX=1); elsewhere
+ * the suites that only need a CLI run it unconfined, and the sandbox's own suites skip.
+ */
+export const SANDBOX_REQUIRED = detectSandbox().kind !== null || process.env.SVC_TEST_SANDBOX === "1";
+

@@ -7,7 +7,7 @@ import { lockServing } from "./lock.js";
 import { configDir, Store } from "./store.js";
 import { machinePolicy } from "./policy/index.js";
 import { defaultPolicy } from "./policy/schema.js";
-import { registerPolicyCommand } from "./policy/command.js";
+import { policySummary, registerPolicyCommand } from "./policy/command.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 
 const program = new Command()
@@ -66,10 +66,12 @@ const out = (line: string) => process.stdout.write(`${line}\n`);
 async function findRuntimes(store: Store, workdir: string | undefined, verb: string) {
   const { runtimes, unsupported, notes } = await discoverRuntimes({ ...store.readSettings(), ...(workdir ? { workdir } : {}) });
   for (const r of runtimes) {
-    const agent = r.advert.kind === "agent" ? `, ${r.advert.version ?? "version unknown"}, billed to the ${r.advert.billing === "api_key" ? "provider API key" : "subscription"}` : "";
+    const paidBy = { api_key: "billed to the provider API key", local_model: "on your own model", subscription: "billed to the subscription" }[r.advert.billing ?? "subscription"];
+    const agent = r.advert.kind === "agent" ? `, ${r.advert.version ?? "version unknown"}, ${paidBy}` : "";
     out(`  ${verb} ${r.advert.name} (${r.advert.kind}, ${r.advert.costClass}${agent})${r.advert.models.length ? `: ${r.advert.models.join(", ")}` : ""}; ${r.advert.maxConcurrentJobs} job(s) at once`);
   }
   for (const n of notes) out(`  skips ${n}`);
+  out(`  policy: ${policySummary(store.readSettings().policy ?? defaultPolicy())} (svc-worker policy shows and changes it)`);
   return { runtimes, unsupported };
 }
 

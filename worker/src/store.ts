@@ -24,6 +24,9 @@ const JobCap = z.number().int().min(1).max(1024);
  * `pair`. Runtimes are found at their usual places unless set here (`false`
  * turns one off); agent CLIs run only in `workdir`, and only when it is set.
  */
+/** A local model an agent CLI is pointed at: its server's base URL, the model to ask for, a key if the server wants one. */
+const LocalModel = z.object({ url: z.string().url(), model: z.string().min(1).max(256), apiKey: z.string().optional() });
+
 export const Settings = z.object({
   server: z.string().url().optional(),
   connectKey: z.string().optional(),
@@ -42,6 +45,19 @@ export const Settings = z.object({
       openai: z.array(z.object({ name: z.string().regex(/^[a-z0-9-]+$/), url: z.string().url(), apiKey: z.string().optional() })).optional(),
       claude: z.union([z.string(), z.literal(false)]).optional(),
       codex: z.union([z.string(), z.literal(false)]).optional(),
+      /**
+       * Agent CLIs on the user's own model: Claude Code against a local
+       * Anthropic-compatible server (Ollama serves one), Codex against a local
+       * OpenAI Responses-compatible one. Each is served as its own runtime
+       * (`claude-code-local`, `codex-local`), routed under `user-hardware` and
+       * metered as `user_hardware`.
+       */
+      localAgents: z
+        .object({
+          "claude-code": LocalModel.optional(),
+          codex: LocalModel.optional(),
+        })
+        .optional(),
     })
     .optional(),
   /** The user's policy for agent CLIs on this machine (worker/src/policy/schema.ts); absent: the safe defaults. */

@@ -105,3 +105,17 @@ export function registerPolicyCommand(program: Command, storeOf: () => Store, ou
       out(key ? `${key} is back to its default (${show(get(defaultPolicy() as unknown as Json, key))}).` : "The policy is back to its defaults.");
     });
 }
+
+/** The policy in one line, as `start` and `status` print it. */
+export function policySummary(input: unknown): string {
+  const p = Policy.parse(input ?? {});
+  const on = Object.entries(p.agents).filter(([, v]) => v).map(([k]) => k);
+  const decide = Object.entries(p.decide).map(([k, v]) => `${k} ${v}`).join(", ");
+  return [
+    `agent CLIs ${on.length ? on.join(", ") : "off"}`,
+    `sandbox ${p.sandbox.required ? "required" : "optional"}, network ${p.sandbox.network ? "on" : "off"}`,
+    `decides: ${decide}`,
+    `command output: ${p.commandOutput}`,
+  ].join("; ");
+}
+

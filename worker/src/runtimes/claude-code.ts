@@ -88,9 +88,9 @@ export class ClaudeCodeRuntime implements Runtime {
     const env: Record<string, string> = { ...QUIET_ENV };
     const readable: string[] = [];
     const writable: string[] = [];
-    const modelApis = [ctx.allowedEnv.ANTHROPIC_BASE_URL || ANTHROPIC_API];
-
     const local = this.options.localModel;
+    // On a local model the only model API the CLI may reach is that server.
+    const modelApis = local ? [] : [ctx.allowedEnv.ANTHROPIC_BASE_URL || ANTHROPIC_API];
     if (local) {
       // A local server wants no Anthropic key (and must not be sent one); the background
       // models Claude Code would pick (Haiku for small tasks, subagents) are the local one too.
@@ -126,8 +126,12 @@ export class ClaudeCodeRuntime implements Runtime {
         // Listed tools run without a CLI permission prompt: the service asks the app for those marked needsApproval.
         args.push("--mcp-config", config, "--allowedTools", ...bridge.toolNames.map((t) => `mcp__${bridge!.name}__${t}`));
         env.MCP_TOOL_TIMEOUT = String(BRIDGE_TOOL_TIMEOUT_SEC * 1000);
-        // The bridge starts in a second or two, more on a busy machine.
+        // The bridge starts in a second or two, more on a busy machine. In print mode the
+        // CLI goes ahead without a server not connected after 5 s (its tools simply
+        // missing from the first request): it waits for ours, up to a minute.
         env.MCP_TIMEOUT = "60000";
+        env.MCP_CONNECTION_NONBLOCKING = "false";
+        env.MCP_CONNECT_TIMEOUT_MS = "60000";
         readable.push(configDir, ...bridge.readable);
         writable.push(...bridge.writable);
       }

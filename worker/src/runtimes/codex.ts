@@ -14,6 +14,8 @@ import { failed, type AgentRuntimeOptions, type JobContext, type Runtime } from 
 const CODEX_DEFAULT_APIS = ["https://api.openai.com", "https://chatgpt.com"];
 /** How long a cancelled turn gets to stop after `turn/interrupt` before the process is stopped. */
 const INTERRUPT_GRACE_MS = 3000;
+/** How long the bridge may take to start before the turn goes ahead without the app's tools (Codex's default of 10 s is tight on a busy machine). */
+const BRIDGE_STARTUP_TIMEOUT_SEC = 60;
 
 type Params = Record<string, unknown>;
 interface Usage {
@@ -65,8 +67,7 @@ export class CodexRuntime implements Runtime {
         // The token travels in the environment (never on a command line, where `ps` shows it).
         `${prefix}.env_vars=[${JSON.stringify(BRIDGE_TOKEN_ENV)}]`,
         `${prefix}.tool_timeout_sec=${BRIDGE_TOOL_TIMEOUT_SEC}`,
-        // The bridge starts in a second or two, more on a busy machine: Codex's default of 10 s is too tight to count on.
-        `${prefix}.startup_timeout_sec=60`,
+        `${prefix}.startup_timeout_sec=${BRIDGE_STARTUP_TIMEOUT_SEC}`,
         // The service asks the app for tools marked needsApproval: Codex asking too would ask twice.
         `${prefix}.default_tools_approval_mode="approve"`,
       );
@@ -103,6 +104,10 @@ export class CodexRuntime implements Runtime {
     let usage: Usage | null = null;
     let retrying: string | null = null;
     const asked = new Set<string>();
+    // Codex starts MCP servers beside the first turn, not before it: a turn started
+    // before the bridge is ready is offered none of the app's tools. The turn waits for it.
+    let bridgeReady: () => void = () => {};
+    const bridgeStarted = o.bridge ? new Promise<void>((resolve) => (bridgeReady = resolve)) : Promise.resolve();
     let settle: (e: JobEvent) => void = () => {};
     const outcome = new Promise<JobEvent>((resolve) => (settle = resolve));
 
@@ -127,6 +132,12 @@ export class CodexRuntime implements Runtime {
             else retrying = error.message ?? null;
             return;
           }
+          case "mcpServer/startupStatus/updated":
+            if (o.bridge && p.name === o.bridge.name && p.status !== "starting") {
+              if (p.status !== "ready") ctx.emit({ type: "activity", summary: `the app's tools could not be offered to Codex (${String(p.error ?? p.status)})`, detail: { status: p.status } });
+              bridgeReady();
+            }
+            return;
           case "serverRequest/resolved": {
             const id = String(p.requestId);
             if (asked.delete(id)) ctx.withdrawPermission(id);
@@ -194,6 +205,9 @@ export class CodexRuntime implements Runtime {
         ...(job.system ? { developerInstructions: job.system } : {}),
       });
       threadId = thread.thread.id;
+      await Promise.race([bridgeStarted, new Promise((resolve) => setTimeout(resolve, BRIDGE_STARTUP_TIMEOUT_SEC * 1000).unref())]);
+      // Cancelled meanwhile: onAbort stops the process, and its exit settles the job as cancelled.
+      if (ctx.signal.aborted) throw new Error("cancelled");
       const turn = await rpc.request<{ turn: { id: string } }>("turn/start", { threadId, input: [{ type: "text", text: job.prompt, text_elements: [] }] });
       turnId = turn.turn.id;
       if (ctx.signal.aborted) onAbort();

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { Settings } from "../store.js";
-import type { Runtime } from "./runtime.js";
+import type { AgentRuntimeOptions, Runtime } from "./runtime.js";
 import { OpenAICompatibleRuntime } from "./openai-compatible.js";
 import { ClaudeCodeRuntime } from "./claude-code.js";
 import { CodexRuntime } from "./codex.js";
@@ -104,13 +104,22 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
     const support = supportOf(name, version);
     const keys = settings.policy?.providerKeys ?? [];
     const billing = PROVIDER_KEYS[name].some((k) => keys.includes(k) && env[k]) ? ("api_key" as const) : ("subscription" as const);
-    const advert: RuntimeAdvert = { name, kind: "agent", costClass: "user_subscription", models: [], ...(version ? { version } : {}), billing };
-    if (!support.supported) {
-      notes.push(`${name}: ${support.note}`);
-      unsupported.push({ ...advert, supported: false, note: support.note });
-      continue;
+    const local = conf.localAgents?.[name];
+    const adverts: { advert: RuntimeAdvert; options: AgentRuntimeOptions }[] = [
+      { advert: { name, kind: "agent", costClass: "user_subscription", models: [], ...(version ? { version } : {}), billing }, options: {} },
+      // The same CLI on the user's own model: its own runtime, paid by nobody's subscription.
+      ...(local
+        ? [{ advert: { name: `${name}-local`, kind: "agent" as const, costClass: "user_hardware" as const, models: [local.model], ...(version ? { version } : {}), billing: "local_model" as const }, options: { localModel: { baseUrl: local.url, model: local.model, ...(local.apiKey ? { apiKey: local.apiKey } : {}) } } }]
+        : []),
+    ];
+    for (const { advert, options } of adverts) {
+      if (!support.supported) {
+        notes.push(`${advert.name}: ${support.note}`);
+        unsupported.push({ ...advert, supported: false, note: support.note });
+        continue;
+      }
+      runtimes.push(new Kind(advert, command, workdir!, options));
     }
-    runtimes.push(new Kind(advert, command, workdir!));
   }
   for (const r of runtimes) r.advert.maxConcurrentJobs = jobCapOf(r.advert.name, r.advert.kind, settings.maxConcurrentJobs);
   return { runtimes, unsupported, notes };
