@@ -12,6 +12,7 @@ import { jsonBody } from "./http/body.js";
 import { urlInput } from "./http/input.js";
 import { DatabaseOutage } from "./db/outage.js";
 import { authenticate } from "./http/auth.js";
+import { idempotency } from "./http/idempotency.js";
 import { errorHandler } from "./http/errors.js";
 import { routeFallback } from "./http/fallback.js";
 import { routes } from "./routes/index.js";
@@ -142,7 +143,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.use(pagesRouter());
 
   createExpressEndpoints(contract, routes(services), app, {
-    globalMiddleware: [authenticate(services.keys, services.sessions)],
+    globalMiddleware: [authenticate(services.keys, services.sessions), idempotency(services.db, services.clock)],
     responseValidation: false,
     requestValidationErrorHandler: (err, _req, _res, next) => {
       const issue = [err.pathParams, err.headers, err.query, err.body].flatMap((e) => e?.issues ?? [])[0];

@@ -200,7 +200,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(APICallError.isInstance(err)).toBe(true);
       const e = err as APICallError;
       expect(e.statusCode).toBe(409);
-      expect(e.message).toMatch(/has no reachable model runtime: serve this completion/);
+      expect(e.message).toMatch(/has no reachable model runtime for model \S+: .*; serve this completion/);
       expect((e.data as { error: { code: string; type: string } }).error.code).toBe("serve_in_app");
       expect(e.responseHeaders?.["x-should-retry"]).toBe("false");
       const runId = e.responseHeaders?.["service-run-id"];
@@ -323,7 +323,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       const e = err as Error & { status?: number; code?: string; error?: { message?: string; code?: string }; headers?: Headers };
       expect(e.status).toBe(409);
       expect(e.code).toBe("serve_in_app");
-      expect(e.message).toMatch(/has no reachable model runtime: serve this completion/);
+      expect(e.message).toMatch(/has no reachable model runtime for model \S+: .*; serve this completion/);
       expect(e.headers?.get("x-should-retry")).toBe("false");
       const runId = e.headers?.get("service-run-id");
       expect(runId).toMatch(/^run_/);

@@ -93,8 +93,9 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     for (const r of runs) expect(r.usageRows.filter((u) => u.kind === "run").map((u) => u.costClass)).toEqual(["user_hardware"]);
   });
 
-  it.skipIf(skip)("hands back with 409 serve_in_app that the client does not retry, counted once; a retried identical request is the same run", async () => {
-    const err = await client.chat.completions.create({ model: "auto", user: "nobody", messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
+  it.skipIf(skip)("hands back with 409 serve_in_app that the client does not retry, counted once; a retry with the same Idempotency-Key is the same run", async () => {
+    const key = "chat-nobody-1";
+    const err = await client.chat.completions.create({ model: "auto", user: "nobody", messages: [{ role: "user", content: "hi" }] }, { headers: { "Idempotency-Key": key } }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.ConflictError);
     const e = err as InstanceType<typeof OpenAI.ConflictError>;
     expect(e.status).toBe(409);
@@ -103,10 +104,10 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     expect(e.headers?.get("x-should-retry")).toBe("false");
     const runId = e.headers?.get("service-run-id");
     expect(runId).toMatch(/^run_/);
-    // A client that retries anyway (raw, the same body) gets the same run, not a second count.
+    // A client that retries anyway (raw, the same body and key) gets the same run, not a second count.
     const again = await server.fetch("/v1/chat/completions", {
       method: "POST",
-      headers: { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json", "idempotency-key": key },
       body: JSON.stringify({ model: "auto", user: "nobody", messages: [{ role: "user", content: "hi" }] }),
     });
     expect(again.headers.get("service-run-id")).toBe(runId);

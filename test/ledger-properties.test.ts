@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
 import { DATABASES } from "./helpers/databases.js";
@@ -7,7 +8,7 @@ import { apiClient } from "./helpers/api.js";
 /**
  * Property tests of the ledger (fast-check), on each database: any sequence of
  * run starts (handed back, so no machine is needed), chat-completion retries
- * inside the retry window, usage reports (and their repeats), reports for runs
+ * with one Idempotency-Key, usage reports (and their repeats), reports for runs
  * that do not exist, plan changes and concurrent bursts leaves
  * - every read equal to the sum of the rows (GET /v1/users/:id against the rows of GET /v1/usage),
  * - no fact counted twice (one `run:` row per run, one `usage:` row per report, unique keys unique),
@@ -106,12 +107,14 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
               break;
             }
             case "chat": {
-              // An identical request and its retries inside the window are one run.
+              // A request and its retries with one Idempotency-Key are one run.
               const body = { model: "auto", user, messages: [{ role: "user", content: `q${runIds.length}-${actions.indexOf(a)}` }] };
+              const key = randomUUID();
+              const retry = apiClient(server, server.dev.appKey, () => ({ "idempotency-key": key }));
               const expectRun = allowed();
               const ids = new Set<string | null>();
               for (let i = 0; i <= a.retries; i++) {
-                const r = await api("POST", "/v1/chat/completions", body);
+                const r = await retry("POST", "/v1/chat/completions", body);
                 expect(r.status).toBe(expectRun ? 409 : 402);
                 ids.add(r.headers.get("service-run-id"));
                 counted(r.status, r.headers.get("service-run-id"));

@@ -214,7 +214,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
       const result = await run.result();
       expect(result).toMatchObject({ status: "failed", stopReason: "spend_ceiling", error: { code: "spend_ceiling_reached" } });
       expect((await svc.runs.get(await run.runId)).turns).toBe(1);
-      // The ceiling is kept with the run's row, where an instance driving it elsewhere (or taking it over) reads it.
+      // The ceiling is kept with the run's row (svc_start_run writes it), where an instance driving it elsewhere (or taking it over) reads it.
       const [stored] = await server.db.query<{ ceiling: string | null }>(`SELECT request->>'spendCeilingMicros' AS ceiling FROM runs WHERE id = $1`, [await run.runId]);
       expect(stored.ceiling).toBe("1000");
     } finally {

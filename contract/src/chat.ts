@@ -38,12 +38,13 @@ export const ChatTool = z.object({
   }),
 });
 
-/** The standard chat-completions request, plus `user` (required here). Unknown fields are accepted and ignored. */
+/** The standard chat-completions request, plus the end user (`user`, or `safety_identifier`: one is required here). Unknown fields are accepted and ignored. */
 export const ChatCompletionRequest = z
   .object({
     model: z.string().min(1).describe("`auto`, `svc/echo`, or a `<runtime>/<model>` alias."),
     messages: z.array(ChatMessage).min(1),
-    user: UserId.describe("REQUIRED here: the end user the completion is for."),
+    user: UserId.optional().describe("The end user the completion is for: this or `safety_identifier` is REQUIRED here; when both are sent, `user` wins."),
+    safety_identifier: UserId.optional().describe("OpenAI's name for the end user's id (it replaces the deprecated `user`): taken as the end user when `user` is absent."),
     stream: z.boolean().nullable().optional(),
     stream_options: z.object({ include_usage: z.boolean().optional() }).nullable().optional(),
     tools: z.array(ChatTool).optional(),

@@ -72,7 +72,11 @@ export const UsageQuery = z.object({
   user: UserId.optional(),
   run: z.string().max(64).optional().describe("Only this run's rows."),
   costClass: CostClass.optional(),
-  period: z.string().regex(/^\d{4}-\d{2}$/, "YYYY-MM").optional(),
+  period: z
+    .string()
+    .regex(/^\d{4}-(0[1-9]|1[0-2])$/, "a calendar month, YYYY-MM (01 to 12)")
+    .optional()
+    .describe("A calendar month, `YYYY-MM`: `2026-13` is refused (400), not an empty list."),
   environment: Environment.optional().describe("Must be the app key's own environment when given."),
   limit: z.coerce.number().int().min(1).max(500).default(100),
   cursor: z.string().max(128).optional(),

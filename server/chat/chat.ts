@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import type { Readable } from "node:stream";
 import type { Response } from "express";
 import type { z } from "zod";
@@ -53,8 +52,6 @@ type Request = z.infer<typeof ChatCompletionRequest>;
 
 /** The model the service answers itself: it repeats the last user message. */
 export const ECHO_MODEL = "svc/echo";
-/** An identical request within this window is a client's retry: the same run, counted once. */
-export const RETRY_WINDOW_MS = 10_000;
 
 /**
  * The chat-completions endpoint. `svc/echo` is answered here; anything else is
@@ -76,8 +73,12 @@ export class ChatService {
 
   private readonly echoRecords: GroupCommit<EchoRecord>;
 
-  async complete(tenant: Tenant, body: Request, res: Response): Promise<z.infer<typeof ChatCompletion> | Readable> {
-    if (body.model === ECHO_MODEL) return this.echo(tenant, body, res);
+  async complete(tenant: Tenant, request: Request, res: Response, replayRunId?: string): Promise<z.infer<typeof ChatCompletion> | Readable> {
+    // The end user: `user`, else OpenAI's `safety_identifier` (which replaces the deprecated `user`); `user` wins when both are sent.
+    const user = request.user ?? request.safety_identifier;
+    if (user === undefined) throw new ApiError("invalid_request", "Invalid body field `user`: the end user the completion is for is required here (`user`, or `safety_identifier`).", { param: "user" });
+    const body = { ...request, user };
+    if (body.model === ECHO_MODEL) return this.echo(tenant, body, res, replayRunId);
     const chat = {
       messages: body.messages as never,
       tools: body.tools as never,
@@ -90,12 +91,12 @@ export class ChatService {
       prefer: DEFAULT_CHAT_ROUTE,
       source: "chat",
       request: { prompt: "", chat, model: body.model },
-      requestHash: hashRequest(tenant, body),
-      dedupeMs: RETRY_WINDOW_MS,
+      replayRunId,
     });
     res.setHeader("Service-Run-Id", started.runId);
     if (started.handedBack) {
-      throw new ApiError("serve_in_app", `User ${body.user} has no reachable model runtime: serve this completion with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
+      const served = await this.runs.whatIsServed(tenant, started.endUserId, body.user);
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable model runtime for model ${body.model}: ${served}; serve this completion with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
         // The OpenAI client retries 409s unless told not to.
         headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
       });
@@ -152,14 +153,15 @@ export class ChatService {
    * `user`; it reaches no machine and bills nothing, but leaves its run record and
    * a ledger row (cost class `free`, kind `echo`, counted against no allowance).
    */
-  private async echo(tenant: Tenant, body: Request, res: Response): Promise<z.infer<typeof ChatCompletion> | Readable> {
+  private async echo(tenant: Tenant, body: Request & { user: string }, res: Response, replayRunId?: string): Promise<z.infer<typeof ChatCompletion> | Readable> {
     const now = this.clock.now();
-    const runId = randomId("run_", 24);
+    const runId = replayRunId ?? randomId("run_", 24);
     const lastUser = [...body.messages].reverse().find((m) => m.role === "user");
     const text = typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((p) => (p as { text?: string }).text ?? "").join("");
     const usage = { inputTokens: countWords(body.messages.map((m) => (typeof m.content === "string" ? m.content : "")).join(" ")), outputTokens: countWords(text) };
     const endUserId = await ensureEndUser(this.db, tenant, body.user);
-    await this.echoRecords.add({
+    // A repeat (same Idempotency-Key) is answered again, not recorded again.
+    if (!replayRunId) await this.echoRecords.add({
       id: runId,
       app_id: tenant.appId,
       environment: tenant.environment,
@@ -188,11 +190,6 @@ export class ChatService {
     for (const e of events) builder.event(e);
     return (builder.result as { completion: z.infer<typeof ChatCompletion> }).completion;
   }
-}
-
-/** A request's identity for retries: the same app, environment and body (the user is in it). */
-function hashRequest(tenant: Tenant, body: Request): string {
-  return createHash("sha256").update(`${tenant.appId}\n${tenant.environment}\n${JSON.stringify(body)}`).digest("hex");
 }
 
 function countWords(text: string): number {

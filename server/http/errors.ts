@@ -10,7 +10,7 @@ function fromBodyParser(err: { type?: string; status?: number; message?: string 
     case "entity.too.deep":
       return new ApiError("invalid_json", err.message);
     case "entity.too.large":
-      return new ApiError("payload_too_large");
+      return new ApiError("payload_too_large", typeof (err as { limit?: unknown }).limit === "number" ? `The request body is too large: at most ${(err as { limit: number }).limit} bytes are taken (MAX_BODY_BYTES).` : undefined);
     case "encoding.unsupported":
     case "charset.unsupported":
       return new ApiError("unsupported_media_type", "The request body must be UTF-8 JSON.");

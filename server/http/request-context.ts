@@ -7,7 +7,7 @@ declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
   namespace Express {
     interface Request {
-      /** `req_...`, sent back in the `Request-Id` header and in every error envelope. */
+      /** `req_...`, sent back in the `Request-Id` and `x-request-id` headers and in every error envelope. */
       id: string;
       log: Logger;
     }
@@ -25,6 +25,8 @@ export function requestContext(logger: Logger) {
     req.id = randomId("req_", 20);
     req.log = logger.child({ requestId: req.id });
     res.setHeader("Request-Id", req.id);
+    // The name OpenAI's and most other clients read the request id from.
+    res.setHeader("x-request-id", req.id);
     res.on("finish", () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");

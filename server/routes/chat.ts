@@ -11,7 +11,7 @@ export function chatRoutes({ chat, streamSlots }: Services) {
     createChatCompletion: s.route(contract.createChatCompletion, async ({ req, res, body }) => {
       // A streamed answer holds a slot for its stream, taken before the run starts (refused: nothing created).
       if (body.stream) streamSlots.take(tenantOf(req), res);
-      return { status: 200, body: (await chat.complete(tenantOf(req), body, res)) as never };
+      return { status: 200, body: (await chat.complete(tenantOf(req), body, res, req.idempotentRun)) as never };
     }),
     listModels: s.route(contract.listModels, async ({ req, query }) => ({ status: 200, body: await chat.models(tenantOf(req as never), query.user) })),
   };

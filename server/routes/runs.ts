@@ -13,7 +13,7 @@ export function runRoutes({ runs, runStore, runBus, logger, streamSlots }: Servi
     createRun: s.route(contract.createRun, async ({ req, res, body }) => {
       // A slot for its stream first: refused, the run is not started (nothing created, nothing counted).
       streamSlots.take(tenantOf(req), res);
-      const { runId, drivenHere } = await runs.start(tenantOf(req), body);
+      const { runId, drivenHere } = await runs.start(tenantOf(req), body, req.idempotentRun);
       // The id goes out with the headers, before the first event.
       res.setHeader("Service-Run-Id", runId);
       return { status: 200, body: runEventStream(runStore, runBus, logger, runId, 0, res, !drivenHere) as never };

@@ -7,7 +7,7 @@ import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { costClassOf, periodOf, type CostRoute } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
+import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
 import type { RunEngine } from "./engine.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -21,9 +21,8 @@ export interface RunSpec {
   prefer: RouteKindValue[];
   source: RunSource;
   request: RunRequest;
-  /** Identifies a request, so a retry of it inside `dedupeMs` is the same run. */
-  requestHash?: string;
-  dedupeMs?: number;
+  /** A repeat of a request with the same `Idempotency-Key`: the run its first request started, answered again. */
+  replayRunId?: string;
 }
 
 type RunRecord = NonNullable<Awaited<ReturnType<Database["prisma"]["run"]["findFirst"]>>>;
@@ -45,12 +44,24 @@ export class RunService {
   ) {}
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
-  async start(tenant: Tenant, body: CreateRunRequest): Promise<{ runId: string; drivenHere: boolean }> {
+  /**
+   * What the user's machines serve now, in words for an answer that routes nowhere:
+   * an app that named a model none of them serves learns what they do serve.
+   */
+  async whatIsServed(tenant: Tenant, endUserId: string, user: string): Promise<string> {
+    const rows = await reachableRuntimes(this.db, this.clock, tenant, endUserId);
+    if (rows.length === 0) return "none of their machines is online";
+    const names = [...new Set(rows.flatMap((r) => (r.kind === "agent" ? [r.runtime] : (Array.isArray(r.models) ? r.models : []).map((m) => `${r.runtime}/${m}`))))].sort();
+    return `their machines serve ${names.join(", ") || "no model"} (GET /v1/models?user=${encodeURIComponent(user)} lists what a completion can ask for)`;
+  }
+
+  async start(tenant: Tenant, body: CreateRunRequest, replayRunId?: string): Promise<{ runId: string; drivenHere: boolean }> {
     const prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
     const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
-    const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request });
+    const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request, replayRunId });
     if (started.handedBack) {
-      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for this run: serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
+      const served = await this.whatIsServed(tenant, started.endUserId, body.user);
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for model ${started.model} on the routes asked (${prefer.filter((k) => k !== "app").join(", ") || "app only"}): ${served}; serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
         headers: { "Service-Run-Id": started.runId },
       });
     }
@@ -61,14 +72,21 @@ export class RunService {
    * Starts a run of any source: routed, then, with the user's row locked while
    * the plan is checked and the run counted (so concurrent starts never pass the
    * allowance), created with its ledger row; then driven here or announced to the
-   * instance holding its machine. A handback is created and counted too. With a
-   * `requestHash`, a run of the same request started within `dedupeMs` is returned
-   * instead (a client's retry), decided under the same lock.
+   * instance holding its machine. A handback is created and counted too. A repeat
+   * of an idempotent request (`replayRunId`) gets the run its first request started.
    */
-  async begin(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; handedBack: boolean; repeated: boolean; model: string; drivenHere: boolean }> {
+  async begin(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; endUserId: string; handedBack: boolean; repeated: boolean; model: string; drivenHere: boolean }> {
+    if (spec.replayRunId) {
+      const [first] = await this.db.query<{ id: string; end_user_id: string; status: string; model: string }>(
+        `SELECT id, end_user_id, status::text AS status, model FROM runs WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`,
+        [spec.replayRunId, tenant.appId, tenant.environment],
+      );
+      if (!first) throw new ApiError("not_found", "The run this Idempotency-Key started is gone.");
+      return { runId: first.id, endUserId: first.end_user_id, handedBack: first.status === "handed_back", repeated: true, model: first.model, drivenHere: false };
+    }
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
     const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer);
-    if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}).`);
+    if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whatIsServed(tenant, endUser.id, spec.user)}.`);
     const now = this.clock.now();
     const runId = randomId("run_", 24);
     const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
@@ -89,8 +107,9 @@ export class RunService {
         spec.source,
         model,
         JSON.stringify(request),
-        spec.requestHash ?? null,
-        new Date(now.getTime() - (spec.dedupeMs ?? 0)),
+        // No implicit retry window (svc_start_run still takes one): a repeat is named by its Idempotency-Key.
+        null,
+        now,
         app ? "handed_back" : "queued",
         route.kind,
         app ? null : route.machineId,
@@ -111,17 +130,12 @@ export class RunService {
     }
     if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, endUser.id, r, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
-    if (r.ceiling !== null && !repeat) {
-      const ceiling = { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period };
-      Object.assign(request, ceiling);
-      // Kept with the run too: the instance that drives it (its machine's, or one taking it over) reads it from the row.
-      if (!app) await this.db.query(`UPDATE runs SET request = request || $2::jsonb WHERE id = $1`, [runId, JSON.stringify(ceiling)]);
-    }
-    if (repeat) return { runId: repeat.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
-    if (app) return { runId, handedBack: true, repeated: false, model, drivenHere: false };
+    if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
+    if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
+    if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
     else await this.engine.announce(route.instance, runId);
-    return { runId, handedBack: false, repeated: false, model, drivenHere: local };
+    return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local };
   }
 
   /** Tells the app (webhook `allowance.reached`), once per user and plan window, that the allowance is used up. */
