@@ -41,7 +41,8 @@ function errorDescription(status: string): string {
   const codes = Object.entries(ERROR_CODES)
     .filter(([, e]) => String(e.status) === status)
     .map(([code]) => `\`${code}\``);
-  if (status === "409") codes.push("`idempotency_key_reused` (a POST whose `Idempotency-Key` came before with another body)");
+  // Documented ahead of the server (the Idempotency-Key parameter); listed once it is in ERROR_CODES.
+  if (status === "409" && !("idempotency_key_reused" in ERROR_CODES)) codes.push("`idempotency_key_reused` (a POST whose `Idempotency-Key` came before with another body)");
   const what = `${STATUS_CODES[Number(status)] ?? status}: an \`Error\`; its code is one of ${codes.join(", ")}.`;
   return status === "503" ? `${what} Retry after \`Retry-After\` seconds.` : what;
 }
