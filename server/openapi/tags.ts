@@ -1,0 +1,63 @@
+import type { Contract } from "@svc/contract";
+
+/** The areas of the API, in the order the reference shows them. */
+export const TAGS = [
+  { name: "runs", description: "Agent runs: start one (a `text/event-stream` of run events), re-attach to its events, read it, answer its tool calls and approvals, cancel it, and report the usage of a run the app served itself." },
+  { name: "chat", description: "OpenAI-compatible chat completions and the models that can be asked for. Point an OpenAI client at `<base URL>/v1`; `user` is required." },
+  { name: "users", description: "An end user as the ledger sees them: plan, allowance, usage this period and what is connected; putting a user on a plan." },
+  { name: "machines", description: "A user's paired machines and the runtimes on them, with their live state; removing (user) or revoking (app) a machine." },
+  { name: "usage", description: "The ledger's rows: every run counted and every token used, with its cost class, in integer micros." },
+  { name: "plans", description: "The plans the app sells: price, period, allowance (runs or tokens), overage, spend ceiling, trial and the Stripe price." },
+  { name: "billing", description: "The app's connected Stripe account (Stripe Connect), what the end user's plans and checkout components show, checkout, the customer portal, and Stripe's webhooks to the service." },
+  { name: "webhooks", description: "Webhooks the service sends to the app (signed per Standard Webhooks): endpoints and the delivery log." },
+  { name: "pairing", description: "Pairing a user's machine (RFC 8628 device authorization): the worker asks for a code with the app's connect key, the user approves it on the connect page." },
+  { name: "sessions", description: "End-user browser sessions (`est_...`) the app's server mints, acting for exactly one user for ten minutes." },
+] as const;
+
+export type TagName = (typeof TAGS)[number]["name"];
+
+/** Each operation's one tag. Typed over every route: a route added to the contract without a tag does not compile. */
+export const ROUTE_TAGS: Record<keyof Contract, TagName> = {
+  createChatCompletion: "chat",
+  listModels: "chat",
+  createRun: "runs",
+  getRun: "runs",
+  getRunEvents: "runs",
+  submitToolResult: "runs",
+  submitApproval: "runs",
+  cancelRun: "runs",
+  reportRunUsage: "runs",
+  requestDeviceCode: "pairing",
+  pollDeviceToken: "pairing",
+  pollDeviceTokenAlias: "pairing",
+  getConnectInfo: "pairing",
+  lookupDevice: "pairing",
+  approveDevice: "pairing",
+  denyDevice: "pairing",
+  createSession: "sessions",
+  endSessions: "sessions",
+  listMachines: "machines",
+  removeMachine: "machines",
+  getUserCompute: "machines",
+  revokeUserMachine: "machines",
+  getUser: "users",
+  assignUserPlan: "users",
+  listUsage: "usage",
+  listPlans: "plans",
+  createPlan: "plans",
+  updatePlan: "plans",
+  archivePlan: "plans",
+  getBillingAccount: "billing",
+  connectBillingAccount: "billing",
+  disconnectBillingAccount: "billing",
+  startBillingConnect: "billing",
+  billingConnectCallback: "billing",
+  getBilling: "billing",
+  createCheckoutSession: "billing",
+  createPortalSession: "billing",
+  receiveStripeWebhook: "billing",
+  createWebhookEndpoint: "webhooks",
+  listWebhookEndpoints: "webhooks",
+  deleteWebhookEndpoint: "webhooks",
+  listWebhookDeliveries: "webhooks",
+};
