@@ -59,7 +59,8 @@ export function workerDownloadsRouter(log: Logger, dir = RELEASE_DIR): { router:
     return loading;
   };
 
-  const router = express.Router({ strict: true, caseSensitive: true });
+  // Case-sensitive: one spelling per file. Not strict, like the route fallback: a trailing slash is the same path.
+  const router = express.Router({ caseSensitive: true });
   const serve = (kind: "package" | "singleFile", type: string) => (req: Request, res: Response, next: NextFunction) => {
     release().then((loaded) => {
       const file = loaded.manifest[kind];
