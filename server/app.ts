@@ -19,6 +19,7 @@ import { routes } from "./routes/index.js";
 import { openApiJson } from "./openapi.js";
 import { docsRouter } from "./docs/docs.js";
 import { pagesRouter, PAGE_PATHS } from "./pages/pages.js";
+import { workerDownloadsRouter, workerUpdateFor } from "./pairing/worker-downloads.js";
 import type { Config } from "./config.js";
 import type { PublicUrls } from "./public-urls.js";
 import { RateLimiter } from "./rate-limit/rate-limiter.js";
@@ -92,7 +93,9 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
-  const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits);
+  const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits, (client, version) =>
+    workerUpdateFor(urls.base, client, version),
+  );
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
@@ -141,6 +144,8 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.get("/v1/openapi.json", (_req, res) => res.type("application/json").send(spec));
   app.use("/docs", docsRouter());
   app.use(pagesRouter());
+  const workerDownloads = workerDownloadsRouter(deps.logger);
+  app.use(workerDownloads.router);
 
   createExpressEndpoints(contract, routes(services), app, {
     globalMiddleware: [authenticate(services.keys, services.sessions), idempotency(services.db, services.clock)],
@@ -161,6 +166,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
       { method: "GET", path: "/v1/openapi.json" },
       { method: "GET", path: "/docs" },
       ...PAGE_PATHS.map((path) => ({ method: "GET", path })),
+      ...workerDownloads.paths.map((path) => ({ method: "GET", path })),
     ]),
   );
   app.use(errorHandler(services.outage));

@@ -97,6 +97,8 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
 
     expect(await page.locator("#app-name").textContent()).toBe(appName);
     const command = (await page.locator("#pairing-command").textContent()) ?? "";
+    // The worker from this service by its URL (test/worker-served.test.ts runs this very command), no registry name.
+    expect(command).toMatch(new RegExp(`^npx --yes ${server.url.replace(/[.]/g, "\\.")}/worker/svc-worker-\\d+\\.\\d+\\.\\d+\\.tgz pair `));
     expect(command).toContain(`--connect-key ${server.dev.connectKey}`);
     expect(command).toContain(`--server ${server.url}`);
     // The token was taken out of the address bar (and so out of history and bookmarks).

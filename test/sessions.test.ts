@@ -1,7 +1,11 @@
+import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
+
+/** The worker version the service speaks: worker/package.json's. */
+const WORKER_VERSION = (JSON.parse(fs.readFileSync(new URL("../worker/package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 /** End-user sessions as the app's server mints and ends them (spec endpoints 9 and 10). */
 describe.each(DATABASES)("end-user sessions on $db.name", ({ db, skip }) => {
@@ -45,7 +49,9 @@ describe.each(DATABASES)("end-user sessions on $db.name", ({ db, skip }) => {
         user: "alice",
         connectKey: server.dev.connectKey,
         serverUrl: server.url,
-        pairingCommand: `npx svc-worker pair --connect-key ${server.dev.connectKey} --server ${server.url}`,
+        // The worker from this service itself, by URL: no registry name anyone could claim.
+        pairingCommand: `npx --yes ${server.url}/worker/svc-worker-${WORKER_VERSION}.tgz pair --connect-key ${server.dev.connectKey} --server ${server.url}`,
+        worker: { version: WORKER_VERSION, packageUrl: `${server.url}/worker/svc-worker-${WORKER_VERSION}.tgz`, scriptUrl: `${server.url}/worker/svc-worker-${WORKER_VERSION}.mjs` },
       });
     });
 

@@ -45,7 +45,19 @@ export const ConnectInfo = z.object({
   user: UserId,
   connectKey: z.string(),
   serverUrl: z.string(),
-  pairingCommand: z.string().describe("What the user runs on the machine to pair it, e.g. `npx svc-worker pair --connect-key pk_svc_... --server https://...`."),
+  pairingCommand: z
+    .string()
+    .describe(
+      "What the user runs on the machine to pair it: the worker package from this service itself, no registry name, e.g. `npx --yes https://svc.example.com/worker/svc-worker-0.1.0.tgz pair --connect-key pk_svc_... --server https://svc.example.com`. Needs Node 20.19 or newer.",
+    ),
+  worker: z
+    .object({
+      version: z.string().describe("The `svc-worker` version this service speaks."),
+      packageUrl: z.string().describe("Its npm package (`npx --yes <packageUrl> ...`), served by this service; immutable."),
+      scriptUrl: z.string().describe("The same worker in one file, run with plain `node` (no npm); immutable."),
+    })
+    .optional()
+    .describe("Where this service serves its worker, for a connect page of the app's own."),
 });
 
 export const DeviceLookupResponse = z.object({

@@ -174,7 +174,22 @@ export type WorkerMessage = z.infer<typeof WorkerMessage>;
 
 /** Service → worker. */
 export const ServerMessage = z.discriminatedUnion("type", [
-  envelope("welcome", z.object({ machineId: z.string(), heartbeatSeconds: z.number().int().positive(), appName: z.string() })),
+  envelope(
+    "welcome",
+    z.object({
+      machineId: z.string(),
+      heartbeatSeconds: z.number().int().positive(),
+      appName: z.string(),
+      update: z
+        .object({
+          version: z.string().max(64).describe("The `svc-worker` version the service speaks."),
+          packageUrl: z.string().max(2048).describe("Its npm package, served by the service: `npx --yes <packageUrl> start`."),
+          scriptUrl: z.string().max(2048).describe("The same worker in one file, for plain `node`."),
+        })
+        .optional()
+        .describe("Present when the hello's client is `svc-worker` at an older version than the service's: where to get the current one. The older worker is still served."),
+    }),
+  ),
   envelope("job", z.object({ jobId: z.string(), job: Job })),
   envelope("cancel", z.object({ jobId: z.string(), reason: z.string().optional() })),
   envelope("permission_response", z.object({ jobId: z.string(), requestId: z.string(), allow: z.boolean(), message: z.string().optional() })),

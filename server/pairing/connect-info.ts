@@ -5,9 +5,7 @@ import type { Clock } from "../clock.js";
 import type { SessionPrincipal } from "../sessions/sessions.js";
 import type { PublicUrls } from "../public-urls.js";
 import { ApiError } from "../errors.js";
-
-/** The package end users run on their machine (`worker/`). */
-export const WORKER_PACKAGE = "svc-worker";
+import { workerDownloads } from "./worker-downloads.js";
 
 /** What the connect page shows: the app's name and the command that pairs a machine with it. */
 export async function connectInfo(prisma: Prisma, clock: Clock, urls: PublicUrls, session: SessionPrincipal): Promise<z.infer<typeof ConnectInfo>> {
@@ -27,9 +25,16 @@ export async function connectInfo(prisma: Prisma, clock: Clock, urls: PublicUrls
     connectKey: key.key,
     serverUrl: urls.base,
     pairingCommand: pairingCommand(key.key, urls.base),
+    worker: workerDownloads(urls.base),
   };
 }
 
+/**
+ * The command that pairs a machine: the worker package this service serves
+ * (worker-downloads.ts), by its URL, so no registry name is involved that
+ * anyone else could claim. `--yes`: npx installs it without asking (the
+ * command is the user's consent); it works from any folder, an empty one too.
+ */
 export function pairingCommand(connectKey: string, serverUrl: string): string {
-  return `npx ${WORKER_PACKAGE} pair --connect-key ${connectKey} --server ${serverUrl}`;
+  return `npx --yes ${workerDownloads(serverUrl).packageUrl} pair --connect-key ${connectKey} --server ${serverUrl}`;
 }

@@ -7,6 +7,9 @@ import { KIND_LIMITS, TokenBucket, type ConnectionLimits } from "./limits.js";
 /** Seconds between the worker's heartbeats, told in `welcome`. */
 export const HEARTBEAT_SECONDS = 10;
 /** The heartbeat interval told to workers: a quarter of the timeout, `HEARTBEAT_SECONDS` at most, 1 s at least. */
+/** The `update` a `welcome` carries for a worker's hello (its client and version), or none. */
+export type UpdateFor = (client: string, version: string) => Extract<ServerMessage, { type: "welcome" }>["payload"]["update"];
+
 export const heartbeatSecondsFor = (timeoutMs: number) => Math.max(1, Math.min(HEARTBEAT_SECONDS, Math.floor(timeoutMs / 4000)));
 /** Bad frames a connection may send before it is closed. */
 const MAX_BAD_FRAMES = 10;
@@ -72,6 +75,7 @@ export class WorkerConnection {
     /** Called on hello: only then is the machine online through this connection; false when it was removed meanwhile. */
     private readonly onHello: (conn: WorkerConnection) => Promise<boolean>,
     limits: ConnectionLimits,
+    private readonly updateFor: UpdateFor = () => undefined,
   ) {
     // For the connection itself and again for each job it runs: a machine streaming many jobs at once is not a flood.
     const scale = () => 1 + this.jobs.size;
@@ -231,7 +235,10 @@ export class WorkerConnection {
         // Runtimes first, so the machine is never online with another machine's or an old list.
         await this.machines.setRuntimes(this.identity, message.payload.runtimes);
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
-        this.send(serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName }));
+        const update = this.updateFor(message.payload.client, message.payload.version);
+        this.send(
+          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, ...(update ? { update } : {}) }),
+        );
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
       case "runtimes":

@@ -10,7 +10,7 @@ import type { Logger } from "../logger.js";
 import type { Notifications } from "../db/open.js";
 import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
 import type { Tenant } from "../keys/keys.js";
-import { WorkerConnection } from "./connection.js";
+import { WorkerConnection, type UpdateFor } from "./connection.js";
 import type { ConnectionLimits } from "./limits.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 
@@ -63,6 +63,8 @@ export class WorkerHub {
     private readonly facts: WebhookFacts | null = null,
     private readonly heartbeatTimeoutMs = HEARTBEAT_TIMEOUT_SECONDS * 1000,
     private readonly limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
+    /** Where an older worker gets the current one, told in its `welcome` (none: nothing is told). */
+    private readonly updateFor: UpdateFor = () => undefined,
   ) {}
 
   /** Takes the upgrade requests of `server` for the worker path. */
@@ -137,7 +139,7 @@ export class WorkerHub {
 
   private accept(ws: WebSocket, identity: MachineIdentity): void {
     const { machineId } = identity;
-    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits);
+    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits, this.updateFor);
     this.all.add(conn);
     ws.on("error", (err: Error & { code?: string }) => {
       if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") this.log.warn({ machineId, code: 1009 }, `worker connection closed: it sent a frame over ${WORKER_MAX_FRAME_BYTES} bytes`);

@@ -4,6 +4,7 @@ import type { Credentials } from "./store.js";
 import type { Runtime, ToolAnswer } from "./runtimes/runtime.js";
 import { machinePolicy, type MachinePolicy } from "./policy/index.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
+import { RUNS_FROM } from "./layout.js";
 
 export interface ConnectOptions {
   credentials: Credentials;
@@ -161,6 +162,11 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         case "welcome": {
           welcomed();
           print(`✓ Connected to ${m.payload.appName} as ${m.payload.machineId}; serving ${runtimes.map((r) => r.advert.name).join(", ") || "nothing"}.`);
+          // Once per process, not on every reconnect.
+          if (m.payload.update && !toldUpdate) {
+            toldUpdate = true;
+            print(updateLine(m.payload.update));
+          }
           if (heartbeat) clearInterval(heartbeat);
           // A link that died without a close (a network changed, a path gone) is noticed here, not by TCP minutes later:
           // each heartbeat goes with a ping, and a server heard from neither way for 4.5 heartbeats is taken for gone.
@@ -295,4 +301,12 @@ export function unpairRemotely(credentials: Credentials, timeoutMs = 10_000): Pr
     });
     ws.on("error", (err) => done({ ok: false, message: err.message }));
   });
+}
+
+let toldUpdate = false;
+
+/** The line an older worker prints when the service tells it where the current one is (`welcome`'s `update`). */
+export function updateLine(update: { version: string; packageUrl: string; scriptUrl: string }): string {
+  const how = RUNS_FROM === "single-file" ? `download ${update.scriptUrl} and run it with node` : `run it with npx --yes ${update.packageUrl} start`;
+  return `! ${CLIENT_NAME} ${update.version} is available (this is ${CLIENT_VERSION}): ${how}. This one is still served.`;
 }

@@ -1,3 +1,6 @@
+import { PACKAGE_VERSION } from "./layout.js";
+
 /** How this client names itself to the server (shown on the approve page). */
 export const CLIENT_NAME = "svc-worker";
-export const CLIENT_VERSION = "0.1.0";
+/** Its version, sent in the pairing request and the `hello`: the package's own (worker/package.json). */
+export const CLIENT_VERSION = PACKAGE_VERSION;

@@ -3,8 +3,8 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { CallTool } from "../runtimes/runtime.js";
+import { helperCommand, helperReadable } from "../layout.js";
 import { BRIDGE_TOKEN_ENV, lineReader, type WireTool } from "./wire.js";
 
 /** What an agent runtime needs to offer the app's tools to its CLI. */
@@ -31,10 +31,6 @@ export const BRIDGE_TOOL_TIMEOUT_SEC = 3600;
 
 /** The MCP server name the app's tools are offered under. */
 export const BRIDGE_SERVER_NAME = "app";
-
-const here = fileURLToPath(import.meta.url);
-/** Inside the repository the worker runs its TypeScript sources (through tsx); installed, its compiled `dist/`. */
-const fromSources = here.endsWith(".ts");
 
 /**
  * Offers the app's tools to an agent CLI for one job: a Unix socket in a private
@@ -91,17 +87,14 @@ export async function startToolBridge(tools: WireTool[], callTool: CallTool): Pr
   await new Promise<void>((resolve, reject) => server.once("error", reject).listen(socketPath, () => resolve()));
   fs.chmodSync(socketPath, 0o600);
 
-  const script = path.join(path.dirname(here), fromSources ? "bridge-server.ts" : "bridge-server.js");
-  const loader = fromSources ? ["--conditions=svc-source", "--import", import.meta.resolve("tsx")] : [];
-  const sdkPath = fileURLToPath(import.meta.resolve("@modelcontextprotocol/sdk/server/index.js"));
-  const packagesRoot = sdkPath.slice(0, sdkPath.lastIndexOf(`${path.sep}node_modules${path.sep}`) + `${path.sep}node_modules`.length);
-  const workerRoot = path.resolve(path.dirname(here), "..", "..");
+  // The sources through tsx, the package's compiled script, or the single file itself (layout.ts).
+  const bridge = helperCommand("mcp-bridge");
 
   return {
     name: BRIDGE_SERVER_NAME,
-    server: { command: process.execPath, args: [...loader, script, socketPath], env: { [BRIDGE_TOKEN_ENV]: token } },
+    server: { command: process.execPath, args: [...bridge.args, socketPath], env: { [BRIDGE_TOKEN_ENV]: token } },
     toolNames: tools.map((t) => t.name),
-    readable: [...new Set([path.dirname(path.dirname(process.execPath)), workerRoot, packagesRoot])],
+    readable: [...new Set([path.dirname(path.dirname(process.execPath)), ...helperReadable()])],
     writable: [folder],
     close: async () => {
       for (const socket of connections) socket.destroy();

@@ -2,9 +2,9 @@ import fs from "node:fs";
 import type net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Launched } from "../runtimes/runtime.js";
 import type { Confinement } from "./confinement.js";
+import { helperCommand } from "../layout.js";
 import { closeAll, listen, modelApiProxy, pipeServer, proxyEnv } from "./network.js";
 
 /**
@@ -18,8 +18,8 @@ const SYSTEM = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", 
 /** Where the worker's egress sockets appear inside the sandbox. */
 const INSIDE_NET = "/run/svc-net";
 
-/** The in-sandbox forwarder (copied next to the compiled module by the build). */
-const FORWARDER = fileURLToPath(new URL("./forwarder.mjs", import.meta.url));
+/** The in-sandbox forwarder: `forwarder.mjs` (copied into dist/ by the build), or the single file in its helper mode. */
+const FORWARDER = helperCommand("forwarder");
 
 /** A port for the inside end of the proxy, away from the loopback model APIs' own ports. */
 const PROXY_PORTS = [3128, 8118, 18080, 28080];
@@ -131,8 +131,8 @@ export async function launchInBubblewrap(bwrap: string, c: Confinement, args: st
         routes.push(`${port}=${INSIDE_NET}/proxy`);
         Object.assign(launchedEnv, proxyEnv(port));
       }
-      command = [process.execPath, FORWARDER, ...routes, "--", ...command];
-      extra.push({ kind: "rw", src: dir, dest: INSIDE_NET }, { kind: "ro", src: FORWARDER, dest: FORWARDER });
+      command = [process.execPath, ...FORWARDER.args, ...routes, "--", ...command];
+      extra.push({ kind: "rw", src: dir, dest: INSIDE_NET }, { kind: "ro", src: FORWARDER.file, dest: FORWARDER.file });
     } catch (err) {
       await cleanup();
       throw err;
