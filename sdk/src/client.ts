@@ -39,8 +39,8 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-const env = (name: string): string | undefined =>
-  typeof process !== "undefined" ? (process.env?.[name] as string | undefined) : undefined;
+/** An environment variable, where there is a `process` (Node, Bun, Deno): the SDK needs no Node types. */
+const env = (name: string): string | undefined => (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env?.[name];
 
 /** The options with their defaults applied: what every request of the SDK is made with. */
 export interface ResolvedClientOptions {

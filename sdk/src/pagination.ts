@@ -7,6 +7,7 @@ export class Page<T> implements PageBody<T>, AsyncIterable<T> {
   readonly nextCursor: string | null;
   readonly #fetch: (cursor: string) => Promise<PageBody<T>>;
 
+  /** @internal */
   constructor(body: PageBody<T>, fetchPage: (cursor: string) => Promise<PageBody<T>>) {
     this.data = body.data;
     this.hasMore = body.hasMore;
@@ -45,6 +46,7 @@ export class PagePromise<T> implements PromiseLike<Page<T>>, AsyncIterable<T> {
   readonly #load: () => Promise<Page<T>>;
   #first: Promise<Page<T>> | null = null;
 
+  /** @internal */
   constructor(fetchPage: (cursor: string | undefined) => Promise<PageBody<T>>, cursor?: string) {
     this.#load = async () => new Page(await fetchPage(cursor), fetchPage);
   }

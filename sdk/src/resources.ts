@@ -34,7 +34,12 @@ import type {
 
 /** What every resource is built on. */
 abstract class Resource {
-  constructor(protected readonly api: Transport) {}
+  /** @internal */
+  protected readonly api: Transport;
+  /** @internal */
+  constructor(api: Transport) {
+    this.api = api;
+  }
 }
 
 /** `svc.users`: an end user's plan, allowance, usage and compute (the app key's environment). */
@@ -134,6 +139,7 @@ export class ChatCompletionStream implements AsyncIterable<ChatCompletionChunk> 
   readonly #signal: AbortSignal | undefined;
   #iterated = false;
 
+  /** @internal */
   constructor(response: Response, signal?: AbortSignal) {
     this.#response = response;
     this.#signal = signal;

@@ -83,6 +83,7 @@ export class RunStream implements AsyncIterable<RunEvent> {
   readonly #answered = new Set<string>();
   #answerer: Answerer | null = null;
 
+  /** @internal */
   constructor(deps: RunDriverDeps, opts: RunStreamOptions) {
     this.#deps = deps;
     this.#opts = opts;

@@ -9,6 +9,7 @@ import type { CancelRunResponse, Run, RunUsageReport, RunUsageResponse } from ".
 export class Runs {
   readonly #deps: RunDriverDeps;
 
+  /** @internal */
   constructor(deps: RunDriverDeps) {
     this.#deps = deps;
   }
