@@ -169,6 +169,7 @@ export class ChatCompletions extends Resource {
    */
   create(params: ChatCompletionCreateParams & { stream: true }, options?: RequestOptions): Promise<ChatCompletionStream>;
   create(params: ChatCompletionCreateParams & { stream?: false | null }, options?: RequestOptions): Promise<ChatCompletion>;
+  create(params: ChatCompletionCreateParams, options?: RequestOptions): Promise<ChatCompletion | ChatCompletionStream>;
   async create(params: ChatCompletionCreateParams, options: RequestOptions = {}): Promise<ChatCompletion | ChatCompletionStream> {
     const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
     if (!params.stream) return this.api.request({ method: "POST", path: "/chat/completions", body: params, options: { ...options, idempotencyKey } });
