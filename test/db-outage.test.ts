@@ -128,7 +128,7 @@ describe.skipIf(!canRun)("database outage on a private Postgres cluster", () => 
     // answered 503 (nothing created) and retried after Retry-After until the database is back.
     const svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1`, maxRetries: 8 });
     const sdkStartedAt = Date.now();
-    const sdkRead = svc.api.listPlans({ query: {} }).then(() => Date.now() - sdkStartedAt);
+    const sdkRead = svc.plans.list().then(() => Date.now() - sdkStartedAt);
     const sdkRun = svc.runs.create({ user: "sdk-user", prompt: "during the outage", serveInApp: async () => ({ output: "served", usage: { inputTokens: 1, outputTokens: 1 } }) }).result();
     const workerCode = apiClient(server.url, 8).requestDeviceCode({
       params: { pk: server.dev.connectKey },
@@ -261,12 +261,12 @@ describe("the SDK and the worker retry 503 and 429 as the README says", () => {
     };
     const svc = new Svc({ apiKey: "sk_svc_x.y", baseUrl: `${base}/v1` });
     const t0 = Date.now();
-    expect(await svc.api.listPlans({ query: {} })).toEqual({ data: [] });
+    expect(await svc.plans.list()).toEqual({ data: [] });
     expect(hits["GET /v1/plans"]).toHaveLength(3);
     const gaps = hits["GET /v1/plans"].slice(1).map((t, i) => t - hits["GET /v1/plans"][i]);
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(950); // Retry-After: 1
     expect(Date.now() - t0).toBeLessThan(10_000);
-    await svc.api.reportRunUsage({ params: { id: "run_1" }, body: { inputTokens: 1, outputTokens: 1 } });
+    await svc.runs.reportUsage("run_1", { inputTokens: 1, outputTokens: 1 });
     expect(hits["POST /v1/runs/run_1/usage"]).toHaveLength(2);
     // A run start answered 503 that created nothing, then 429: sent again each time, then handed back.
     const result = await svc.runs.create({ user: "u", prompt: "p", serveInApp: async () => ({ output: "o", usage: { inputTokens: 1, outputTokens: 1 } }) }).result().catch((e) => e);
@@ -281,10 +281,10 @@ describe("the SDK and the worker retry 503 and 429 as the README says", () => {
     expect(hits["POST /v1/runs"]).toHaveLength(4);
     // A 503 without Retry-After (a missing configuration) is not waited out; nor is a 500.
     script["GET /v1/plans"] = { before: [{ status: 503, code: "service_unavailable", headers: {} }], final: { status: 200, body: { data: [] } } };
-    await expect(svc.api.listPlans({ query: {} })).rejects.toBeInstanceOf(ServiceUnavailableError);
+    await expect(svc.plans.list()).rejects.toBeInstanceOf(ServiceUnavailableError);
     script["GET /v1/plans"] = { before: [{ status: 500, code: "internal_error", headers: {} }], final: { status: 200, body: { data: [] } } };
     const before = hits["GET /v1/plans"].length;
-    await expect(svc.api.listPlans({ query: {} })).rejects.toMatchObject({ status: 500 });
+    await expect(svc.plans.list()).rejects.toMatchObject({ status: 500 });
     expect(hits["GET /v1/plans"].length - before).toBe(1);
   });
 

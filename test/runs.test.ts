@@ -164,7 +164,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
       ["app_usage", "app_served", 5, 9, 1234],
     ]);
     // Accepted once per run.
-    await expect(svc.api.reportRunUsage({ params: { id: runId }, body: { inputTokens: 1, outputTokens: 1 } })).rejects.toMatchObject({ status: 409, code: "usage_already_reported" });
+    await expect(svc.runs.reportUsage(runId, { inputTokens: 1, outputTokens: 1 })).rejects.toMatchObject({ status: 409, code: "usage_already_reported" });
     expect(await usageRows(runId)).toHaveLength(2);
     // Without a serving function the SDK throws, with the counted run's id.
     const err = await svc.runs.create({ user: "dave", prompt: "again" }).result().catch((e: unknown) => e);

@@ -3,44 +3,19 @@ import http from "node:http";
 import path from "node:path";
 import { promisify } from "node:util";
 import type { AddressInfo } from "node:net";
-import { execFile, execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
+import { installInto, packSdk } from "./helpers/sdk-package.js";
 
 /**
- * `@svc/sdk` as an app developer gets it: packed with the contract, installed
- * into an empty project, a strict TypeScript app written against it
+ * `@svc/sdk` as an app developer gets it: packed alone (the contract's runtime
+ * pieces bundled in), installed into an empty project, a strict TypeScript app written against it
  * type-checked (and a wrong one refused), then run against a scripted server.
  */
 
 const execFileAsync = promisify(execFile);
 const TSC = path.join(ROOT, "node_modules/typescript/bin/tsc");
-
-/**
- * Packs contract/ and sdk/ from copies, so that their builds (`prepack`) never
- * touch the working tree's dist/ folders, which other pack tests build and remove.
- */
-function packSdk(dest: string): string[] {
-  const stage = path.join(dest, "stage");
-  for (const pkg of ["contract", "sdk"]) {
-    fs.cpSync(path.join(ROOT, pkg), path.join(stage, pkg), { recursive: true, filter: (src) => !/[/\\](dist|node_modules)$/.test(src) });
-  }
-  const modules = path.join(stage, "node_modules");
-  fs.mkdirSync(path.join(modules, "@svc"), { recursive: true });
-  // As in the working tree, the builds see the root's dependencies (@types/node included).
-  for (const dep of ["zod", "@ts-rest", "eventsource-parser", "typescript", "@types"]) fs.symlinkSync(path.join(ROOT, "node_modules", dep), path.join(modules, dep));
-  fs.symlinkSync(path.join(stage, "contract"), path.join(modules, "@svc/contract"));
-  const env = { ...process.env, PATH: `${path.join(ROOT, "node_modules/.bin")}${path.delimiter}${process.env.PATH}` };
-  for (const pkg of ["contract", "sdk"]) {
-    try {
-      execFileSync("npm", ["pack", "--pack-destination", dest], { cwd: path.join(stage, pkg), env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
-    } catch (err) {
-      const { stdout, stderr } = err as { stdout: string; stderr: string };
-      throw new Error(`npm pack of ${pkg} failed:\n${stdout}\n${stderr}`);
-    }
-  }
-  return fs.readdirSync(dest).filter((f) => f.endsWith(".tgz")).map((f) => path.join(dest, f));
-}
 
 const TSCONFIG = {
   compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", lib: ["ES2023", "DOM"], types: [], strict: true, outDir: "out" },
@@ -178,12 +153,10 @@ describe("the @svc/sdk package", () => {
   let project: string;
   beforeAll(() => {
     const dir = tempDir("svc-sdk-pack-");
-    const tarballs = packSdk(dir);
-    expect(tarballs.map((t) => path.basename(t)).sort()).toEqual(["svc-contract-0.1.0.tgz", "svc-sdk-0.1.0.tgz"]);
+    const tarball = packSdk(dir);
+    expect(path.basename(tarball)).toBe("svc-sdk-0.1.0.tgz");
     project = path.join(dir, "project");
-    fs.mkdirSync(project);
-    fs.writeFileSync(path.join(project, "package.json"), JSON.stringify({ name: "empty", version: "1.0.0", private: true, type: "module" }));
-    execFileSync("npm", ["install", "--no-audit", "--no-fund", "--prefer-offline", ...tarballs], { cwd: project, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    installInto(project, tarball);
     fs.writeFileSync(path.join(project, "tsconfig.json"), JSON.stringify({ ...TSCONFIG, files: ["index.ts"] }));
     fs.writeFileSync(path.join(project, "tsconfig.wrong.json"), JSON.stringify({ ...TSCONFIG, compilerOptions: { ...TSCONFIG.compilerOptions, noEmit: true }, files: ["wrong.ts"] }));
     fs.writeFileSync(path.join(project, "index.ts"), SAMPLE);

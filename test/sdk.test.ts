@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { AuthenticationError, BadRequestError, createSvcClient, NotFoundError, ServeInAppError, SvcError } from "@svc/sdk";
+import { AuthenticationError, BadRequestError, NotFoundError, Svc, ServeInAppError, SvcError } from "@svc/sdk";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 
 describe("sdk client against the real server", () => {
@@ -11,18 +11,18 @@ describe("sdk client against the real server", () => {
   afterAll(() => server?.close());
 
   it("throws typed errors carrying status, code and request id", async () => {
-    const svc = createSvcClient({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
-    const err = await svc.getUser({ params: { id: "nobody" } }).catch((e) => e);
+    const svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
+    const err = await svc.users.retrieve("nobody").catch((e) => e);
     expect(err).toBeInstanceOf(NotFoundError);
     expect(err).toMatchObject({ status: 404, code: "not_found" });
     expect(err.requestId).toMatch(/^req_/);
 
-    const bad = createSvcClient({ apiKey: `${server.dev.appKey.split(".")[0]}.${"C".repeat(43)}`, baseUrl: `${server.url}/v1/` });
-    const authErr = await bad.listPlans().catch((e) => e);
+    const bad = new Svc({ apiKey: `${server.dev.appKey.split(".")[0]}.${"C".repeat(43)}`, baseUrl: `${server.url}/v1/` });
+    const authErr = await bad.plans.list().catch((e) => e);
     expect(authErr).toBeInstanceOf(AuthenticationError);
     expect(authErr.code).toBe("invalid_credential");
 
-    const invalid = await svc.createSession({ body: { user: "" } }).catch((e) => e);
+    const invalid = await svc.sessions.create({ user: "" }).catch((e) => e);
     expect(invalid).toBeInstanceOf(BadRequestError);
     expect(invalid.param).toBe("user");
   });
@@ -39,11 +39,11 @@ describe("sdk client against the real server", () => {
     delete process.env.SVC_API_KEY;
     delete process.env.SVC_BASE_URL;
     try {
-      expect(() => createSvcClient({ baseUrl: "http://x/v1" })).toThrow(/SVC_API_KEY/);
-      expect(() => createSvcClient({ apiKey: "sk_svc_x" })).toThrow(/SVC_BASE_URL/);
+      expect(() => new Svc({ baseUrl: "http://x/v1" })).toThrow(/SVC_API_KEY/);
+      expect(() => new Svc({ apiKey: "sk_svc_x" })).toThrow(/SVC_BASE_URL/);
       process.env.SVC_API_KEY = "sk_svc_x";
       process.env.SVC_BASE_URL = "http://x/v1";
-      expect(() => createSvcClient()).not.toThrow();
+      expect(() => new Svc()).not.toThrow();
     } finally {
       process.env.SVC_API_KEY = saved.key;
       process.env.SVC_BASE_URL = saved.url;

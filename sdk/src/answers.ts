@@ -1,11 +1,16 @@
-import type { SvcClient } from "./client.js";
+import { newIdempotencyKey, seg, type Transport } from "./client.js";
 import { SvcError } from "./errors.js";
 import { isTransient, retryDelayMs, sleep } from "./http.js";
 import type { ApprovalAnswer, ApprovalHandler, RunEventOf, RunTool } from "./types.js";
 
+/** Posts one answer to the run: the same idempotency key on every try (the service also refuses a second answer with 409). */
+function postAnswer(a: Answerer, what: "tool_result" | "approval", body: unknown, key: string): Promise<unknown> {
+  return a.api.request({ method: "POST", path: `/runs/${seg(a.runId)}/${what}`, body, retry: "idempotent", options: { signal: a.signal, idempotencyKey: key } });
+}
+
 /** What answering a run's calls needs. */
 export interface Answerer {
-  api: SvcClient;
+  api: Transport;
   runId: string;
   user?: string;
   tools: Map<string, RunTool>;
@@ -35,9 +40,8 @@ export async function answerToolCall(a: Answerer, call: RunEventOf<"tool_call">)
     result = { error: err instanceof Error ? err.message : String(err) };
     isError = true;
   }
-  await post(a, () =>
-    a.api.submitToolResult({ params: { id: a.runId }, fetchOptions: { signal: a.signal }, body: { callId: call.callId, user: a.user, result, ...(isError ? { isError } : {}) } }),
-  );
+  const key = newIdempotencyKey();
+  await post(a, () => postAnswer(a, "tool_result", { callId: call.callId, user: a.user, result, ...(isError ? { isError } : {}) }, key));
 }
 
 /** Asks `onApproval` and posts its decision. No handler, or a handler that throws, denies: a run never proceeds on a guess. */
@@ -60,13 +64,8 @@ export async function answerApproval(a: Answerer, req: RunEventOf<"approval_requ
   }
   const allow = answer === true || (typeof answer === "object" && answer !== null && answer.decision === "allow");
   const reason = typeof answer === "object" && answer !== null && typeof answer.reason === "string" ? answer.reason.slice(0, 4096) : undefined;
-  await post(a, () =>
-    a.api.submitApproval({
-      params: { id: a.runId },
-      fetchOptions: { signal: a.signal },
-      body: { approvalId: req.approvalId, user: a.user, decision: allow ? "allow" : "deny", ...(reason !== undefined ? { reason } : {}) },
-    }),
-  );
+  const key = newIdempotencyKey();
+  await post(a, () => postAnswer(a, "approval", { approvalId: req.approvalId, user: a.user, decision: allow ? "allow" : "deny", ...(reason !== undefined ? { reason } : {}) }, key));
 }
 
 /**

@@ -1,4 +1,5 @@
-import { ErrorEnvelope, type ErrorCode } from "@svc/contract";
+import { ErrorEnvelope } from "@svc/contract";
+import type { ErrorCode } from "./wire.js";
 
 /** Any error answered by the service: carries the HTTP status, the envelope's `code` and `type`, and the request id. */
 export class SvcError extends Error {

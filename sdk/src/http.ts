@@ -87,16 +87,42 @@ export function retryDelayMs(attempt: number, err?: unknown): number {
 }
 
 /**
- * Whether an answer may simply be sent again: 429 (refused before anything was
- * done) and a 503 with `Retry-After` (the service is unavailable for a moment; a
- * 503 without it, such as a missing configuration, will not pass by waiting).
- * `mayHaveApplied`: the call is not idempotent (a run start), so a 503 is retried
- * only when it says nothing was created.
+ * What a request may be tried again after:
+ * - `read` (GET): a `429`, a `503` with `Retry-After`, or no answer at all (not an abort).
+ * - `idempotent` (PUT, PATCH, DELETE, and the answers to a run, which the service takes once
+ *   per call and refuses to repeat with `409`): a `429` or a `503` with `Retry-After`.
+ * - `create` (a POST with an `Idempotency-Key`: a run start, a chat completion): a `429`, a
+ *   `503` with `Service-Nothing-Created`, a `409 idempotency_key_in_use` (the first try is
+ *   still being handled), and no answer at all: the service gives a repeat of the key the
+ *   first try's answer (a run start: the same run), so sending it again cannot do it twice.
+ *   Not a `503` that cannot promise nothing was created: the service releases a key on a
+ *   5xx, so its repeat would run again.
+ * - `never` (a POST without a key): nothing.
+ *
+ * A `503` without `Retry-After` (a missing configuration) will not pass by waiting.
  */
-export function isRetryableAnswer(err: unknown, mayHaveApplied = false): boolean {
+export type RetryKind = "read" | "idempotent" | "create" | "never";
+
+export function mayRetry(err: unknown, kind: RetryKind): boolean {
+  if (kind === "never" || err instanceof UserAbortError) return false;
+  if (err instanceof ConnectionError) return kind === "read" || kind === "create" || neverSent(err);
   if (!(err instanceof SvcError)) return false;
   if (err.status === 429) return true;
-  return err.status === 503 && err.retryAfterMs !== null && (!mayHaveApplied || err.nothingCreated);
+  if (kind === "create" && err.status === 409 && err.code === "idempotency_key_in_use") return true;
+  if (err.status !== 503 || err.retryAfterMs === null) return false;
+  return kind !== "create" || err.nothingCreated;
+}
+
+/** The codes of a connection that failed before any byte of the request went out. */
+const NEVER_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "ENETUNREACH", "EHOSTUNREACH"]);
+
+/** Whether a failed request certainly never reached the service (its connection was refused, its host not found). */
+export function neverSent(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 6; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && NEVER_SENT.has(code)) return true;
+  }
+  return false;
 }
 
 /** Whether trying again may help: no answer at all, a rate limit, or a passing server error (a 501 will not pass). */

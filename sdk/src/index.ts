@@ -1,17 +1,16 @@
-export { createSvcClient, type SvcClient, type SvcClientOptions } from "./client.js";
-export * from "./errors.js";
 export { Svc, type SvcOptions } from "./svc.js";
+export type { SvcClientOptions, RequestOptions, Method, Query } from "./client.js";
+export * from "./errors.js";
 export { Runs } from "./runs.js";
 export { RunStream } from "./run-stream.js";
+export { Users, Machines, Usage, Plans, Sessions, Models, Chat, ChatCompletions, ChatCompletionStream, Billing, WebhookEndpoints, WebhookDeliveries } from "./resources.js";
+export { Page, PagePromise } from "./pagination.js";
 export { readSse, readRunEvents, parseRunEventFrame, type SseFrame, type RunEventFrame } from "./sse.js";
 export type {
   ApprovalAnswer,
   ApprovalHandler,
   ApprovalRequest,
-  CancelRunResponse,
   Handback,
-  RouteKind,
-  Run,
   RunCreateParams,
   RunEventOf,
   RunEventsOptions,
@@ -21,4 +20,4 @@ export type {
   ServedInApp,
   ToolContext,
 } from "./types.js";
-export type { RunEvent, CreateRunRequest, ErrorEnvelope, ErrorCode } from "@svc/contract";
+export type * from "./wire.js";

@@ -1,5 +1,6 @@
-import type { RunEvent } from "@svc/contract";
-import type { RouteKind, RunResult } from "./types.js";
+import type { RunEvent } from "./wire.js";
+import type { RunResult } from "./types.js";
+import type { RouteKind } from "./wire.js";
 
 type Final = Extract<RunEvent, { kind: "run_completed" | "run_failed" | "run_cancelled" }>;
 

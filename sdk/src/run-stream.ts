@@ -1,18 +1,24 @@
-import { FINAL_RUN_EVENT_KINDS, type RunEvent } from "@svc/contract";
+import { FINAL_RUN_EVENT_KINDS } from "@svc/contract";
 import { answerApproval, answerToolCall, backoffMs, type Answerer } from "./answers.js";
-import type { ResolvedClientOptions, SvcClient } from "./client.js";
+import { newIdempotencyKey, seg, type RequestOptions, type ResolvedClientOptions, type Transport } from "./client.js";
 import { ConnectionError, MalformedEventError, UserAbortError } from "./errors.js";
 import { isTransient, openEventStream, sleep } from "./http.js";
 import { RunTally } from "./run-result.js";
 import { readRunEvents } from "./sse.js";
-import type { ApprovalHandler, CancelRunResponse, RunResult, RunTool } from "./types.js";
+import type { ApprovalHandler, RunResult, RunTool } from "./types.js";
+import type { CancelRunResponse, Run, RunEvent } from "./wire.js";
 
 /** What the run driver is built on: shared by every run of one `Svc`. */
 export interface RunDriverDeps {
   http: ResolvedClientOptions;
-  api: SvcClient;
+  api: Transport;
   /** Re-attach attempts in a row without a new event before giving up. */
   maxReconnects: number;
+}
+
+/** `POST /runs/:id/cancel`: an answer to the run, safe to repeat (a finished run answers 409). */
+export function cancelRun(api: Transport, id: string, body: { reason?: string; user?: string }, options: RequestOptions = {}): Promise<CancelRunResponse> {
+  return api.request({ method: "POST", path: `/runs/${seg(id)}/cancel`, body, retry: "idempotent", options: { idempotencyKey: newIdempotencyKey(), ...options } });
 }
 
 /** The first connection: a run's event stream, or a run the app served itself. */
@@ -77,6 +83,7 @@ export class RunStream implements AsyncIterable<RunEvent> {
   readonly #answered = new Set<string>();
   #answerer: Answerer | null = null;
 
+  /** @internal */
   constructor(deps: RunDriverDeps, opts: RunStreamOptions) {
     this.#deps = deps;
     this.#opts = opts;
@@ -109,7 +116,7 @@ export class RunStream implements AsyncIterable<RunEvent> {
   /** Asks the service to cancel the run (best effort): the stream then ends with `run_cancelled`. */
   async cancel(reason?: string): Promise<CancelRunResponse> {
     const id = await this.runId;
-    return this.#deps.api.cancelRun({ params: { id }, body: { ...(reason !== undefined ? { reason } : {}), user: this.#opts.user } });
+    return cancelRun(this.#deps.api, id, { ...(reason !== undefined ? { reason } : {}), user: this.#opts.user });
   }
 
   /** The sequence number of the last event received: `svc.runs.events(runId, { after })` re-attaches from there. */
@@ -251,7 +258,7 @@ export class RunStream implements AsyncIterable<RunEvent> {
     const id = this.#id!;
     this.#halt.abort(); // the run is over: tools still running are told, their results are not posted
     if (!this.#tally.started) {
-      const run = await this.#deps.api.getRun({ params: { id } }).catch(() => null);
+      const run = await this.#deps.api.request<Run>({ method: "GET", path: `/runs/${seg(id)}` }).catch(() => null);
       if (run) ({ route: this.#tally.route, machineId: this.#tally.machineId, runtime: this.#tally.runtime } = run);
     }
     return this.#tally.result(id);

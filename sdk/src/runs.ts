@@ -1,12 +1,15 @@
 import { ServeInAppError } from "./errors.js";
-import { isRetryableAnswer, openEventStream, retryDelayMs, sleep } from "./http.js";
-import { RunStream, type FirstConnection, type RunDriverDeps } from "./run-stream.js";
-import type { CancelRunResponse, Run, RunCreateParams, RunEventsOptions, RunResult } from "./types.js";
+import { newIdempotencyKey, seg, type RequestOptions } from "./client.js";
+import { mayRetry, openEventStream, retryDelayMs, sleep } from "./http.js";
+import { cancelRun, RunStream, type FirstConnection, type RunDriverDeps } from "./run-stream.js";
+import type { RunCreateParams, RunEventsOptions, RunResult } from "./types.js";
+import type { CancelRunResponse, Run, RunUsageReport, RunUsageResponse } from "./wire.js";
 
 /** `svc.runs`: start runs and drive them, read them, cancel them, re-attach to them. */
 export class Runs {
   readonly #deps: RunDriverDeps;
 
+  /** @internal */
   constructor(deps: RunDriverDeps) {
     this.#deps = deps;
   }
@@ -16,11 +19,12 @@ export class Runs {
    * answering its tool calls (`tools[].run`) and approvals (`onApproval`) as they
    * come, and re-attaching if the stream drops.
    *
-   * `POST /v1/runs` is tried again only when its answer says nothing was created: a
-   * `429`, or a `503` with `Service-Nothing-Created` (the service's database was
-   * unreachable before the run was written), after `Retry-After`, up to `maxRetries`
-   * times. Never once its stream began, nor after any other failure: a run is counted
-   * once started. Its refusal
+   * `POST /v1/runs` carries an `Idempotency-Key` (`idempotencyKey`, or a random one),
+   * the same on each try. It is tried again only when the first try was not applied: a
+   * `429`, a `503` with `Service-Nothing-Created` (the service's database was unreachable
+   * before the run was written), or a connection refused before anything was sent;
+   * after `Retry-After`, up to `maxRetries` times. Never once its stream began, nor
+   * after any other failure: a run is counted once started. Its refusal
    * (402, 409 `no_compute`, ...) rejects the iteration, `result()` and `runId` with
    * the typed `SvcError`. On 409 `serve_in_app`, `serveInApp` (when given) serves
    * the run in the app and its usage is reported: the stream then has no events
@@ -39,14 +43,15 @@ export class Runs {
       ...(limits ? { limits } : {}),
       ...(metadata ? { metadata } : {}),
     };
+    const headers = { "idempotency-key": params.idempotencyKey ?? newIdempotencyKey() };
     const start = async (signal: AbortSignal, knowRunId: (id: string) => void): Promise<FirstConnection> => {
       try {
         for (let attempt = 0; ; attempt++) {
           try {
-            const response = await openEventStream(this.#deps.http, { method: "POST", path: "/runs", body }, signal);
+            const response = await openEventStream(this.#deps.http, { method: "POST", path: "/runs", body, headers }, signal);
             return { response, runId: response.headers.get("service-run-id") };
           } catch (err) {
-            if (attempt >= this.#deps.http.maxRetries || !isRetryableAnswer(err, true)) throw err;
+            if (attempt >= this.#deps.http.maxRetries || !mayRetry(err, "create")) throw err;
             await sleep(retryDelayMs(attempt, err), signal);
           }
         }
@@ -62,13 +67,22 @@ export class Runs {
   }
 
   /** The run as stored: where it stands, even when no stream is open. */
-  get(id: string): Promise<Run> {
-    return this.#deps.api.getRun({ params: { id } });
+  get(id: string, options?: RequestOptions): Promise<Run> {
+    return this.#deps.api.request({ method: "GET", path: `/runs/${seg(id)}`, options });
   }
 
   /** Cancels a run (best effort): its stream then ends with `run_cancelled`. A finished run answers 409 `run_finished`. */
-  cancel(id: string, options: { reason?: string; user?: string } = {}): Promise<CancelRunResponse> {
-    return this.#deps.api.cancelRun({ params: { id }, body: options });
+  cancel(id: string, params: { reason?: string; user?: string } = {}, options?: RequestOptions): Promise<CancelRunResponse> {
+    return cancelRun(this.#deps.api, id, params, options);
+  }
+
+  /**
+   * Reports what a run handed back with `serve_in_app` used, when the app served it
+   * without `serveInApp` (which reports for you). Accepted once per run; a repeat is
+   * `409 usage_already_reported`.
+   */
+  reportUsage(id: string, report: RunUsageReport, options: RequestOptions = {}): Promise<RunUsageResponse> {
+    return this.#deps.api.request({ method: "POST", path: `/runs/${seg(id)}/usage`, body: report, retry: "idempotent", options: { idempotencyKey: newIdempotencyKey(), ...options } });
   }
 
   /**
@@ -81,7 +95,7 @@ export class Runs {
     const start = async (signal: AbortSignal, knowRunId: (id: string) => void): Promise<FirstConnection> => {
       knowRunId(id);
       const headers: Record<string, string> = after !== undefined ? { "last-event-id": String(after) } : {};
-      const response = await openEventStream(this.#deps.http, { method: "GET", path: `/runs/${encodeURIComponent(id)}/events`, headers }, signal);
+      const response = await openEventStream(this.#deps.http, { method: "GET", path: `/runs/${seg(id)}/events`, headers }, signal);
       return { response, runId: id };
     };
     return new RunStream(this.#deps, { start, user, tools, onApproval, signal, after });
@@ -99,10 +113,7 @@ export class Runs {
       ...(params.signal ? { signal: params.signal } : {}),
     });
     const { inputTokens, outputTokens, model: usedModel, costMicros } = served.usage;
-    await this.#deps.api.reportRunUsage({
-      params: { id: runId },
-      body: { user: params.user, inputTokens, outputTokens, ...(usedModel !== undefined ? { model: usedModel } : {}), ...(costMicros !== undefined ? { costMicros } : {}) },
-    });
+    await this.reportUsage(runId, { user: params.user, inputTokens, outputTokens, ...(usedModel !== undefined ? { model: usedModel } : {}), ...(costMicros !== undefined ? { costMicros } : {}) });
     return {
       runId,
       status: "handed_back",

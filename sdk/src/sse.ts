@@ -1,5 +1,6 @@
 import { createParser } from "eventsource-parser";
-import { RUN_EVENT_KINDS, RunEvent } from "@svc/contract";
+import { RUN_EVENT_KINDS, RunEvent as RunEventSchema } from "@svc/contract";
+import type { RunEvent } from "./wire.js";
 import { MalformedEventError } from "./errors.js";
 
 /** One frame of a `text/event-stream`, as sent: `id:`, `event:` and `data:`. */
@@ -77,7 +78,7 @@ export function parseRunEventFrame(frame: SseFrame): RunEventFrame {
   }
   const kind = typeof json === "object" && json !== null ? (json as { kind?: unknown }).kind : undefined;
   if (typeof kind !== "string" || !KNOWN_KINDS.has(kind)) return { id, event: frame.event ?? String(kind), data: null };
-  const parsed = RunEvent.safeParse(json);
+  const parsed = RunEventSchema.safeParse(json);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join(".") || "(event)"}: ${i.message}`).join("; ");
     throw new MalformedEventError(`svc: the ${kind} event ${frame.id ?? "(no id)"} does not match the contract: ${issues}`);

@@ -1,8 +1,5 @@
-import type { CreateRunRequest, Run, RunEvent } from "@svc/contract";
-import type { SvcClient } from "./client.js";
+import type { RouteKind, RunEvent, RunLimits } from "./wire.js";
 
-/** A route kind: where a run's compute comes from. */
-export type RouteKind = Extract<RunEvent, { kind: "run_started" }>["route"];
 /** One run event of the stream, by its `kind`. */
 export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
 
@@ -69,12 +66,14 @@ export interface RunCreateParams {
   system?: string;
   tools?: RunTool[];
   route?: { prefer: RouteKind[] };
-  limits?: CreateRunRequest["limits"];
+  limits?: RunLimits;
   metadata?: Record<string, string>;
   /** Answers `approval_request` events. Without it every approval is denied. */
   onApproval?: ApprovalHandler;
   /** Serves the run in the app on `serve_in_app`. Without it that answer throws `ServeInAppError`. */
   serveInApp?: (handback: Handback) => Promise<ServedInApp>;
+  /** Sent as `Idempotency-Key` with the start (default: a random one): the same on each try of this start. */
+  idempotencyKey?: string;
   /**
    * Stops this client's reading (and its tool calls). It does not cancel the run:
    * a dropped stream never does. Use `cancel()` for that.
@@ -116,5 +115,3 @@ export interface RunResult {
   error?: { code: string; message: string };
 }
 
-export type { Run, RunEvent };
-export type CancelRunResponse = Awaited<ReturnType<SvcClient["cancelRun"]>>;

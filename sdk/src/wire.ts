@@ -1,0 +1,568 @@
+/**
+ * The shapes the service sends and takes, written out as plain types: these are
+ * what the published declarations carry (no zod, no ts-rest), so an app that
+ * imports the SDK type-checks in well under a second. `wire.check.ts` proves
+ * each one equal to the contract's schema, so they cannot drift from it.
+ */
+
+// ---------------------------------------------------------------- errors
+
+/** Every error code the service answers, each always with the same status (see the README's error table). */
+export type ErrorCode =
+  | "invalid_request"
+  | "invalid_json"
+  | "authorization_pending"
+  | "slow_down"
+  | "access_denied"
+  | "expired_token"
+  | "invalid_grant"
+  | "invalid_signature"
+  | "invalid_state"
+  | "connect_denied"
+  | "connect_failed"
+  | "missing_credential"
+  | "invalid_credential"
+  | "revoked_credential"
+  | "wrong_credential_kind"
+  | "session_expired"
+  | "allowance_exhausted"
+  | "spend_ceiling_reached"
+  | "forbidden"
+  | "not_found"
+  | "route_not_found"
+  | "method_not_allowed"
+  | "serve_in_app"
+  | "no_compute"
+  | "already_answered"
+  | "run_finished"
+  | "idempotency_key_reused"
+  | "idempotency_key_in_use"
+  | "usage_already_reported"
+  | "plan_exists"
+  | "plan_unavailable"
+  | "account_in_use"
+  | "billing_not_connected"
+  | "already_subscribed"
+  | "no_subscription"
+  | "portal_unavailable"
+  | "request_timeout"
+  | "expired"
+  | "connect_required"
+  | "expectation_failed"
+  | "payload_too_large"
+  | "unsupported_media_type"
+  | "headers_too_large"
+  | "rate_limited"
+  | "internal_error"
+  | "not_implemented"
+  | "service_unavailable"
+  | "database_unavailable";
+
+/** The error envelope every endpoint answers errors in. */
+export interface ErrorEnvelope {
+  error: {
+    /** Broad class of the error, e.g. `authentication_error`. */
+    type: string;
+    code: ErrorCode;
+    message: string;
+    /** Also in the `Request-Id` header; quote it to support. */
+    requestId: string;
+    /** The request field at fault, when there is one. */
+    param?: string;
+    /** On `slow_down`: the new poll interval in seconds. */
+    interval?: number;
+  };
+}
+
+// ---------------------------------------------------------------- common
+
+export type Environment = "test" | "live";
+/** Who paid for the compute: the user's hardware, the user's own subscription, the app (served in app), or nobody. */
+export type CostClass = "user_hardware" | "user_subscription" | "app_served" | "free";
+/** Where a run's compute comes from. */
+export type RouteKind = "user-hardware" | "user-subscription" | "app";
+export type LiveState = "online" | "offline" | "busy";
+
+/** One runtime on a user's machine. */
+export interface Runtime {
+  /** e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`, `claude-code-local`, `codex-local`. */
+  name: string;
+  /** `model`: a model server the service drives turn by turn; `agent`: a coding-agent CLI that runs its own loop. */
+  kind: "model" | "agent";
+  costClass: CostClass;
+  models: string[];
+  version: string | null;
+  /** For an agent CLI, what pays for its model; null for a model runtime. */
+  billing: "subscription" | "api_key" | "local_model" | null;
+  /** False: found in a version its worker does not support; never routed to. */
+  supported: boolean;
+  note: string | null;
+  state: LiveState;
+}
+
+/** A paired machine of a user. */
+export interface Machine {
+  id: string;
+  hostname: string;
+  platform: string;
+  arch: string;
+  client: string;
+  state: LiveState;
+  /** ISO 8601. */
+  pairedAt: string;
+  lastSeenAt: string | null;
+  runtimes: Runtime[];
+}
+
+/** One page of a paginated list. */
+export interface PageBody<T> {
+  data: T[];
+  hasMore: boolean;
+  /** Pass as `cursor` to read the next page. */
+  nextCursor: string | null;
+}
+
+// ---------------------------------------------------------------- users, plans, usage
+
+export type PlanPeriod = "month" | "year";
+export type AllowanceUnit = "runs" | "tokens";
+
+export interface Plan {
+  id: string;
+  slug: string;
+  name: string;
+  description: string | null;
+  /** Integer micros (1 USD = 1,000,000). */
+  priceMicros: number;
+  currency: string;
+  period: PlanPeriod;
+  /** `limit: null` is unlimited. */
+  allowance: { unit: AllowanceUnit; limit: number | null };
+  /** True: usage goes on past the allowance as overage; false: the plan stops at its allowance (402). */
+  overage: boolean;
+  overagePriceMicros: number | null;
+  spendCeilingMicros: number | null;
+  trialDays: number;
+  stripePriceId: string | null;
+  /** Users without a subscription are on the default plan. */
+  isDefault: boolean;
+  archived: boolean;
+}
+
+export interface PlanList {
+  data: Plan[];
+}
+
+/** A user's plan, allowance, usage this period and what is connected. */
+export interface User {
+  id: string;
+  email: string | null;
+  environment: Environment;
+  plan: Plan | null;
+  subscription: {
+    /** `active`, `trialing`, `past_due`, `canceled` ... */
+    status: string;
+    /** `stripe`: bought through checkout; `app`: set by the app (`users.setPlan`). */
+    source: "stripe" | "app";
+    trialEndsAt: string | null;
+    currentPeriodEnd: string | null;
+  } | null;
+  allowance: { unit: AllowanceUnit; limit: number | null; used: number; remaining: number | null; reached: boolean };
+  usage: {
+    period: string;
+    runs: number;
+    inputTokens: number;
+    outputTokens: number;
+    cacheReadTokens: number;
+    cacheWriteTokens: number;
+    amountMicros: number;
+  };
+  connected: { machines: number; online: number; runtimes: string[] };
+  createdAt: string;
+}
+
+/** A user's machines, runtimes, cost classes and live state. */
+export interface Compute {
+  user: string;
+  machines: Machine[];
+}
+
+/** Filters of `usage.list` (paging is done for you). */
+export interface UsageListParams {
+  user?: string;
+  /** Only this run's rows. */
+  run?: string;
+  costClass?: CostClass;
+  /** `YYYY-MM`. */
+  period?: string;
+  /** Must be the app key's own environment when given. */
+  environment?: Environment;
+  /** Rows per page (1-500, default 100). */
+  limit?: number;
+  /** Start after this cursor (a previous page's `nextCursor`). */
+  cursor?: string;
+}
+
+/** One row of the ledger. */
+export interface UsageRow {
+  id: string;
+  user: string;
+  environment: Environment;
+  runId: string | null;
+  costClass: CostClass;
+  /** `run` (counted at its start), `tokens` (a turn on the user's compute), `app_usage` (reported by the app), `echo`. */
+  kind: string;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  amountMicros: number;
+  period: string;
+  createdAt: string;
+}
+
+/** What `plans.create` takes; omitted fields take the defaults shown. */
+export interface PlanCreateParams {
+  /** Lowercase letters, digits, `-` and `_`. */
+  slug: string;
+  name: string;
+  description?: string | null;
+  /** Default 0. */
+  priceMicros?: number;
+  /** ISO 4217, lowercase; default `usd`. */
+  currency?: string;
+  /** Default `month`. */
+  period?: PlanPeriod;
+  /** Default `{ unit: "runs", limit: null }` (unlimited). */
+  allowance?: { unit: AllowanceUnit; limit: number | null };
+  /** Default false: the run that would pass the allowance gets 402. */
+  overage?: boolean;
+  overagePriceMicros?: number | null;
+  spendCeilingMicros?: number | null;
+  /** Default 0. */
+  trialDays?: number;
+  stripePriceId?: string | null;
+  /** Default false. */
+  isDefault?: boolean;
+}
+
+/** What `plans.update` takes: only the fields sent change. */
+export type PlanUpdateParams = Partial<Omit<PlanCreateParams, "slug">>;
+
+// ---------------------------------------------------------------- sessions, machines
+
+export interface SessionCreateParams {
+  /** The app's id for its end user. */
+  user: string;
+  email?: string;
+}
+
+export interface Session {
+  /** `est_...` token acting for exactly this user. */
+  session: string;
+  /** Seconds (600: ten minutes). */
+  expires_in: number;
+  /** The hosted connect page for this user (the token rides in the URL fragment). */
+  url: string;
+  /** The hosted billing page for this user. */
+  billing_url: string;
+}
+
+export interface SessionsEnded {
+  user: string;
+  /** How many live sessions were ended. */
+  ended: number;
+}
+
+export interface MachineRemoved {
+  id: string;
+  /** From this moment the machine's pairing token is refused and its connection is closed. */
+  revokedAt: string;
+}
+
+// ---------------------------------------------------------------- runs
+
+export interface RunUsageTotals {
+  /** Input tokens, not counting those read from or written to a prompt cache. */
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  costClass: CostClass;
+  amountMicros: number;
+}
+
+/** The events of a run's stream, by `kind`. */
+export type RunEvent =
+  | {
+      kind: "run_started";
+      runId: string;
+      route: RouteKind;
+      costClass: CostClass;
+      machineId: string | null;
+      runtime: string | null;
+      model: string;
+      /** On an agent CLI, what pays for its model. */
+      billing?: "subscription" | "api_key" | "local_model";
+    }
+  | { kind: "text_delta"; turn: number; text: string }
+  | {
+      kind: "tool_call";
+      callId: string;
+      name: string;
+      /** The arguments as the model wrote them, parsed from JSON (a string when they are not JSON). */
+      arguments?: unknown;
+      deadlineAt: string;
+    }
+  | {
+      kind: "approval_request";
+      approvalId: string;
+      /** An app tool marked `needsApproval`, or an agent runtime's permission request. */
+      what: "tool" | "permission";
+      tool: string;
+      callId?: string;
+      arguments?: unknown;
+      description?: string;
+      deadlineAt: string;
+    }
+  | { kind: "usage"; turn: number; usage: RunUsageTotals }
+  | {
+      kind: "activity";
+      /** What an agent runtime did on its own (a command run, a file changed). */
+      summary: string;
+      detail?: unknown;
+    }
+  | {
+      kind: "turn_restarted";
+      turn: number;
+      /** Why the turn is run again; drop that turn's text so far. */
+      reason: string;
+    }
+  | {
+      kind: "run_completed";
+      output: string;
+      usage: RunUsageTotals;
+      stopReason: string;
+      toolCalls?: { id: string; name: string; arguments: string }[];
+    }
+  | {
+      kind: "run_failed";
+      error: { code: string; message: string };
+      /** `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, ...; unknown values may be added. */
+      stopReason: string;
+    }
+  | { kind: "run_cancelled"; reason?: string; output: string };
+
+export type RunStatus = "queued" | "running" | "waiting" | "completed" | "failed" | "cancelled" | "handed_back";
+
+/** A run as stored: where it stands. */
+export interface Run {
+  id: string;
+  user: string;
+  status: RunStatus;
+  model: string;
+  route: RouteKind | null;
+  costClass: CostClass | null;
+  machineId: string | null;
+  runtime: string | null;
+  turns: number;
+  output: string | null;
+  stopReason: string | null;
+  error: { code: string; message: string } | null;
+  usage: { inputTokens: number; outputTokens: number };
+  /** The sequence of its last stored event. */
+  lastEventId: number;
+  createdAt: string;
+  finishedAt: string | null;
+}
+
+export interface RunLimits {
+  /** Model turns at most (default 20). */
+  maxTurns?: number;
+  toolResultTimeoutMs?: number;
+  approvalTimeoutMs?: number;
+  turnTimeoutMs?: number;
+  runTimeoutMs?: number;
+}
+
+export interface CancelRunResponse {
+  runId: string;
+  /** `stopping` while the worker stops, or its final status. */
+  status: string;
+}
+
+export interface RunUsageReport {
+  /** The run's user; when given it must match. */
+  user?: string;
+  inputTokens: number;
+  outputTokens: number;
+  model?: string;
+  costMicros?: number;
+}
+
+export interface RunUsageResponse {
+  runId: string;
+  costClass: CostClass;
+  inputTokens: number;
+  outputTokens: number;
+  amountMicros: number;
+}
+
+// ---------------------------------------------------------------- chat completions, models
+
+export type ChatContent = string | ({ type: string } & Record<string, unknown>)[];
+
+export interface ChatToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export type ChatMessage =
+  | { role: "system" | "developer" | "user"; content: ChatContent; name?: string; [extra: string]: unknown }
+  | { role: "assistant"; content?: ChatContent | null; name?: string; tool_calls?: ChatToolCall[]; [extra: string]: unknown }
+  | { role: "tool"; content: ChatContent; tool_call_id: string; [extra: string]: unknown };
+
+/** The standard chat-completions request, plus `user` (required). */
+export interface ChatCompletionCreateParams {
+  /** `auto`, `svc/echo`, or a `<runtime>/<model>` alias. */
+  model: string;
+  messages: ChatMessage[];
+  /** The end user the completion is for. */
+  user: string;
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean } | null;
+  tools?: { type: "function"; function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean | null } }[];
+  tool_choice?: unknown;
+  parallel_tool_calls?: boolean;
+  temperature?: number | null;
+  top_p?: number | null;
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  stop?: string | string[] | null;
+  n?: number | null;
+  seed?: number | null;
+  presence_penalty?: number | null;
+  frequency_penalty?: number | null;
+  response_format?: unknown;
+  [extra: string]: unknown;
+}
+
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
+export interface ChatUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface ChatCompletion {
+  id: string;
+  object: "chat.completion";
+  created: number;
+  model: string;
+  choices: { index: number; message: { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }; finish_reason: FinishReason | null }[];
+  usage?: ChatUsage;
+}
+
+/** One frame of a streamed completion. */
+export interface ChatCompletionChunk {
+  id: string;
+  object: "chat.completion.chunk";
+  created: number;
+  model: string;
+  choices: {
+    index: number;
+    delta: {
+      role?: "assistant";
+      content?: string | null;
+      tool_calls?: { index: number; id?: string; type?: "function"; function?: { name?: string; arguments?: string } }[];
+    };
+    finish_reason: FinishReason | null;
+  }[];
+  usage?: ChatUsage | null;
+}
+
+export interface ModelList {
+  object: "list";
+  data: { id: string; object: "model"; created: number; owned_by: string }[];
+}
+
+// ---------------------------------------------------------------- billing account
+
+export interface BillingAccount {
+  environment: Environment;
+  /** `acct_...`; null until one is connected. */
+  stripeAccountId: string | null;
+  connectedVia: "oauth" | "created" | "legacy" | null;
+  connectedAt: string | null;
+  chargesEnabled: boolean | null;
+  detailsSubmitted: boolean | null;
+  payoutsEnabled: boolean | null;
+  requirements: { currentlyDue: string[]; pastDue: string[]; disabledReason: string | null } | null;
+  checkedAt: string | null;
+  /** Where Stripe must send this account's events. */
+  webhookUrl: string;
+}
+
+export interface BillingConnectParams {
+  /** `oauth`: connect an existing Stripe account; `create`: the platform creates one for the app. */
+  mode: "oauth" | "create";
+  /** Where the browser goes when the flow ends. */
+  returnUrl?: string;
+}
+
+export interface BillingConnectStart {
+  mode: "oauth" | "create";
+  /** Send the app owner's browser here. */
+  url: string;
+  expiresAt: string;
+  stripeAccountId: string | null;
+}
+
+// ---------------------------------------------------------------- webhooks
+
+export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached";
+
+export interface WebhookEndpointCreateParams {
+  /** http or https. */
+  url: string;
+  /** Default: every event type. */
+  events?: WebhookEventType[];
+}
+
+export interface WebhookEndpoint {
+  id: string;
+  url: string;
+  events: WebhookEventType[];
+  createdAt: string;
+  disabled: boolean;
+}
+
+export interface CreatedWebhookEndpoint extends WebhookEndpoint {
+  /** `whsec_...`: shown once; verify signatures with it. */
+  secret: string;
+}
+
+export interface WebhookDeliveryListParams {
+  endpoint?: string;
+  status?: "pending" | "delivered" | "failed";
+  type?: WebhookEventType;
+  /** Deliveries per page (1-200, default 50). */
+  limit?: number;
+  cursor?: string;
+}
+
+export interface WebhookDelivery {
+  /** The `webhook-id` the receiver saw (the same on every retry). */
+  id: string;
+  endpointId: string;
+  type: WebhookEventType;
+  /** The JSON body sent: `{type, timestamp, data}`. */
+  payload: Record<string, unknown>;
+  status: "pending" | "delivered" | "failed";
+  attempts: { attempt: number; at: string; statusCode: number | null; error: string | null; durationMs: number }[];
+  nextAttemptAt: string | null;
+  lastError: string | null;
+  deliveredAt: string | null;
+  createdAt: string;
+}
