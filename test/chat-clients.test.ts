@@ -192,7 +192,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       }
     });
 
-    it.skipIf(skip)("the 409 handback surfaces as an APICallError with status 409 and the envelope's code and message; the SDK's retries are counted once", async () => {
+    it.skipIf(skip)("the 409 handback surfaces as an APICallError with status 409 and the envelope's code and message; its retries with one Idempotency-Key are counted once", async () => {
       const svc = provider();
       // With retries off: one request, the error itself.
       const handled = answered(409);
@@ -211,8 +211,9 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(runs[0].usageRows.map((u) => [u.kind, u.costClass])).toEqual([["run", "app_served"]]);
 
       // The AI SDK treats 409 as retryable and does not read x-should-retry: with its default
-      // two retries it sends the same body three times; the server counts one run.
-      const retried = await generateText({ model: svc("auto"), providerOptions: as("ai-nobody-retried"), prompt: "hi" }).catch((x: unknown) => x);
+      // two retries it sends the same request three times. With an Idempotency-Key (the same
+      // headers on each of its retries) the server counts one run.
+      const retried = await generateText({ model: svc("auto"), providerOptions: as("ai-nobody-retried"), prompt: "hi", headers: { "Idempotency-Key": "ai-nobody-retried-1" } }).catch((x: unknown) => x);
       expect(RetryError.isInstance(retried)).toBe(true);
       const r = retried as RetryError;
       expect(r.reason).toBe("maxRetriesExceeded");

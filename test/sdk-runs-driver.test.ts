@@ -28,7 +28,7 @@ const json = (status: number, body: unknown, headers: Record<string, string> = {
 const envelope = (code: string) => ({ error: { type: "x", code, message: `msg ${code}`, requestId: "req_1" } });
 const ok = (req: Req) => json(200, { runId: "run_1", callId: req.body?.callId, approvalId: req.body?.approvalId, accepted: true, decision: req.body?.decision });
 
-function fake(handler: Handler) {
+function fake(handler: Handler, options: { maxRetries?: number } = {}) {
   const calls: Req[] = [];
   const fetchFn = (async (input: any, init?: RequestInit) => {
     const url = typeof input === "string" ? input : input.url;
@@ -37,7 +37,7 @@ function fake(handler: Handler) {
     if (init?.signal?.aborted) throw init.signal.reason;
     return handler(req, init?.signal);
   }) as typeof fetch;
-  const svc = new Svc({ apiKey: "sk_svc_x.y", baseUrl: "http://svc.test/v1", fetch: fetchFn, maxReconnects: 3 });
+  const svc = new Svc({ apiKey: "sk_svc_x.y", baseUrl: "http://svc.test/v1", fetch: fetchFn, maxReconnects: 3, ...options });
   return { svc, calls, posts: (suffix: string) => calls.filter((c) => c.method === "POST" && c.url.endsWith(suffix)) };
 }
 const started = { kind: "run_started", runId: "run_1", route: "user-hardware", costClass: "user_hardware", machineId: "m1", runtime: "ollama", model: "llama" };
@@ -189,7 +189,7 @@ describe("run driver", () => {
     expect(posts("/tool_result")).toHaveLength(0);
   });
 
-  it("refusals: 402 carries the run id; serve_in_app without a handler throws ServeInAppError; POST is never retried", async () => {
+  it("refusals: 402 carries the run id; serve_in_app without a handler throws ServeInAppError; a start with no answer is sent again with its key", async () => {
     const f = fake(() => json(402, envelope("allowance_exhausted"), { "service-run-id": "run_9" }));
     const run = f.svc.runs.create({ user: "u", prompt: "p" });
     const err = await run.result().catch((e) => e);
@@ -203,9 +203,12 @@ describe("run driver", () => {
     expect(e2).toBeInstanceOf(ServeInAppError);
     expect(e2.runId).toBe("run_8");
 
-    const h = fake(() => Promise.reject(new TypeError("fetch failed")));
+    // No answer at all: sent again with the same Idempotency-Key (the service answers a repeat with the same run), then given up.
+    const h = fake(() => Promise.reject(new TypeError("fetch failed")), { maxRetries: 2 });
     await expect(h.svc.runs.create({ user: "u", prompt: "p" }).result()).rejects.toBeInstanceOf(ConnectionError);
-    expect(h.calls).toHaveLength(1);
+    expect(h.calls).toHaveLength(3);
+    expect(new Set(h.calls.map((c) => c.headers.get("idempotency-key"))).size).toBe(1);
+    expect(h.calls[0].headers.get("idempotency-key")).toBeTruthy();
   });
 
   it("serve_in_app with a handler: usage reported, no events, handed_back", async () => {

@@ -1,5 +1,6 @@
 import crypto from "node:crypto";
-import { spawn, spawnSync } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
+import { promisify } from "node:util";
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
@@ -25,6 +26,7 @@ import type WebSocket from "ws";
  * machine has one). The same for the single file run with plain node.
  */
 
+const execFileAsync = promisify(execFile);
 const VERSION = (JSON.parse(fs.readFileSync(path.join(ROOT, "worker/package.json"), "utf8")) as { version: string }).version;
 const FILES = releaseFiles(VERSION);
 /** The real Claude Code CLI (a pinned dev dependency): the agent whose tool calls cross the worker's MCP bridge. */
@@ -145,7 +147,7 @@ describe("the worker the service serves", () => {
       }
       at += 512 + Math.ceil(size / 512) * 512;
     }
-    expect(names.sort()).toEqual(["package/bin/svc-worker.js", "package/dist/index.js", "package/dist/main.js", "package/dist/mcp/bridge-server.js", "package/dist/policy/forwarder.mjs", "package/package.json"]);
+    expect(names.sort()).toEqual(["package/LICENSE", "package/bin/svc-worker.js", "package/dist/index.js", "package/dist/main.js", "package/dist/mcp/bridge-server.js", "package/dist/policy/forwarder.mjs", "package/package.json"]);
 
     const script = await server.fetch(`/worker/${FILES.singleFile}`);
     expect(script.status).toBe(200);
@@ -220,8 +222,9 @@ describe("the worker the service serves", () => {
     const machine = await server.db.prisma.machine.findUniqueOrThrow({ where: { id: credentials.machineId }, include: { endUser: true } });
     expect([machine.endUser.externalId, machine.client, machine.clientVersion]).toEqual(["nina", "svc-worker", VERSION]);
 
-    const version = spawnSync("npx", ["--yes", packageUrl, "--version"], { cwd: folder, env: userEnv(home), encoding: "utf8" });
-    expect([version.status, version.stdout.trim()]).toEqual([0, VERSION]);
+    // Not spawnSync: npx may ask this very process's server for the package again, which a blocked event loop would never answer.
+    const version = await execFileAsync("npx", ["--yes", packageUrl, "--version"], { cwd: folder, env: userEnv(home), encoding: "utf8", timeout: INSTALL_TIMEOUT_MS });
+    expect(version.stdout.trim()).toBe(VERSION);
 
     // `start` from the same package (npx finds it in the user's cache), Claude Code turned on, the stand-in as its API.
     const workdir = tempDir("svc-work-");

@@ -78,7 +78,7 @@ export function idempotency(db: Sql, clock: Clock) {
         res.setHeader("Idempotent-Replayed", "true");
         if (row.state === "done" && row.body !== null) {
           for (const [name, value] of Object.entries(row.headers ?? {})) res.setHeader(name, value);
-          return res.status(row.status!).send(row.body);
+          return res.status(row.status!).send(withRequestId(row.body, req.id));
         }
         if (row.run_id) {
           // A run start still going, or streamed: the handler answers with the run the first request started (its stream from the first event).
@@ -94,6 +94,20 @@ export function idempotency(db: Sql, clock: Clock) {
       next(err);
     }
   };
+}
+
+/** An error envelope given again names this request's id (the one in its `Request-Id` header), as every envelope does. */
+function withRequestId(body: string, requestId: string): string {
+  try {
+    const parsed = JSON.parse(body) as { error?: { requestId?: string } };
+    if (parsed && typeof parsed.error === "object" && parsed.error !== null && "requestId" in parsed.error) {
+      parsed.error.requestId = requestId;
+      return JSON.stringify(parsed);
+    }
+  } catch {
+    /* not JSON: given as it was */
+  }
+  return body;
 }
 
 /** Whose key it is: the credential's app and environment (and a session's user); null without a credential. */
@@ -186,12 +200,11 @@ function record(db: Sql, scope: string, key: string, req: Request, res: Response
     }
     return (end as (...a: unknown[]) => Response).call(this, chunk, ...rest);
   } as typeof res.end;
-  // Gone before any answer (the client left, the handler threw past the error handler): nothing to give again.
+  // The client left mid-stream: the run goes on, and a repeat re-attaches to it. A client that left
+  // before any answer changes nothing here: the handler still answers (into the void) and that answer
+  // is kept; one that never answers leaves a claim another request takes over after CLAIM_MS.
   res.on("close", () => {
-    if (!res.writableEnded) {
-      if (typeof res.getHeader("service-run-id") === "string") settle(`UPDATE idempotency_keys SET state = 'done' WHERE scope = $1 AND key = $2`, []);
-      else release();
-    }
+    if (!res.writableEnded && typeof res.getHeader("service-run-id") === "string") settle(`UPDATE idempotency_keys SET state = 'done' WHERE scope = $1 AND key = $2`, []);
   });
 
   function collect(chunk: unknown) {

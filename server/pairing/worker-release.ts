@@ -71,7 +71,7 @@ export interface ReleaseManifest {
   builtAt: string;
 }
 
-const SOURCE_INPUTS = ["worker/package.json", "worker/bin", "worker/src", "worker/single-file.mjs", "contract/package.json", "contract/src", "package-lock.json", "server/pairing/worker-release.ts"];
+const SOURCE_INPUTS = ["worker/package.json", "worker/LICENSE", "worker/bin", "worker/src", "worker/single-file.mjs", "contract/package.json", "contract/src", "package-lock.json", "server/pairing/worker-release.ts"];
 
 function filesUnder(rel: string): string[] {
   const abs = path.join(ROOT, rel);
@@ -165,6 +165,7 @@ export async function buildWorkerRelease(dir = RELEASE_DIR): Promise<ReleaseMani
     fs.mkdirSync(path.join(root, "bin"));
     fs.copyFileSync(path.join(WORKER, "bin/svc-worker.js"), path.join(root, "bin/svc-worker.js"));
     fs.chmodSync(path.join(root, "bin/svc-worker.js"), 0o755);
+    fs.copyFileSync(path.join(WORKER, "LICENSE"), path.join(root, "LICENSE"));
     // Each dependency at exactly the version this tree installed (and its tests ran on), from the lockfile.
     const lock = readJson<{ packages: Record<string, { version?: string }> }>(path.join(ROOT, "package-lock.json"));
     const pinned = (d: string) => lock.packages[`worker/node_modules/${d}`]?.version ?? lock.packages[`node_modules/${d}`]?.version ?? pkg.dependencies![d];

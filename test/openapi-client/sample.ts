@@ -95,8 +95,8 @@ export async function sample(baseUrl: string, appKey: string): Promise<SampleRes
 export function refused(client: ReturnType<typeof createClient<paths>>) {
   // @ts-expect-error the request body is required
   void client.POST("/v1/plans", {});
-  // @ts-expect-error `user` is required on a chat completion
-  void client.POST("/v1/chat/completions", { body: { model: "auto", messages: [{ role: "user", content: "hi" }] } });
+  // @ts-expect-error `messages` is required on a chat completion
+  void client.POST("/v1/chat/completions", { body: { model: "auto", user: "alice" } });
   // @ts-expect-error a run event kind the schema does not have
   const kind: components["schemas"]["RunEvent"]["kind"] = "run_paused";
   return kind;
