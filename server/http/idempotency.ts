@@ -70,7 +70,8 @@ export function idempotency(db: Sql, clock: Clock) {
         db.query(`DELETE FROM idempotency_keys WHERE expires_at < $1`, [new Date(now)]).catch(() => {});
       }
 
-      const deadline = now + WAIT_MS;
+      // Real time, not the service clock: a wait is a wait whatever the clock says.
+      const deadline = Date.now() + WAIT_MS;
       for (;;) {
         const row = await claim(db, clock, scope, key, fingerprint);
         if (row.mine) return record(db, scope, key, req, res, next);
@@ -85,7 +86,7 @@ export function idempotency(db: Sql, clock: Clock) {
           req.idempotentRun = row.run_id;
           return next();
         }
-        if (clock.now().getTime() >= deadline) {
+        if (Date.now() >= deadline) {
           throw new ApiError("idempotency_key_in_use", `A request with Idempotency-Key ${JSON.stringify(key)} is still being handled: retry after the time in Retry-After.`, { headers: { "Retry-After": "1" } });
         }
         await new Promise((r) => setTimeout(r, POLL_MS));
