@@ -15,6 +15,12 @@ import { removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { startAnthropicStandIn, type AnthropicStandIn } from "./helpers/anthropic-standin.js";
 import { releaseFiles } from "../server/pairing/worker-release.js";
+import { workerDownloadsRouter } from "../server/pairing/worker-downloads.js";
+import { createLogger } from "../server/logger.js";
+import { errorHandler } from "../server/http/errors.js";
+import { requestContext } from "../server/http/request-context.js";
+import express from "express";
+import { Writable } from "node:stream";
 import type WebSocket from "ws";
 
 /**
@@ -319,3 +325,30 @@ describe("the worker the service serves", () => {
     expect(line[0]).toBe(`! svc-worker ${VERSION} is available (this is 0.0.1): download ${current.scriptUrl} and run it with node. This one is still served.`);
   }, 120_000);
 });
+
+describe("the worker's files when they cannot be built", () => {
+  it("a failed build answers 503 with Retry-After, and downloads meanwhile are refused without starting another build", async () => {
+    const lines: string[] = [];
+    const log = createLogger("info", new Writable({ write: (chunk, _enc, cb) => (lines.push(String(chunk)), cb()) }));
+    // A file where the release folder should be: every build fails.
+    const notADir = path.join(tempDir("svc-release-"), "file");
+    fs.writeFileSync(notADir, "");
+    const app = express();
+    app.use(requestContext(log));
+    app.use(workerDownloadsRouter(log, notADir).router);
+    app.use(errorHandler());
+    const server = await new Promise<http.Server>((resolve) => { const s = app.listen(0, "127.0.0.1", () => resolve(s)); });
+    try {
+      const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/worker/${FILES.package}`;
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(url);
+        await expectError(res, 503, "service_unavailable");
+        expect(res.headers.get("retry-after")).toBe("60");
+      }
+      expect(lines.filter((l) => l.includes("could not be built"))).toHaveLength(1);
+    } finally {
+      server.close();
+    }
+  });
+});
+

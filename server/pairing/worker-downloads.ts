@@ -29,6 +29,9 @@ export function workerUpdateFor(base: string, client: string, clientVersion: str
   return workerDownloads(base, version);
 }
 
+/** After a failed build, how long downloads are refused before one tries to build again. */
+const RETRY_BUILD_SECONDS = 60;
+
 /** Each file is fixed by its version: cached anywhere for a year, never revalidated. */
 const IMMUTABLE_HEADERS = {
   "Cache-Control": "public, max-age=31536000, immutable",
@@ -49,12 +52,17 @@ export function workerDownloadsRouter(log: Logger, dir = RELEASE_DIR): { router:
   const version = workerVersion();
   const files = releaseFiles(version);
   let loading: Promise<LoadedRelease> | null = null;
+  /** When a build last failed: downloads meanwhile are refused at once, so a stranger's requests cannot start a build each. */
+  let failedAt = 0;
+  const unavailable = () => new ApiError("service_unavailable", "The worker's files are not available right now; try again in a minute.", { headers: { "Retry-After": String(RETRY_BUILD_SECONDS) } });
   const release = () => {
+    if (!loading && Date.now() - failedAt < RETRY_BUILD_SECONDS * 1000) return Promise.reject(unavailable());
     loading ??= loadWorkerRelease(dir).catch((err) => {
-      // Not kept: the next download tries again.
+      // Not kept: a download after RETRY_BUILD_SECONDS tries again.
       loading = null;
+      failedAt = Date.now();
       log.error({ err }, "the worker's files could not be built");
-      throw new ApiError("service_unavailable", "The worker's files are not available right now; try again in a minute.");
+      throw unavailable();
     });
     return loading;
   };
