@@ -68,7 +68,7 @@ describe("first start and restart on the same data folder", () => {
       }),
     );
     expect(await second.stop()).toEqual({ code: 0, signal: null });
-  });
+  }, 180_000); // two cold starts of the real process (migrations on an empty folder): 51 s seen on a loaded CI machine
 });
 
 describe("secrets", () => {
