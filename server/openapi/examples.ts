@@ -65,6 +65,8 @@ const plan = {
   isDefault: false,
   archived: false,
 };
+/** What creates that plan: the plan without what the service decides (its id, default and archived state). */
+const { id: _id, isDefault: _isDefault, archived: _archived, ...planInput } = plan;
 
 const usage = { costClass: "user_hardware", amountMicros: 0 };
 
@@ -277,20 +279,7 @@ export const EXAMPLES: Record<string, unknown> = {
   UsagePage: { data: [usageRow], hasMore: true, nextCursor: "10482" },
   Plan: plan,
   PlanList: { data: [plan] },
-  PlanInput: {
-    slug: "pro",
-    name: "Pro",
-    description: "500 runs a month on your own machines.",
-    priceMicros: 12_000_000,
-    currency: "usd",
-    period: "month",
-    allowance: { unit: "runs", limit: 500 },
-    overage: true,
-    overagePriceMicros: 20_000,
-    spendCeilingMicros: 50_000_000,
-    trialDays: 14,
-    stripePriceId: "price_1QxK7nLkdIwHu7ixZy4Fm2Qa",
-  },
+  PlanInput: planInput,
   PlanUpdate: { priceMicros: 15_000_000, trialDays: 7 },
   AssignPlanRequest: { plan: "pro" },
   BillingAccount: {
