@@ -19,6 +19,7 @@ import { routes } from "./routes/index.js";
 import { openApiJson } from "./openapi.js";
 import { docsRouter } from "./docs/docs.js";
 import { pagesRouter, PAGE_PATHS } from "./pages/pages.js";
+import { dashboardRouter } from "./dashboard/dashboard.js";
 import { workerDownloadsRouter, workerUpdateFor } from "./pairing/worker-downloads.js";
 import type { Config } from "./config.js";
 import type { PublicUrls } from "./public-urls.js";
@@ -144,6 +145,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.get("/v1/openapi.json", (_req, res) => res.type("application/json").send(spec));
   app.use("/docs", docsRouter());
   app.use(pagesRouter());
+  app.use("/dashboard", dashboardRouter());
   const workerDownloads = workerDownloadsRouter(deps.logger);
   app.use(workerDownloads.router);
 
