@@ -12,6 +12,7 @@ type Json = Record<string, any>;
 const SECURITY_BY_AUTH: Record<RouteMetadata["auth"], Record<string, string[]>[]> = {
   appKey: [{ appKey: [] }],
   session: [{ sessionToken: [] }],
+  owner: [{ ownerSession: [] }],
   connectKey: [],
   none: [],
 };

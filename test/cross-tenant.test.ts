@@ -784,7 +784,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       const t = { foreign: [] as number[], unknown: [] as number[] };
       for (let i = 0; i < 30; i++) {
         for (const which of i % 2 ? (["foreign", "unknown"] as const) : (["unknown", "foreign"] as const)) {
-          const cred = await credential(auth);
+          const cred = await credential(auth as Credential);
           const a = await callRoute(server, route, p.request(which === "foreign" ? holdingsOf("foreignApp") : unknown, me()), { ...cred.headers, ...nextAddress() }, cred.pk);
           expect(a.status).toBeLessThan(500);
           t[which].push(a.ms);
@@ -805,7 +805,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       const h = holdingsOf("foreignApp");
       const req = p.request(h, { user: b.users[0].ext, plan: `spare-${b.tag}` });
       const own = normalized(await callRoute(server, route, req, { ...headers, ...nextAddress() }, b.connectKey), slotValues(h, req));
-      const cred = await credential(auth === "none" ? "none" : auth);
+      const cred = await credential(auth as Credential);
       const unknownReq = p.request(unknown, me());
       const none = normalized(await callRoute(server, route, unknownReq, { ...cred.headers, ...nextAddress() }, cred.pk), slotValues(unknown, unknownReq));
       expect(own, `${p.what}: its owner's read answers like an unknown id, so the fixture's id is not real`).not.toEqual(none);

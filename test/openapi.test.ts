@@ -29,7 +29,7 @@ describe("openapi.json", () => {
     expect(doc.paths["/v1/runs"].post.security).toEqual([{ appKey: [] }]);
     expect(doc.paths["/v1/machines"].get.security).toEqual([{ sessionToken: [] }]);
     expect(doc.paths["/c/{pk}/v1/device/code"].post.security).toEqual([]);
-    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["appKey", "connectKey", "pairingToken", "sessionToken"]);
+    expect(Object.keys(doc.components.securitySchemes).sort()).toEqual(["appKey", "connectKey", "ownerSession", "pairingToken", "sessionToken"]);
     expect(doc.paths["/v1/runs"].post.responses["200"].content["text/event-stream"].schema.$ref).toBe("#/components/schemas/RunEvent");
   });
 

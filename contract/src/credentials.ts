@@ -4,6 +4,8 @@
  * - `appKey`: `Authorization: Bearer sk_svc_<id>.<secret>`, the app's server.
  * - `connectKey`: `pk_svc_<key>` in the path `/c/<pk>/v1/...`, public by design; names the app.
  * - `session`: `Authorization: Bearer est_<token>`, a browser acting for exactly one end user.
+ * - `owner`: the dashboard's session cookie `svc_owner` (`ost_<token>`), plus `X-CSRF-Token`
+ *   on every request that is not a GET; an app owner acting on the apps they are a member of.
  * - `pairingToken`: `Authorization: Bearer pt_svc_<token>`, a paired machine; it is taken
  *   only by the worker connection, never by an HTTP endpoint of this contract.
  */
@@ -26,7 +28,7 @@ export function credentialKindOf(token: string): Exclude<CredentialKind, "connec
 
 /** Typed metadata on every route: the credential it takes, and the issue that builds it while it answers 501. */
 export interface RouteMetadata {
-  auth: "appKey" | "connectKey" | "session" | "none";
+  auth: "appKey" | "connectKey" | "session" | "owner" | "none";
   /** Set while the route answers 501 `not_implemented`: what will build it. */
   notBuiltYet?: string;
 }
@@ -52,6 +54,13 @@ export const SECURITY_SCHEMES = {
     scheme: "bearer",
     bearerFormat: "pt_svc_<token>",
     description: "Issued to a paired machine at the end of pairing. Taken only by the worker connection (WebSocket handshake), never by these HTTP endpoints.",
+  },
+  ownerSession: {
+    type: "apiKey",
+    in: "cookie",
+    name: "svc_owner",
+    description:
+      "The app owner's dashboard session (`ost_<token>`), set by the sign-in routes as an HttpOnly, SameSite=Strict cookie. Every request that is not a GET also sends `X-CSRF-Token` with the token from GET /v1/owner/me.",
   },
   connectKey: {
     type: "apiKey",

@@ -10,3 +10,5 @@ export * from "./billing.js";
 export * from "./webhooks.js";
 export { contract, type Contract } from "./router.js";
 export * from "./worker.js";
+export * from "./owner.js";
+export { ownerContract, ownerAccountContract, ownerDataContract, type OwnerContract } from "./owner-router.js";

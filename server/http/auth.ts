@@ -31,6 +31,7 @@ const EXPECTED = {
   appKey: "This endpoint takes an app key: Authorization: Bearer sk_svc_<id>.<secret>.",
   session: "This endpoint takes an end-user session: Authorization: Bearer est_<token>.",
   connectKey: "This endpoint takes no credential in a header: the connect key in its path names the app.",
+  owner: "This endpoint takes the dashboard's session cookie (svc_owner), not an Authorization header.",
   none: "This endpoint takes no credential.",
 } as const;
 
@@ -52,6 +53,7 @@ export function authenticate(keys: KeyService, sessions: SessionService) {
 
 async function principalFor(auth: RouteMetadata["auth"], req: Request, keys: KeyService, sessions: SessionService): Promise<Principal> {
   const header = req.headers.authorization;
+  if (auth === "owner") throw new ApiError("not_implemented", "Owner sessions are not built yet (issue 16: the app owner's dashboard).");
   if (auth === "connectKey" || auth === "none") {
     if (header !== undefined) throw new ApiError("wrong_credential_kind", EXPECTED[auth]);
     if (auth === "none") return { kind: "none" };
