@@ -1,0 +1,27 @@
+import { Link } from "react-router";
+import type { Me } from "../api/session";
+import { sectionPath, useWhere } from "./where";
+
+/** A disclosure listing the owner's apps: keyboard-usable as it is (summary, then links). */
+export function AppSwitcher({ apps, current }: { apps: Me["apps"]; current: Me["apps"][number] | null }) {
+  const where = useWhere();
+  return (
+    <details className="switcher">
+      <summary aria-label={`App: ${current?.name ?? "none chosen"}. Switch app`}>
+        <span className="muted">App</span> {current?.name ?? "Choose an app"}
+      </summary>
+      <ul>
+        {apps.map((a) => (
+          <li key={a.id}>
+            <Link to={sectionPath(a.id, where.env ?? "test", where)} aria-current={a.id === current?.id ? "true" : undefined}>
+              {a.name} <span className="muted">{a.id}</span>
+            </Link>
+          </li>
+        ))}
+        <li>
+          <Link to="/apps">All apps, or create one</Link>
+        </li>
+      </ul>
+    </details>
+  );
+}

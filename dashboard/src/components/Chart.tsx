@@ -1,0 +1,93 @@
+import { useEffect, useRef } from "react";
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+
+export interface Series {
+  label: string;
+  values: number[];
+}
+
+const COLORS = ["#1f4fd1", "#c2410c", "#15803d", "#7e22ce", "#0e7490"];
+
+/**
+ * A chart of values per day (uPlot, bundled), and the same numbers as a table for
+ * screen readers and anyone who wants them exactly.
+ */
+export function DayChart({ title, days, series, format, bars = false }: { title: string; days: string[]; series: Series[]; format: (v: number) => string; bars?: boolean }) {
+  const box = useRef<HTMLDivElement>(null);
+  useEffect(() => {
+    const el = box.current;
+    if (!el || days.length === 0) return;
+    const xs = days.map((d) => Date.parse(`${d}T00:00:00Z`) / 1000);
+    const plot = new uPlot(
+      {
+        width: Math.max(el.clientWidth, 280),
+        height: 240,
+        scales: { x: { time: true } },
+        axes: [{}, { values: (_u, ticks) => ticks.map(format), size: 70 }],
+        series: [
+          { label: "Day" },
+          ...series.map((s, i) => ({
+            label: s.label,
+            stroke: COLORS[i % COLORS.length],
+            fill: bars ? `${COLORS[i % COLORS.length]}99` : undefined,
+            width: 2,
+            paths: bars ? uPlot.paths.bars!({ size: [0.6, 40] }) : undefined,
+            value: (_u: uPlot, v: number | null) => (v == null ? "—" : format(v)),
+          })),
+        ],
+      },
+      [xs, ...series.map((s) => s.values)],
+      el,
+    );
+    const resize = new ResizeObserver(() => plot.setSize({ width: Math.max(el.clientWidth, 280), height: 240 }));
+    resize.observe(el);
+    return () => {
+      resize.disconnect();
+      plot.destroy();
+    };
+  }, [days, series, format, bars]);
+
+  return (
+    <figure className="chart">
+      <figcaption>{title}</figcaption>
+      {days.length === 0 ? (
+        <p className="muted">Nothing in this range.</p>
+      ) : (
+        <>
+          <div ref={box} aria-hidden="true" />
+          <details>
+            <summary>{title}: as a table</summary>
+            <div className="table-scroll">
+              <table>
+                <caption className="visually-hidden">{title}</caption>
+                <thead>
+                  <tr>
+                    <th scope="col">Day</th>
+                    {series.map((s) => (
+                      <th scope="col" key={s.label}>
+                        {s.label}
+                      </th>
+                    ))}
+                  </tr>
+                </thead>
+                <tbody>
+                  {days.map((d, i) => (
+                    <tr key={d}>
+                      <th scope="row">{d}</th>
+                      {series.map((s) => (
+                        <td key={s.label} className="num">
+                          {format(s.values[i] ?? 0)}
+                        </td>
+                      ))}
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </details>
+        </>
+      )}
+    </figure>
+  );
+}

@@ -1,0 +1,16 @@
+import type { ReactNode } from "react";
+import { useWhere } from "./where";
+
+/** The page's one h1, with the environment it shows named beside it. */
+export function PageHeader({ title, children }: { title: string; children?: ReactNode }) {
+  const { env } = useWhere();
+  return (
+    <div className="page-header">
+      <h1>
+        {title}
+        {env && <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span>}
+      </h1>
+      {children}
+    </div>
+  );
+}

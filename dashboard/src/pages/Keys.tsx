@@ -1,0 +1,143 @@
+import { useState, type FormEvent } from "react";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useParams } from "react-router";
+import type { z } from "zod";
+import type { CreatedKey, OwnerKey } from "@svc/contract";
+import { api, call } from "../api/client";
+import { ErrorNotice } from "../components/ErrorNotice";
+import { Loading } from "../components/Loading";
+import { PageHeader } from "../components/PageHeader";
+import { SecretOnce } from "../components/SecretOnce";
+import { formatTime } from "../format/time";
+
+type Key = z.infer<typeof OwnerKey>;
+const GRACE = [
+  { seconds: 0, label: "none: the old key stops at once" },
+  { seconds: 3600, label: "1 hour" },
+  { seconds: 86_400, label: "1 day" },
+  { seconds: 7 * 86_400, label: "7 days" },
+];
+
+function keyState(k: Key): string {
+  if (k.revokedAt) return `revoked ${formatTime(k.revokedAt)}`;
+  if (k.expiresAt) return `rotated: works until ${formatTime(k.expiresAt)}`;
+  return "active";
+}
+
+export function Keys() {
+  const app = useParams().app!;
+  const client = useQueryClient();
+  const queryKey = ["owner", app, "keys"];
+  const keys = useQuery({ queryKey, queryFn: () => call(api.ownerListKeys({ params: { app } })) });
+  const [secret, setSecret] = useState<z.infer<typeof CreatedKey> | null>(null);
+  const [grace, setGrace] = useState(86_400);
+  const refresh = () => client.invalidateQueries({ queryKey });
+  const create = useMutation({
+    mutationFn: (body: { environment: "test" | "live"; kind: "app" | "connect" }) => call(api.ownerCreateKey({ params: { app }, body })),
+    onSuccess: (k) => (setSecret(k), refresh()),
+  });
+  const rotate = useMutation({
+    mutationFn: (keyId: string) => call(api.ownerRotateKey({ params: { app, keyId }, body: { graceSeconds: grace } })),
+    onSuccess: (r) => (setSecret(r.key), refresh()),
+  });
+  const revoke = useMutation({ mutationFn: (keyId: string) => call(api.ownerRevokeKey({ params: { app, keyId } })), onSuccess: refresh });
+
+  const submit = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const form = new FormData(e.currentTarget);
+    create.mutate({ environment: form.get("environment") as "test" | "live", kind: form.get("kind") as "app" | "connect" });
+  };
+
+  return (
+    <>
+      <PageHeader title="Keys" />
+      {secret && <SecretOnce label={`New ${secret.environment} ${secret.kind} key`} secret={secret.secret} onDismiss={() => setSecret(null)} />}
+      <ErrorNotice error={create.error ?? rotate.error ?? revoke.error} />
+      {keys.isPending && <Loading label="Loading keys" />}
+      <ErrorNotice error={keys.error} />
+      <div className="side-by-side">
+        {(["test", "live"] as const).map((env) => (
+          <section key={env} aria-labelledby={`keys-${env}`} className={`card env-${env}`}>
+            <h2 id={`keys-${env}`}>
+              <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span> keys
+            </h2>
+            <div className="table-scroll">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Key</th>
+                    <th scope="col">Kind</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Last used</th>
+                    <th scope="col">Actions</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {keys.data?.data
+                    .filter((k) => k.environment === env)
+                    .map((k) => (
+                      <tr key={k.id}>
+                        <th scope="row">
+                          <code>{k.display}</code>
+                        </th>
+                        <td>{k.kind}</td>
+                        <td>{keyState(k)}</td>
+                        <td>{formatTime(k.lastUsedAt)}</td>
+                        <td className="actions">
+                          {!k.revokedAt && !k.expiresAt && (
+                            <button type="button" onClick={() => rotate.mutate(k.id)} disabled={rotate.isPending} aria-label={`Rotate ${k.display}`}>
+                              Rotate
+                            </button>
+                          )}
+                          {!k.revokedAt && (
+                            <button
+                              type="button"
+                              className="danger"
+                              aria-label={`Revoke ${k.display}`}
+                              onClick={() => window.confirm(`Revoke ${k.display} now? Requests with it fail at once.`) && revoke.mutate(k.id)}
+                            >
+                              Revoke
+                            </button>
+                          )}
+                        </td>
+                      </tr>
+                    ))}
+                </tbody>
+              </table>
+            </div>
+          </section>
+        ))}
+      </div>
+      <div className="field">
+        <label htmlFor="grace">When rotating, the old key keeps working for</label>
+        <select id="grace" value={grace} onChange={(e) => setGrace(Number(e.target.value))}>
+          {GRACE.map((g) => (
+            <option key={g.seconds} value={g.seconds}>
+              {g.label}
+            </option>
+          ))}
+        </select>
+      </div>
+      <form onSubmit={submit} className="card inline-form" aria-labelledby="create-key-title">
+        <h2 id="create-key-title">Create a key</h2>
+        <label>
+          Environment{" "}
+          <select name="environment" defaultValue="test">
+            <option value="test">Test</option>
+            <option value="live">Live</option>
+          </select>
+        </label>
+        <label>
+          Kind{" "}
+          <select name="kind" defaultValue="app">
+            <option value="app">App key (secret, for your server)</option>
+            <option value="connect">Connect key (public, for your pages)</option>
+          </select>
+        </label>
+        <button type="submit" className="primary" disabled={create.isPending}>
+          Create key
+        </button>
+      </form>
+    </>
+  );
+}

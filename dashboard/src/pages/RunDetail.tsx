@@ -1,0 +1,166 @@
+import { useQuery } from "@tanstack/react-query";
+import { Link, useParams } from "react-router";
+import { api, call } from "../api/client";
+import { useEnvParams } from "../components/EnvScope";
+import { ErrorNotice } from "../components/ErrorNotice";
+import { Loading } from "../components/Loading";
+import { PageHeader } from "../components/PageHeader";
+import { RunTimeline } from "../components/RunTimeline";
+import { microsToDecimal } from "../format/money";
+import { formatCount, formatTime } from "../format/time";
+
+/** One run inspected: where it ran, what happened turn by turn, who approved what, what it cost. */
+export function RunDetail() {
+  const { app, env } = useEnvParams();
+  const id = useParams().id!;
+  const detail = useQuery({ queryKey: ["owner", app, env, "run", id], queryFn: () => call(api.ownerGetRun({ params: { app, env, id } })) });
+  const d = detail.data;
+  const base = `/apps/${encodeURIComponent(app)}/${env}`;
+  return (
+    <>
+      <PageHeader title={`Run ${id}`}>
+        <Link to={`${base}/runs`}>All runs</Link>
+      </PageHeader>
+      {detail.isPending && <Loading label="Loading the run" />}
+      <ErrorNotice error={detail.error} />
+      {d && (
+        <>
+          <section aria-labelledby="run-facts" className="card">
+            <h2 id="run-facts">Summary</h2>
+            <dl className="facts">
+              <dt>Status</dt>
+              <dd>
+                <span className={`state state-${d.run.status}`}>{d.run.status}</span>
+                {d.run.stopReason && ` (${d.run.stopReason})`}
+              </dd>
+              <dt>User</dt>
+              <dd>
+                <Link to={`${base}/users/${encodeURIComponent(d.run.user)}`}>{d.run.user}</Link>
+              </dd>
+              <dt>Route</dt>
+              <dd>
+                {d.run.route ?? "not routed"}
+                {d.run.costClass && `, ${d.run.costClass}`}
+              </dd>
+              <dt>Machine</dt>
+              <dd>{d.machine ? `${d.machine.hostname} (${d.machine.id}, ${d.machine.state})` : (d.run.machineId ?? "—")}</dd>
+              <dt>Runtime and model</dt>
+              <dd>
+                {d.run.runtime ?? "—"}, {d.run.model}
+              </dd>
+              <dt>Turns</dt>
+              <dd>{d.run.turns}</dd>
+              <dt>Tokens</dt>
+              <dd>
+                {formatCount(d.run.usage.inputTokens)} in, {formatCount(d.run.usage.outputTokens)} out
+              </dd>
+              <dt>Started, finished</dt>
+              <dd>
+                {formatTime(d.run.createdAt)}, {formatTime(d.run.finishedAt)}
+              </dd>
+              {d.run.error && (
+                <>
+                  <dt>Error</dt>
+                  <dd>
+                    <code>{d.run.error.code}</code> {d.run.error.message}
+                  </dd>
+                </>
+              )}
+            </dl>
+          </section>
+          {d.run.status === "handed_back" && (
+            <section aria-labelledby="reported-title" className="card">
+              <h2 id="reported-title">Handed back to the app</h2>
+              {d.reportedUsage ? (
+                <p>
+                  The app reported {formatCount(d.reportedUsage.inputTokens)} input and {formatCount(d.reportedUsage.outputTokens)} output tokens, {formatTime(d.reportedUsage.reportedAt)}.
+                </p>
+              ) : (
+                <p>The app has not reported usage for this run yet.</p>
+              )}
+            </section>
+          )}
+          {d.run.output && (
+            <section aria-labelledby="output-title">
+              <h2 id="output-title">Output</h2>
+              <pre className="output">{d.run.output}</pre>
+            </section>
+          )}
+          <section aria-labelledby="approvals-title">
+            <h2 id="approvals-title">Approvals</h2>
+            {d.approvals.length === 0 ? (
+              <p>No tool call asked for approval.</p>
+            ) : (
+              <div className="table-scroll">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Tool</th>
+                      <th scope="col">Decision</th>
+                      <th scope="col">Decided by</th>
+                      <th scope="col">Reason</th>
+                      <th scope="col">Asked, decided</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {d.approvals.map((a) => (
+                      <tr key={a.callId}>
+                        <th scope="row">
+                          {a.tool} <span className="muted">{a.callId}</span>
+                        </th>
+                        <td>{a.decision ?? "waiting"}</td>
+                        <td>{a.decidedBy ?? "—"}</td>
+                        <td>{a.reason ?? "—"}</td>
+                        <td>
+                          {formatTime(a.askedAt)}, {formatTime(a.decidedAt)}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+          <RunTimeline events={d.events} />
+          <section aria-labelledby="ledger-title">
+            <h2 id="ledger-title">Usage and ledger rows</h2>
+            {d.ledger.length === 0 ? (
+              <p>No ledger rows.</p>
+            ) : (
+              <div className="table-scroll">
+                <table>
+                  <thead>
+                    <tr>
+                      <th scope="col">Row</th>
+                      <th scope="col">Kind</th>
+                      <th scope="col">Cost class</th>
+                      <th scope="col">Tokens in / out</th>
+                      <th scope="col">Amount (plan currency)</th>
+                      <th scope="col">At</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {d.ledger.map((row) => (
+                      <tr key={row.id}>
+                        <th scope="row">
+                          <code>{row.id}</code>
+                        </th>
+                        <td>{row.kind}</td>
+                        <td>{row.costClass}</td>
+                        <td className="num">
+                          {formatCount(row.inputTokens)} / {formatCount(row.outputTokens)}
+                        </td>
+                        <td className="num">{microsToDecimal(row.amountMicros)}</td>
+                        <td>{formatTime(row.createdAt)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+            )}
+          </section>
+        </>
+      )}
+    </>
+  );
+}

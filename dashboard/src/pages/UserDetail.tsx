@@ -1,0 +1,148 @@
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { Link, useParams } from "react-router";
+import { api, call } from "../api/client";
+import { useEnvParams } from "../components/EnvScope";
+import { ErrorNotice } from "../components/ErrorNotice";
+import { Loading } from "../components/Loading";
+import { PageHeader } from "../components/PageHeader";
+import { formatMoney } from "../format/money";
+import { formatCount, formatTime } from "../format/time";
+
+export function UserDetail() {
+  const { app, env } = useEnvParams();
+  const user = useParams().user!;
+  const client = useQueryClient();
+  const queryKey = ["owner", app, env, "user", user];
+  const detail = useQuery({ queryKey, queryFn: () => call(api.ownerGetUser({ params: { app, env, user } })) });
+  const plans = useQuery({ queryKey: ["owner", app, env, "plans", false], queryFn: () => call(api.ownerListPlans({ params: { app, env }, query: {} })) });
+  const refresh = () => client.invalidateQueries({ queryKey });
+  const setPlan = useMutation({ mutationFn: (plan: string | null) => call(api.ownerSetUserPlan({ params: { app, env, user }, body: { plan } })), onSuccess: refresh });
+  const removeMachine = useMutation({ mutationFn: (machineId: string) => call(api.ownerRemoveMachine({ params: { app, env, user, machineId } })), onSuccess: refresh });
+
+  const d = detail.data;
+  return (
+    <>
+      <PageHeader title={`End user ${user}`}>
+        <Link to={`/apps/${encodeURIComponent(app)}/${env}/users`}>All end users</Link>
+      </PageHeader>
+      {detail.isPending && <Loading label="Loading the user" />}
+      <ErrorNotice error={detail.error ?? setPlan.error ?? removeMachine.error} />
+      {d && (
+        <>
+          <section aria-labelledby="plan-title" className="card">
+            <h2 id="plan-title">Plan and allowance</h2>
+            <dl className="facts">
+              <dt>Email</dt>
+              <dd>{d.user.email ?? "—"}</dd>
+              <dt>Plan</dt>
+              <dd>{d.user.plan ? `${d.user.plan.name} (${d.user.plan.slug})` : "none"}</dd>
+              <dt>Subscription</dt>
+              <dd>{d.user.subscription ? `${d.user.subscription.status} (${d.user.subscription.source}), period ends ${formatTime(d.user.subscription.currentPeriodEnd)}` : "none"}</dd>
+              <dt>Allowance</dt>
+              <dd>
+                {formatCount(d.user.allowance.used)} of {d.user.allowance.limit === null ? "unlimited" : formatCount(d.user.allowance.limit)} {d.user.allowance.unit} used
+                {d.user.allowance.reached && <strong> (reached)</strong>}
+              </dd>
+              <dt>Usage this period ({d.user.usage.period})</dt>
+              <dd>
+                {formatCount(d.user.usage.runs)} runs, {formatCount(d.user.usage.inputTokens)} input and {formatCount(d.user.usage.outputTokens)} output tokens,{" "}
+                {formatMoney(d.user.usage.amountMicros, d.currency)}
+              </dd>
+            </dl>
+            <div className="field">
+              <label htmlFor="set-plan">Set the plan</label>
+              <select id="set-plan" value={d.user.plan?.slug ?? ""} disabled={setPlan.isPending} onChange={(e) => setPlan.mutate(e.target.value || null)}>
+                <option value="">The default plan</option>
+                {plans.data?.data.map((p) => (
+                  <option key={p.slug} value={p.slug}>
+                    {p.name}
+                  </option>
+                ))}
+              </select>
+            </div>
+          </section>
+          <section aria-labelledby="machines-title">
+            <h2 id="machines-title">Machines</h2>
+            {d.machines.length === 0 && <p>No machine paired.</p>}
+            {d.machines.map((m) => (
+              <article key={m.id} className="card" aria-labelledby={`machine-${m.id}`}>
+                <h3 id={`machine-${m.id}`}>
+                  {m.hostname} <span className={`state state-${m.state}`}>{m.state}</span>
+                </h3>
+                <p className="muted">
+                  {m.platform}/{m.arch}, worker {m.client}, paired {formatTime(m.pairedAt)}, last seen {formatTime(m.lastSeenAt)}
+                </p>
+                <div className="table-scroll">
+                  <table>
+                    <caption className="visually-hidden">Runtimes on {m.hostname}</caption>
+                    <thead>
+                      <tr>
+                        <th scope="col">Runtime</th>
+                        <th scope="col">Version</th>
+                        <th scope="col">Cost class</th>
+                        <th scope="col">State</th>
+                      </tr>
+                    </thead>
+                    <tbody>
+                      {m.runtimes.map((r) => (
+                        <tr key={r.name}>
+                          <th scope="row">{r.name}</th>
+                          <td>{r.version ?? "—"}</td>
+                          <td>{r.costClass}</td>
+                          <td>
+                            {r.state}
+                            {!r.supported && ` (unsupported${r.note ? `: ${r.note}` : ""})`}
+                          </td>
+                        </tr>
+                      ))}
+                    </tbody>
+                  </table>
+                </div>
+                <button
+                  type="button"
+                  className="danger"
+                  aria-label={`Remove machine ${m.hostname}`}
+                  onClick={() => window.confirm(`Remove ${m.hostname}? It must pair again to serve.`) && removeMachine.mutate(m.id)}
+                >
+                  Remove machine
+                </button>
+              </article>
+            ))}
+          </section>
+          <section aria-labelledby="sessions-title">
+            <h2 id="sessions-title">Sessions</h2>
+            <div className="table-scroll">
+              <table>
+                <thead>
+                  <tr>
+                    <th scope="col">Session</th>
+                    <th scope="col">Created</th>
+                    <th scope="col">Expires</th>
+                    <th scope="col">State</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  {d.sessions.map((s) => (
+                    <tr key={s.id}>
+                      <th scope="row">
+                        <code>{s.id}</code>
+                      </th>
+                      <td>{formatTime(s.createdAt)}</td>
+                      <td>{formatTime(s.expiresAt)}</td>
+                      <td>{s.live ? "live" : s.endedAt ? `ended ${formatTime(s.endedAt)}` : "expired"}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </section>
+          <p>
+            <Link to={`/apps/${encodeURIComponent(app)}/${env}/runs?user=${encodeURIComponent(user)}`}>
+              This user's runs
+            </Link>
+          </p>
+        </>
+      )}
+    </>
+  );
+}
