@@ -46,7 +46,7 @@ export function SignIn() {
           {withLink.isError && <p>Links work once and expire after 15 minutes: run <code>svc dashboard</code> again for a new one, or sign in with your password below.</p>}
         </section>
       )}
-      <form onSubmit={submit} className="card" aria-labelledby="password-title">
+      <form onSubmit={submit} className="card">
         <h2 id="password-title">With your password</h2>
         <Field label="Email" name="email" type="email" autoComplete="username" required />
         <Field label="Password" name="password" type="password" autoComplete="current-password" required />
