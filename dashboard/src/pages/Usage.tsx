@@ -11,7 +11,7 @@ import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
 import { lastDays, RangePicker } from "../components/RangePicker";
 import { formatMoney } from "../format/money";
-import { formatCount } from "../format/time";
+import { daysBetween, formatCount } from "../format/time";
 
 const COST_CLASS_LABELS: Record<string, string> = {
   user_hardware: "User's hardware",
@@ -33,7 +33,7 @@ export function Usage() {
   const count = useMemo(() => (v: number) => formatCount(v), []);
   const charts = useMemo(() => {
     if (!s) return null;
-    const days = [...new Set(s.days.map((d) => d.day))].sort();
+    const days = daysBetween(s.from, s.to);
     const classes = [...new Set(s.days.map((d) => d.costClass))];
     const per = (pick: (t: DayTotals) => number) =>
       classes.map((c) => ({ label: COST_CLASS_LABELS[c] ?? c, values: days.map((day) => s.days.filter((d) => d.day === day && d.costClass === c).reduce((n, d) => n + pick(d), 0)) }));
