@@ -8,6 +8,7 @@
  *   SVC_BASE_URL=http://127.0.0.1:4000/v1 SVC_API_KEY=sk_svc_... npm run example
  *
  * Plain node:http and JSON, so the svc parts stand out. Endpoints (all JSON):
+ *   GET  /                                   what it answers
  *   POST /session  {user}                    the hosted pages' links for the user
  *   GET  /connect?user=  GET /billing?user=  302 to svc's hosted connect / billing page
  *   POST /ask      {user, prompt?, model?}   a run with the app's tools; the result
@@ -94,7 +95,7 @@ async function ask(body: { user?: string; prompt?: string; model?: string }) {
 async function session(user: string) {
   const s = await svc.sessions.create({ user });
   // The hosted pages read the session from the URL's fragment.
-  return { session: s.session, expiresIn: s.expires_in, connectUrl: s.url, billingUrl: s.url.replace("/connect#", "/billing#") };
+  return { session: s.session, expiresIn: s.expires_in, connectUrl: s.url, billingUrl: s.billing_url };
 }
 
 async function usage(user: string) {
@@ -108,6 +109,7 @@ const server = http.createServer(async (req, res) => {
   const url = new URL(req.url ?? "/", "http://app.local");
   const user = url.searchParams.get("user") ?? "";
   try {
+    if (req.method === "GET" && url.pathname === "/") return send(res, 200, { endpoints: ["POST /session {user}", "GET /connect?user=", "GET /billing?user=", "POST /ask {user, prompt?, model?}", "GET /usage?user="] });
     if (req.method === "POST" && url.pathname === "/session") return send(res, 200, await session(String((await readJson(req)).user ?? "")));
     if (req.method === "GET" && (url.pathname === "/connect" || url.pathname === "/billing")) {
       const s = await session(user);
