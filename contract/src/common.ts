@@ -5,6 +5,8 @@ export const CostClass = z
   .enum(["user_hardware", "user_subscription", "app_served", "free"])
   .describe("Who paid for the compute: the user's hardware, the user's own subscription, the app (served in app), or nobody (service-answered).");
 export const RouteKind = z.enum(["user-hardware", "user-subscription", "app"]);
+/** Where a run went: a route kind, or `service` (the service answered it itself: `svc/echo`, never routed to anyone's machine). */
+export const RunRoute = z.enum(["user-hardware", "user-subscription", "app", "service"]);
 export const RuntimeKind = z.enum(["model", "agent"]).describe("`model`: a model server the service drives turn by turn; `agent`: a coding-agent CLI that runs its own loop.");
 export const LiveState = z.enum(["online", "offline", "busy"]);
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, RouteKind, UserId } from "./common.js";
+import { CostClass, RouteKind, RunRoute, UserId } from "./common.js";
 
 /** An app tool the run may call. The model sees `name`, `description` and `parameters`. */
 export const Tool = z.object({
@@ -123,7 +123,7 @@ export const RunEvent = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("run_started"),
     runId: z.string(),
-    route: RouteKind,
+    route: RunRoute,
     costClass: CostClass,
     machineId: z.string().nullable(),
     runtime: z.string().nullable(),
@@ -201,7 +201,7 @@ export const Run = z.object({
   user: z.string(),
   status: RunStatus,
   model: z.string(),
-  route: RouteKind.nullable(),
+  route: RunRoute.nullable(),
   costClass: CostClass.nullable(),
   machineId: z.string().nullable(),
   runtime: z.string().nullable(),

@@ -1,12 +1,12 @@
 import type { RunEvent } from "./wire.js";
 import type { RunResult } from "./types.js";
-import type { RouteKind } from "./wire.js";
+import type { RunRoute } from "./wire.js";
 
 type Final = Extract<RunEvent, { kind: "run_completed" | "run_failed" | "run_cancelled" }>;
 
 /** Folds a run's events into its `RunResult`. */
 export class RunTally {
-  route: RouteKind | null = null;
+  route: RunRoute | null = null;
   machineId: string | null = null;
   runtime: string | null = null;
   final: Final | null = null;

@@ -1,4 +1,4 @@
-import type { RouteKind, RunEvent, RunLimits } from "./wire.js";
+import type { RouteKind, RunEvent, RunLimits, RunRoute } from "./wire.js";
 
 /** One run event of the stream, by its `kind`. */
 export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
@@ -107,7 +107,7 @@ export interface RunResult {
   output: string;
   usage: { inputTokens: number; outputTokens: number };
   /** Null when the stream was re-attached after `run_started` and the run could not be read. */
-  route: RouteKind | null;
+  route: RunRoute | null;
   machineId: string | null;
   runtime: string | null;
   /** e.g. `end_turn`, `max_turns`; `cancelled` for a cancelled run, `serve_in_app` for a handed-back one. */

@@ -22,6 +22,7 @@ export const checks = [
   same<Same<W.Environment, z.infer<typeof C.Environment>>>(),
   same<Same<W.CostClass, z.infer<typeof C.CostClass>>>(),
   same<Same<W.RouteKind, z.infer<typeof C.RouteKind>>>(),
+  same<Same<W.RunRoute, z.infer<typeof C.RunRoute>>>(),
   same<Same<W.Runtime, z.infer<typeof C.Runtime>>>(),
   same<Same<W.Machine, z.infer<typeof C.Machine>>>(),
   same<Same<W.Plan, z.infer<typeof C.Plan>>>(),

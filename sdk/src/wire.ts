@@ -81,6 +81,8 @@ export type Environment = "test" | "live";
 export type CostClass = "user_hardware" | "user_subscription" | "app_served" | "free";
 /** Where a run's compute comes from. */
 export type RouteKind = "user-hardware" | "user-subscription" | "app";
+/** Where a run went: a route kind, or `service` (the service answered it itself: `svc/echo`). */
+export type RunRoute = RouteKind | "service";
 export type LiveState = "online" | "offline" | "busy";
 
 /** One runtime on a user's machine. */
@@ -297,7 +299,7 @@ export type RunEvent =
   | {
       kind: "run_started";
       runId: string;
-      route: RouteKind;
+      route: RunRoute;
       costClass: CostClass;
       machineId: string | null;
       runtime: string | null;
@@ -361,7 +363,7 @@ export interface Run {
   user: string;
   status: RunStatus;
   model: string;
-  route: RouteKind | null;
+  route: RunRoute | null;
   costClass: CostClass | null;
   machineId: string | null;
   runtime: string | null;

@@ -17,6 +17,7 @@ import type { RunStore, StoredEvent } from "../runs/store.js";
 import { EventStreamWriter, followRun, SLOW_READER_COMMENT } from "../runs/sse.js";
 import { ChunkWriter, CompletionBuilder, type CompletionHead } from "./completions.js";
 import { GroupCommit } from "../db/group-commit.js";
+import { countWords, ECHO_MODEL } from "../runs/echo-script.js";
 
 /** What one `svc/echo` answer records: its run and its ledger row. */
 interface EchoRecord {
@@ -50,8 +51,7 @@ const ECHO_INSERT = `WITH x AS (
 
 type Request = z.infer<typeof ChatCompletionRequest>;
 
-/** The model the service answers itself: it repeats the last user message. */
-export const ECHO_MODEL = "svc/echo";
+export { ECHO_MODEL } from "../runs/echo-script.js";
 
 /**
  * The chat-completions endpoint. `svc/echo` is answered here; anything else is
@@ -190,8 +190,4 @@ export class ChatService {
     for (const e of events) builder.event(e);
     return (builder.result as { completion: z.infer<typeof ChatCompletion> }).completion;
   }
-}
-
-function countWords(text: string): number {
-  return text.split(/\s+/).filter(Boolean).length;
 }

@@ -6,12 +6,15 @@ import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
+import type { EchoRuntime } from "./echo-runtime.js";
 import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
 
 export interface DriverDeps {
   store: RunStore;
   bus: RunBus;
   hub: WorkerHub;
+  /** The service's own runtime, for runs on `svc/echo` (route `service`): takes the jobs a machine would. */
+  echo: EchoRuntime;
   clock: Clock;
   log: Logger;
   /** How often a waiting driver looks at the database even without a wake (a lost notification). */
@@ -339,7 +342,7 @@ export abstract class RunDriver {
       onEvent(e);
     };
     try {
-      handle = this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch);
+      handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch);
     } catch (err) {
       finish();
       if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", "conversation_too_large", err.message);
@@ -352,7 +355,7 @@ export abstract class RunDriver {
       job.kind === "model_turn"
         ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
         : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
-    timer = setTimeout(() => stop(new RunStop(reason, reason, `${what} passed its deadline of ${Math.round(ms / 1000)} s on the user's machine; it was stopped.`)), ms);
+    timer = setTimeout(() => stop(new RunStop(reason, reason, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`)), ms);
     timer.unref();
     this.endJobWatch?.();
     this.endJobWatch = finish;

@@ -8,6 +8,7 @@ import { Cancelled, DEFAULT_RUN_LIMITS, RunStop, type Answer, type DriverDeps, t
 import type { RunLimitsConfig } from "../config.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
+import { EchoRuntime } from "./echo-runtime.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
@@ -51,7 +52,7 @@ export class RunEngine {
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.deps = { store, bus, hub, clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS };
+    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS };
   }
 
   get instance(): string {

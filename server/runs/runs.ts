@@ -11,6 +11,7 @@ import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route, type Rou
 import type { RunEngine } from "./engine.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
+import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -84,6 +85,7 @@ export class RunService {
       if (!first) throw new ApiError("not_found", "The run this Idempotency-Key started is gone.");
       return { runId: first.id, endUserId: first.end_user_id, handedBack: first.status === "handed_back", repeated: true, model: first.model, drivenHere: false };
     }
+    if (spec.model === ECHO_MODEL && spec.source === "runs") return this.beginEcho(tenant, spec);
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
     const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer);
     if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whatIsServed(tenant, endUser.id, spec.user)}.`);
@@ -136,6 +138,42 @@ export class RunService {
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
     else await this.engine.announce(route.instance, runId);
     return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local };
+  }
+
+  /**
+   * A run on `svc/echo`: answered by the service itself (route `service`, cost
+   * class `free`), whatever the route asked, and driven here by the same engine
+   * as any run. Its script is checked first: a bad one is a 400 and nothing is
+   * created. Free like a completion on `svc/echo`: no plan is checked and its
+   * ledger row (kind `echo`) counts against no allowance.
+   */
+  private async beginEcho(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; endUserId: string; handedBack: boolean; repeated: boolean; model: string; drivenHere: boolean }> {
+    const request = spec.request;
+    try {
+      parseScript(request.prompt, (request.tools ?? []).map((t) => t.name));
+    } catch (err) {
+      if (err instanceof ScriptError) throw new ApiError("invalid_request", err.message, { param: "prompt" });
+      throw err;
+    }
+    const endUserId = await ensureEndUser(this.db, tenant, spec.user);
+    const now = this.clock.now();
+    const runId = randomId("run_", 24);
+    Object.assign(request, { runtimeKind: "model" });
+    const route = { kind: "service" as const, machineId: null, runtime: "svc" };
+    await this.store.createServiceRun({
+      id: runId,
+      tenant,
+      endUserId,
+      model: ECHO_MODEL,
+      request,
+      runtime: route.runtime,
+      now,
+      leaseUntil: new Date(now.getTime() + this.leaseSeconds * 1000),
+      costClass: costClassOf("service"),
+      period: periodOf(now),
+    });
+    this.engine.drive(newRunRow(runId, tenant, endUserId, spec.source, ECHO_MODEL, request, route));
+    return { runId, endUserId, handedBack: false, repeated: false, model: ECHO_MODEL, drivenHere: true };
   }
 
   /** Tells the app (webhook `allowance.reached`), once per user and plan window, that the allowance is used up. */
@@ -218,7 +256,7 @@ export class RunService {
       user: r.endUser.externalId,
       status: r.status,
       model: r.model,
-      route: r.routeKind as "user-hardware" | "user-subscription" | "app" | null,
+      route: r.routeKind as "user-hardware" | "user-subscription" | "app" | "service" | null,
       costClass: r.routeKind ? costClassOf(r.routeKind as CostRoute) : null,
       machineId: r.machineId,
       runtime: r.runtimeName,
@@ -250,7 +288,7 @@ export class RunService {
   }
 }
 
-function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Exclude<Route, { kind: "app" }>): RunRow {
+function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Pick<Exclude<Route, { kind: "app" }>, "runtime"> & { kind: string; machineId: string | null }): RunRow {
   return {
     id,
     source,

@@ -175,14 +175,31 @@ export class RunStore {
    */
   async claim(now: Date, until: Date, runId?: string): Promise<RunRow[]> {
     return this.db.query<RunRow>(
+      // A run the service answers itself (route `service`, no machine) may be driven by any instance.
       `UPDATE runs SET lease_owner = $1, lease_expires_at = $3
-         FROM machines m
-        WHERE m.id = runs.machine_id AND m.connected_instance = $1 AND m.revoked_at IS NULL
+        WHERE (runs.route_kind = 'service' OR EXISTS (SELECT 1 FROM machines m WHERE m.id = runs.machine_id AND m.connected_instance = $1 AND m.revoked_at IS NULL))
           AND runs.status IN ('queued', 'running', 'waiting')
           AND (runs.lease_owner IS NULL OR runs.lease_expires_at IS NULL OR runs.lease_expires_at < $2 OR runs.lease_owner = $1)
           ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1 OR runs.lease_expires_at < $2)"}
       RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
       runId ? [this.instance, now, until, runId] : [this.instance, now, until],
+    );
+  }
+
+  /**
+   * Creates a run the service answers itself (`svc/echo`, route `service`),
+   * leased to this instance, with its ledger row (cost class `free`, kind `echo`,
+   * like a chat completion's on `svc/echo`: never counted against an allowance),
+   * in one statement.
+   */
+  async createServiceRun(r: { id: string; tenant: Tenant; endUserId: string; model: string; request: RunRow["request"]; runtime: string; now: Date; leaseUntil: Date; costClass: CostClassValue; period: string }): Promise<void> {
+    await this.db.query(
+      `WITH run AS (
+         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, runtime_name, lease_owner, lease_expires_at, created_at)
+         VALUES ($1, $2, $3::"Environment", $4, 'runs', $5, $6::jsonb, 'queued', 'service', $7, $8, $9, $10) RETURNING id)
+       INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, amount_micros, period, unique_key, created_at)
+       SELECT $2, $3::"Environment", $4, run.id, $11::"CostClass", 'echo', 0, $12, 'run:' || run.id, $10 FROM run`,
+      [r.id, r.tenant.appId, r.tenant.environment, r.endUserId, r.model, JSON.stringify(r.request), r.runtime, this.instance, r.leaseUntil, r.now, r.costClass, r.period],
     );
   }
 

@@ -1,0 +1,98 @@
+import type { Job, JobEvent } from "@svc/contract";
+import { randomId } from "../crypto.js";
+import type { JobHandle } from "../workers/hub.js";
+import { countWords, parseScript, ScriptError, stepsOfTurn } from "./echo-script.js";
+import type { ChatMsg } from "./store.js";
+
+/**
+ * The service's own runtime for runs on `svc/echo`: it takes a model turn the
+ * way a worker does (the same `model_turn` job, the same job events), so a
+ * scripted run goes through the run engine's model loop unchanged: its events,
+ * tool calls, approvals, deadlines, cancel and ledger rows are those of any run.
+ *
+ * Which steps a turn runs follows from the conversation it is given (one turn
+ * per tool call so far), so a run taken over by another instance goes on where
+ * it stood.
+ */
+export class EchoRuntime {
+  dispatch(job: Job, onEvent: (event: JobEvent, frameBytes: number) => void): JobHandle {
+    const jobId = randomId("job_", 20);
+    let cancelled = false;
+    let timer: NodeJS.Timeout | null = null;
+    let resume: (() => void) | null = null;
+    const send = (e: JobEvent) => {
+      if (!cancelled) onEvent(e, Buffer.byteLength(JSON.stringify(e)));
+    };
+    const sleep = (ms: number) =>
+      new Promise<void>((resolve) => {
+        resume = resolve;
+        timer = setTimeout(resolve, ms);
+      });
+    void (async () => {
+      // Never inside `dispatch`: the caller sets its watch up once the job is sent.
+      await sleep(0);
+      if (job.kind !== "model_turn") return send({ type: "failed", code: "runtime_error", message: "svc/echo takes model turns only." });
+      await this.turn(job.messages as ChatMsg[], (job.tools ?? []).map((t) => t.function.name), send, sleep, () => cancelled);
+    })().catch((err: unknown) => send({ type: "failed", code: "runtime_error", message: `svc/echo could not run the turn: ${(err as Error).message}` }));
+    return {
+      jobId,
+      cancel() {
+        cancelled = true;
+        if (timer) clearTimeout(timer);
+        resume?.();
+      },
+      answerPermission() {},
+      answerTool() {},
+    };
+  }
+
+  private async turn(messages: ChatMsg[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
+    const prompt = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
+    let steps;
+    try {
+      steps = parseScript(prompt, tools);
+    } catch (err) {
+      // Checked at the run's start already; only a prompt changed since could get here.
+      if (err instanceof ScriptError) return send({ type: "failed", code: "invalid_script", message: err.message });
+      throw err;
+    }
+    const inputTokens = countWords(messages.map((m) => [m.content ?? "", ...(m.tool_calls ?? []).map((c) => c.function.arguments)].join(" ")).join(" "));
+    // The results of the previous turn's calls: what came after the last assistant message.
+    const lastAssistant = messages.map((m) => m.role).lastIndexOf("assistant");
+    const results = lastAssistant < 0 ? [] : messages.slice(lastAssistant + 1).filter((m) => m.role === "tool").map((m) => m.content ?? "");
+    let text = "";
+    const say = (piece: string) => {
+      text += piece;
+      for (const word of piece.match(/\S+\s*|\s+/g) ?? []) send({ type: "text_delta", text: word });
+    };
+    const done = (finishReason: string, extraOutput = 0) =>
+      send({ type: "done", finishReason, output: text, usage: { inputTokens, outputTokens: countWords(text) + extraOutput } });
+
+    if (steps === null) {
+      say(prompt);
+      return done("stop");
+    }
+    const turnIndex = messages.filter((m) => m.role === "assistant").length;
+    const mine = stepsOfTurn(steps, turnIndex);
+    let said = false;
+    for (const step of mine) {
+      if (cancelled()) return;
+      if ("say" in step) {
+        say(step.say.replaceAll("{{result}}", results.join("\n")));
+        said = true;
+      } else if ("wait" in step) {
+        await sleep(step.wait);
+      } else if ("fail" in step) {
+        return send({ type: "failed", code: "script_failed", message: step.fail });
+      } else {
+        const args = JSON.stringify(step.arguments);
+        send({ type: "tool_call", id: randomId("call_", 20), name: step.call, arguments: args });
+        return done("tool_calls", countWords(args));
+      }
+    }
+    if (cancelled()) return;
+    // A last turn that says nothing answers with the tool results it was given.
+    if (!said && results.length) say(results.join("\n"));
+    done("stop");
+  }
+}
