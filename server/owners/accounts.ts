@@ -40,9 +40,10 @@ export class OwnerAccounts {
     private readonly limiter: RateLimiter,
   ) {}
 
+  /** `created_at` is the database's time (like an app's): it orders accounts as they were made. */
   async create(input: { email: string; name?: string | null; password?: string }, tx: Pick<Tx, "owner"> = this.prisma): Promise<OwnerRow> {
     const passwordHash = input.password === undefined ? null : await hashPassword(input.password);
-    return tx.owner.create({ data: { id: randomId("own_", 20), email: normalizeEmail(input.email), name: input.name ?? null, passwordHash, createdAt: this.clock.now() } });
+    return tx.owner.create({ data: { id: randomId("own_", 20), email: normalizeEmail(input.email), name: input.name ?? null, passwordHash } });
   }
 
   async get(ownerId: string): Promise<OwnerView> {

@@ -137,7 +137,7 @@ export class OwnerService {
         throw new ApiError("not_found", `No owner account has the email ${normalizeEmail(email)}: sign in as an existing owner and invite it from the dashboard.`);
       }
       if (!owner && !email) {
-        const first = await tx.appMember.findFirst({ where: { role: "owner" }, orderBy: [{ app: { createdAt: "asc" } }, { joinedAt: "asc" }], include: { owner: true } });
+        const first = await tx.appMember.findFirst({ where: { role: "owner" }, orderBy: [{ app: { createdAt: "asc" } }, { joinedAt: "asc" }, { owner: { createdAt: "asc" } }], include: { owner: true } });
         owner = first?.owner ?? (await tx.owner.findFirst({ orderBy: { createdAt: "asc" } }));
       }
       const created = !owner;
