@@ -5,6 +5,11 @@ import { bearer, expectError, requestInit, ROUTE_CASES, type RouteCase } from ".
 import { SessionService } from "../server/sessions/sessions.js";
 import { tableCounts } from "./helpers/snapshot.js";
 import { contract, type RouteMetadata } from "@svc/contract";
+import { signInOwner } from "./helpers/owner.js";
+import { OwnerSessions, OWNER_SESSION_ABSOLUTE_SECONDS } from "../server/owners/sessions.js";
+
+/** Routes taking no header credential because their body is one (a password, a sign-in link, an invitation): the fixture's made-up one is 401 `invalid_credential`. */
+const BODY_CREDENTIAL = new Set(["ownerSignIn", "ownerSignInWithLink", "ownerAcceptInvite"]);
 
 const ROUTES_NOT_BUILT = new Set(Object.entries(contract).filter(([, r]) => (r.metadata as RouteMetadata).notBuiltYet).map(([name]) => name));
 
@@ -46,6 +51,18 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
     creds.pairingToken = `pt_svc_${"A".repeat(43)}`;
     creds.connectKeyInHeader = server.dev.connectKey;
 
+    // Owner sessions (the dashboard's cookie): one ended, one past its absolute lifetime, one unknown, one malformed.
+    const ownerAccount = await server.services.owners.accounts.create({ email: "matrix-owner@example.com" });
+    const ended = await server.services.owners.sessions.start(ownerAccount.id);
+    await server.services.owners.sessions.end(ended.sessionId);
+    creds.ownerEnded = `svc_owner=${ended.token}`;
+    const longAgo = new OwnerSessions(server.db.prisma, { now: () => new Date(server.clock.now().getTime() - (OWNER_SESSION_ABSOLUTE_SECONDS + 60) * 1000) });
+    creds.ownerExpired = `svc_owner=${(await longAgo.start(ownerAccount.id)).token}`;
+    creds.ownerUnknown = `svc_owner=ost_${"A".repeat(43)}`;
+    creds.ownerMalformed = "svc_owner=not-a-session";
+    const bystander = await signInOwner(server);
+    creds.ownerCookie = bystander.cookie;
+
     pk.valid = server.dev.connectKey;
     pk.unknown = `pk_svc_${"0".repeat(24)}`;
     pk.malformed = "not-a-key";
@@ -63,6 +80,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
   /** The right credential, valid: authentication passes. A route not built yet then says so (501); a built one answers anything but 401. */
   const passes = async (c: RouteCase, res: Response) => {
     if (ROUTES_NOT_BUILT.has(c.name)) return void (await expectError(res, 501, "not_implemented"));
+    if (BODY_CREDENTIAL.has(c.name)) return void (await expectError(res, 401, "invalid_credential"));
     const text = await res.text();
     expect(res.status, text).not.toBe(401);
     expect(res.status, text).toBeLessThan(500);
@@ -74,11 +92,14 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
     it.each(headerRoutes)("$method $path ($auth): only its own valid credential passes", async (c) => {
       const own = c.auth === "appKey" ? "appKey" : "session";
       await passes(c, await send(c, bearer(creds[own])));
+      // The dashboard's cookie beside the right credential changes nothing; alone it is no credential here.
+      await passes(c, await send(c, { ...bearer(creds[own]), cookie: creds.ownerCookie }));
       if (c.auth === "appKey") await passes(c, await send(c, bearer(creds.appKeyLive)));
       // Every refusal below changes nothing.
       const before = await tableCounts(server.db);
 
       await expectError(await send(c, {}), 401, "missing_credential");
+      await expectError(await send(c, { cookie: creds.ownerCookie }), 401, "missing_credential");
       await expectError(await send(c, { authorization: "" }), 401, "missing_credential");
       await expectError(await send(c, { authorization: "Basic dXNlcjpwYXNz" }), 401, "invalid_credential");
       await expectError(await send(c, bearer("nonsense")), 401, "invalid_credential");
@@ -109,6 +130,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
   describe.skipIf(skip)("routes taking the connect key in the path", () => {
     it.each(pathRoutes)("$method $path: a live connect key and no header passes", async (c) => {
       await passes(c, await send(c, {}, pk.valid));
+      await passes(c, await send(c, { cookie: creds.ownerCookie }, pk.valid));
       const before = await tableCounts(server.db);
       await expectError(await send(c, {}, pk.unknown), 401, "invalid_credential");
       await expectError(await send(c, {}, pk.malformed), 401, "invalid_credential");
@@ -126,7 +148,38 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
   describe.skipIf(skip)("routes taking no credential", () => {
     it.each(openRoutes)("$method $path: refuses any credential", async (c) => {
       await passes(c, await send(c, {}));
+      await passes(c, await send(c, { cookie: creds.ownerCookie }));
       for (const kind of ["appKey", "session", "pairingToken"]) await expectError(await send(c, bearer(creds[kind])), 401, "wrong_credential_kind");
+    });
+  });
+
+  const ownerRoutes = ROUTE_CASES.filter((c) => c.auth === "owner");
+
+  describe.skipIf(skip)("routes taking the dashboard's session cookie", () => {
+    it.each(ownerRoutes)("$method $path: only a live owner session passes, with X-CSRF-Token unless a GET", async (c) => {
+      // A fresh owner each time: signing out and changing the password end sessions.
+      const o = await signInOwner(server);
+      const safe = c.method === "GET" || c.method === "HEAD";
+      const csrf = safe ? {} : { "x-csrf-token": o.csrf };
+      await passes(c, await send(c, { cookie: o.cookie, ...csrf }));
+      const fresh = await signInOwner(server);
+      const before = await tableCounts(server.db);
+      const cookie = { cookie: fresh.cookie, ...(safe ? {} : { "x-csrf-token": fresh.csrf }) };
+      await expectError(await send(c, safe ? {} : { "x-csrf-token": fresh.csrf }), 401, "missing_credential");
+      await expectError(await send(c, { cookie: "other=1" }), 401, "missing_credential");
+      for (const kind of ["ownerEnded", "ownerExpired"]) await expectError(await send(c, { cookie: creds[kind] }), 401, "session_expired");
+      for (const kind of ["ownerUnknown", "ownerMalformed"]) await expectError(await send(c, { cookie: creds[kind] }), 401, "invalid_credential");
+      // Any Authorization header is the wrong kind, even beside a live cookie and even a valid credential.
+      for (const kind of ["appKey", "session", "pairingToken", "connectKeyInHeader", "appKeyLive"]) {
+        await expectError(await send(c, bearer(creds[kind])), 401, "wrong_credential_kind");
+        await expectError(await send(c, { ...cookie, ...bearer(creds[kind]) }), 401, "wrong_credential_kind");
+      }
+      if (!safe) {
+        await expectError(await send(c, { cookie: fresh.cookie }), 403, "forbidden");
+        await expectError(await send(c, { cookie: fresh.cookie, "x-csrf-token": o.csrf }), 403, "forbidden");
+        await expectError(await send(c, { ...cookie, origin: "https://attacker.example" }), 403, "forbidden");
+      }
+      expect(await tableCounts(server.db)).toEqual(before);
     });
   });
 

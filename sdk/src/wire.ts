@@ -44,6 +44,7 @@ export type ErrorCode =
   | "billing_not_connected"
   | "already_subscribed"
   | "no_subscription"
+  | "last_owner"
   | "portal_unavailable"
   | "request_timeout"
   | "expired"
