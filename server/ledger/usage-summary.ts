@@ -48,8 +48,8 @@ export async function environmentCurrency(db: Database, tenant: Tenant): Promise
 type Sums = { runs: string | number; input: string | number | null; output: string | number | null; cache_read: string | number | null; cache_write: string | number | null; amount: string | number | null };
 type Totals = z.infer<typeof UsageSummary>["totals"];
 
-/** The sums every group of the summary is made of: runs count the ledger's `run` rows, as the allowance does. */
-const SUMS = `count(*) FILTER (WHERE u.kind = 'run') AS runs, sum(u.input_tokens) AS input, sum(u.output_tokens) AS output,
+/** The sums every group of the summary is made of: `runs`, the runs with ledger rows in the group (`svc/echo` answers too, which the allowance does not count). */
+const SUMS = `count(DISTINCT u.run_id) AS runs, sum(u.input_tokens) AS input, sum(u.output_tokens) AS output,
   sum(u.cache_read_tokens) AS cache_read, sum(u.cache_write_tokens) AS cache_write, sum(u.amount_micros) AS amount`;
 
 function totals(r: Sums): Totals {
@@ -94,7 +94,7 @@ export async function usageSummary(db: Database, tenant: Tenant, range: DayRange
     db.query<Sums & { external_id: string }>(
       `SELECT e.external_id, ${SUMS} FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id
         WHERE ${where} GROUP BY e.external_id
-        ORDER BY sum(u.amount_micros) DESC, count(*) FILTER (WHERE u.kind = 'run') DESC, e.external_id LIMIT 10`,
+        ORDER BY sum(u.amount_micros) DESC, count(DISTINCT u.run_id) DESC, e.external_id LIMIT 10`,
       params,
     ),
   ]);
