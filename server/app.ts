@@ -43,6 +43,7 @@ import { UserLedger } from "./ledger/users.js";
 import { StreamSlots } from "./runs/stream-slots.js";
 import { UserDirectory } from "./users/directory.js";
 import { RunInspector } from "./runs/inspect.js";
+import { OwnerService } from "./owners/owners.js";
 
 export interface Services {
   clock: Clock;
@@ -72,6 +73,8 @@ export interface Services {
   /** The app owner's reads: end users listed and shown in full, runs listed and inspected. */
   directory: UserDirectory;
   runInspector: RunInspector;
+  /** App owners: dashboard accounts, sessions, members, sign-in links and invitations. */
+  owners: OwnerService;
   /** Open event streams per app and environment on this instance, bounded (`MAX_STREAMS_PER_APP`). */
   streamSlots: StreamSlots;
   /** Raw SQL for the ledger's reads. */
@@ -107,6 +110,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);
+  const keys = new KeyService(db.prisma, clock, db);
   return {
     billing: new BillingService(db, clock, urls, stripeClients(config.stripe), logger, { plans, users }),
     stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
@@ -127,8 +131,9 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     runs,
     chat: new ChatService(db, clock, runs, runStore, runBus, logger),
     urls,
-    keys: new KeyService(db.prisma, clock, db),
+    keys,
     sessions: new SessionService(db.prisma, clock),
+    owners: new OwnerService(db.prisma, clock, limiter, keys),
     limiter,
     deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds, webhooks.facts),
     machines,
@@ -155,7 +160,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.use(workerDownloads.router);
 
   createExpressEndpoints(contract, routes(services), app, {
-    globalMiddleware: [authenticate(services.keys, services.sessions), idempotency(services.db, services.clock)],
+    globalMiddleware: [authenticate({ keys: services.keys, sessions: services.sessions, ownerSessions: services.owners.sessions, urls: services.urls }), idempotency(services.db, services.clock)],
     responseValidation: false,
     requestValidationErrorHandler: (err, _req, _res, next) => {
       const issue = [err.pathParams, err.headers, err.query, err.body].flatMap((e) => e?.issues ?? [])[0];

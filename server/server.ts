@@ -10,6 +10,7 @@ import { createApp, createServices, type Services } from "./app.js";
 import { bootstrapDevApp, devAppBanner } from "./keys/bootstrap.js";
 import { adminSocketPath, lockDataDir } from "./data-dir-lock.js";
 import { startAdminSocket } from "./admin/socket.js";
+import { signInLinkUrl } from "./admin/operations.js";
 import { answerClientError, answerConnect, answerExpectation, edgeGuard } from "./http/client-error.js";
 
 export interface StartOptions {
@@ -96,11 +97,14 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     cleanup.push(() => services.webhooks.close());
     const url = urls.base;
 
-    if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), services.keys, logger));
+    if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), { keys: services.keys, owners: services.owners, baseUrl: url }, logger));
     // Last, once nothing else can fail: the dev app's key is shown only now, and
     // only its hash is stored, so a start that failed earlier must not have made it.
     const created = await bootstrapDevApp(db, services.keys, config.devApp);
-    if (created) (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url));
+    if (created) {
+      const signIn = signInLinkUrl(url, (await services.owners.operatorSignInLink()).token);
+      (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url, signIn));
+    }
     logger.info({ url, database: db.kind }, "listening");
     return { url, db, services, close };
   } catch (err) {

@@ -57,8 +57,11 @@ const OPTIONS = { strictStatusCodes: true, commonResponses: errors(...COMMON_ERR
 /** Owner routes: the session cookie, and `X-CSRF-Token` on all but GETs; 403 when the owner is not a member of the app. */
 const ownerErrors = errors(401, 403);
 const NOT_BUILT = "issue 16: the app owner's dashboard";
+/** The data routes, not built yet. */
 const owner = meta({ auth: "owner", notBuiltYet: NOT_BUILT });
-const open = meta({ auth: "none", notBuiltYet: NOT_BUILT });
+/** The account routes (built). */
+const signedIn = meta({ auth: "owner" });
+const noCredential = meta({ auth: "none" });
 const ENV = "/v1/owner/apps/:app/env/:env";
 const csv = c.otherResponse({ contentType: "text/csv", body: z.string() });
 
@@ -72,7 +75,7 @@ export const ownerAccountContract = c.router(
       description: "Email and password. Sets the `svc_owner` session cookie (HttpOnly, SameSite=Strict) and returns the CSRF token. Rate-limited per email and per address; a wrong email and a wrong password answer the same 401.",
       body: SignInRequest,
       responses: { 200: OwnerMe, ...errors(401) },
-      metadata: open,
+      metadata: noCredential,
     },
     ownerSignInWithLink: {
       method: "POST",
@@ -81,7 +84,7 @@ export const ownerAccountContract = c.router(
       description: "Redeems an `olt_` token printed by `svc dashboard` (single use, 15 minutes). Sets the session cookie.",
       body: SignInLinkRequest,
       responses: { 200: OwnerMe, ...errors(401) },
-      metadata: open,
+      metadata: noCredential,
     },
     ownerAcceptInvite: {
       method: "POST",
@@ -90,7 +93,7 @@ export const ownerAccountContract = c.router(
       description: "Redeems an `oin_` invitation (single use, 7 days): joins the app, creating the account when the email has none. Sets the session cookie.",
       body: AcceptInviteRequest,
       responses: { 200: OwnerMe, ...errors(401) },
-      metadata: open,
+      metadata: noCredential,
     },
     ownerMe: {
       method: "GET",
@@ -98,7 +101,7 @@ export const ownerAccountContract = c.router(
       summary: "The signed-in owner",
       description: "The owner, the session's CSRF token and the apps they are a member of.",
       responses: { 200: OwnerMe, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerSignOut: {
       method: "POST",
@@ -106,7 +109,7 @@ export const ownerAccountContract = c.router(
       summary: "Sign out",
       body: c.noBody(),
       responses: { 200: SignedOut, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerSignOutEverywhere: {
       method: "POST",
@@ -115,7 +118,7 @@ export const ownerAccountContract = c.router(
       description: "Ends every session of this owner, on every browser, this one included.",
       body: c.noBody(),
       responses: { 200: SignedOut, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerSetPassword: {
       method: "PUT",
@@ -124,14 +127,14 @@ export const ownerAccountContract = c.router(
       description: "Ends the owner's other sessions.",
       body: SetPasswordRequest,
       responses: { 200: Owner, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListApps: {
       method: "GET",
       path: "/v1/owner/apps",
       summary: "The owner's apps",
       responses: { 200: z.object({ data: z.array(OwnerApp) }), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerCreateApp: {
       method: "POST",
@@ -140,7 +143,7 @@ export const ownerAccountContract = c.router(
       description: "The owner becomes its first member (`owner`). Returns its test keys once.",
       body: CreateAppRequest,
       responses: { 201: CreatedApp, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListKeys: {
       method: "GET",
@@ -148,7 +151,7 @@ export const ownerAccountContract = c.router(
       summary: "The app's keys",
       pathParams: AppParam,
       responses: { 200: OwnerKeyList, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerCreateKey: {
       method: "POST",
@@ -158,7 +161,7 @@ export const ownerAccountContract = c.router(
       pathParams: AppParam,
       body: CreateKeyRequest,
       responses: { 201: CreatedKey, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerRotateKey: {
       method: "POST",
@@ -168,7 +171,7 @@ export const ownerAccountContract = c.router(
       pathParams: KeyParam,
       body: RotateKeyRequest,
       responses: { 200: RotatedKey, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerRevokeKey: {
       method: "DELETE",
@@ -178,7 +181,7 @@ export const ownerAccountContract = c.router(
       pathParams: KeyParam,
       body: c.noBody(),
       responses: { 200: OwnerKey, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListMembers: {
       method: "GET",
@@ -186,7 +189,7 @@ export const ownerAccountContract = c.router(
       summary: "The app's members and open invitations",
       pathParams: AppParam,
       responses: { 200: MemberList, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerCreateInvite: {
       method: "POST",
@@ -196,7 +199,7 @@ export const ownerAccountContract = c.router(
       pathParams: AppParam,
       body: InviteRequest,
       responses: { 201: Invite, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerRemoveMember: {
       method: "DELETE",
@@ -206,7 +209,7 @@ export const ownerAccountContract = c.router(
       pathParams: MemberParam,
       body: c.noBody(),
       responses: { 200: MemberList, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
   },
   OPTIONS,

@@ -59,6 +59,8 @@ import {
   WebhookEndpointParam,
 } from "./webhooks.js";
 
+import { ownerContract, type OwnerContract } from "./owner-router.js";
+
 const c = initContract();
 
 /** Error statuses as contract responses, all in the one envelope. */
@@ -86,7 +88,8 @@ const OPTIONS = {
 
 // The contract is declared in three parts, each its own type: one object literal of every
 // route makes a type the declaration emitter refuses to write out (TS7056) when the
-// packages are built (`npm pack`). `contract` is their union, key order kept.
+// packages are built (`npm pack`). `contract` is their union, key order kept; the
+// app owner's routes (the dashboard) are two more such parts, in owner-router.ts.
 
 /** Running: chat completions, runs and their answers, models (1-6). */
 export const runningContract = c.router(
@@ -528,11 +531,12 @@ export const billingContract = c.router(
   OPTIONS,
 );
 
-export const contract: typeof runningContract & typeof pairingContract & typeof ledgerContract & typeof billingContract = {
+export const contract: typeof runningContract & typeof pairingContract & typeof ledgerContract & typeof billingContract & OwnerContract = {
   ...runningContract,
   ...pairingContract,
   ...ledgerContract,
   ...billingContract,
+  ...ownerContract,
 };
 
 export type Contract = typeof contract;

@@ -45,6 +45,7 @@ export type ErrorCode =
   | "already_subscribed"
   | "no_subscription"
   | "endpoint_disabled"
+  | "last_owner"
   | "portal_unavailable"
   | "request_timeout"
   | "expired"

@@ -1,6 +1,17 @@
 import { z } from "zod";
 import { Environment } from "@svc/contract";
 import { DEFAULT_ROTATION_GRACE_SECONDS, type KeyService } from "../keys/keys.js";
+import type { OwnerService } from "../owners/owners.js";
+
+/** What the operations act on, and where the service is reached (for the links they print). */
+export interface OperationDeps {
+  keys: KeyService;
+  owners: OwnerService;
+  baseUrl: string;
+}
+
+/** The link a one-time sign-in token is handed out in: the token in the fragment, which never reaches a server's log or a Referer. */
+export const signInLinkUrl = (baseUrl: string, token: string) => `${baseUrl}/dashboard/sign-in#token=${token}`;
 
 /**
  * What an app owner can do to apps and keys. The CLI calls these directly when it
@@ -14,10 +25,11 @@ export const OPERATIONS = {
   "keys.list": z.object({ appId: z.string().min(1) }),
   "keys.rotate": z.object({ key: z.string().min(1), graceSeconds: z.number().int().min(0).max(30 * 86400).default(DEFAULT_ROTATION_GRACE_SECONDS) }),
   "keys.revoke": z.object({ key: z.string().min(1) }),
+  "owners.signInLink": z.object({ email: z.string().trim().toLowerCase().email().max(254).optional() }),
 };
 export type OperationName = keyof typeof OPERATIONS;
 
-export async function runOperation(keys: KeyService, name: string, rawArgs: unknown): Promise<unknown> {
+export async function runOperation({ keys, owners, baseUrl }: OperationDeps, name: string, rawArgs: unknown): Promise<unknown> {
   if (!(name in OPERATIONS)) throw new OperationError(`Unknown operation ${name}.`);
   const parsed = OPERATIONS[name as OperationName].safeParse(rawArgs ?? {});
   if (!parsed.success) throw new OperationError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; "));
@@ -35,6 +47,10 @@ export async function runOperation(keys: KeyService, name: string, rawArgs: unkn
       return keys.rotate(a.key, a.graceSeconds);
     case "keys.revoke":
       return keys.revoke(a.key);
+    case "owners.signInLink": {
+      const link = await owners.operatorSignInLink(a.email);
+      return { url: signInLinkUrl(baseUrl, link.token), email: link.email, expiresAt: link.expiresAt, created: link.created };
+    }
   }
 }
 

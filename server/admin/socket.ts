@@ -2,16 +2,15 @@ import fs from "node:fs";
 import http from "node:http";
 import { dirname } from "node:path";
 import type { Logger } from "../logger.js";
-import type { KeyService } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
-import { OperationError, runOperation } from "./operations.js";
+import { OperationError, runOperation, type OperationDeps } from "./operations.js";
 
 /**
  * The server's admin socket: a Unix socket in the data folder (mode 0600), so
  * only the user owning the data folder can reach it; it is never on the network.
  * `POST /<operation>` with JSON arguments; answers `{result}` or `{error}`.
  */
-export async function startAdminSocket(path: string, keys: KeyService, logger: Logger): Promise<() => Promise<void>> {
+export async function startAdminSocket(path: string, deps: OperationDeps, logger: Logger): Promise<() => Promise<void>> {
   // Its folder is the data folder (0700) or a private one of its own.
   fs.mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   fs.rmSync(path, { force: true });
@@ -25,7 +24,7 @@ export async function startAdminSocket(path: string, keys: KeyService, logger: L
       for await (const c of req) chunks.push(c as Buffer);
       const args = chunks.length ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : {};
       const op = (req.url ?? "/").slice(1);
-      reply(200, { result: await runOperation(keys, op, args) });
+      reply(200, { result: await runOperation(deps, op, args) });
     } catch (err) {
       if (err instanceof OperationError || err instanceof ApiError || err instanceof SyntaxError) return reply(400, { error: err.message });
       logger.error({ err }, "admin operation failed");

@@ -3,7 +3,10 @@ import type { Config } from "../config.js";
 import { openDatabase } from "../db/open.js";
 import { migrate } from "../db/migrate.js";
 import { KeyService } from "../keys/keys.js";
+import { OwnerService } from "../owners/owners.js";
+import { RateLimiter } from "../rate-limit/rate-limiter.js";
 import { systemClock } from "../clock.js";
+import { baseUrlOf } from "../config.js";
 import { runOperation } from "../admin/operations.js";
 import { callAdminSocket } from "../admin/socket.js";
 import { adminSocketPath, DataDirLockedError, lockDataDir } from "../data-dir-lock.js";
@@ -51,7 +54,9 @@ async function direct<T>(config: Config, fn: (call: Call) => Promise<T>): Promis
     await migrate(db);
     // Its changes are announced to running instances (on Postgres), which drop the keys from their caches.
     const keys = new KeyService(db.prisma, systemClock, db);
-    return await fn((op, args) => runOperation(keys, op, args));
+    const owners = new OwnerService(db.prisma, systemClock, new RateLimiter(db.prisma, systemClock), keys);
+    // No server holds the data: links name where it will listen (PUBLIC_URL, else HOST and PORT).
+    return await fn((op, args) => runOperation({ keys, owners, baseUrl: baseUrlOf(config, config.port) }, op, args));
   } finally {
     await db.close();
   }

@@ -94,6 +94,19 @@ keys
   .option("--json", "print JSON")
   .action(action("keys.revoke", (key: string) => ({ key }), (r: KeyInfo) => `revoked ${r.kind} key ${r.display}`));
 
+program
+  .command("dashboard")
+  .description(
+    "print a one-time sign-in link to the owner's dashboard (single use, 15 minutes). With no owner account yet, makes one (owner@svc.localhost, or --email) and makes it an owner of every app; apps without members get the chosen owner",
+  )
+  .option("--email <email>", "the owner account to sign in as (default: the oldest app's first owner)")
+  .option("--json", "print {url, email, expiresAt, created} as JSON")
+  .action(
+    action("owners.signInLink", (o: { email?: string }) => ({ email: o.email }), (r: { url: string; email: string; expiresAt: string; created: boolean }) =>
+      `${r.created ? `Created the owner account ${r.email}.\n` : ""}Sign in to the dashboard as ${r.email} (single use, until ${r.expiresAt}):\n\n  ${r.url}\n`,
+    ),
+  );
+
 registerPlanCommands(program);
 
 try {

@@ -1,14 +1,19 @@
+import { timingSafeEqual } from "node:crypto";
 import type { NextFunction, Request, Response } from "express";
-import { credentialKindOf, type RouteMetadata } from "@svc/contract";
+import { parse as parseCookies } from "cookie";
+import { credentialKindOf, OWNER_CSRF_HEADER, OWNER_SESSION_COOKIE, type RouteMetadata } from "@svc/contract";
 import { ApiError } from "../errors.js";
 import type { KeyService, Tenant } from "../keys/keys.js";
 import type { SessionPrincipal, SessionService } from "../sessions/sessions.js";
+import type { OwnerPrincipal, OwnerSessions } from "../owners/sessions.js";
+import type { PublicUrls } from "../public-urls.js";
 
 /** What authentication established for a request. */
 export type Principal =
   | ({ kind: "appKey"; keyId: string } & Tenant)
   | ({ kind: "connectKey" } & Tenant)
   | ({ kind: "session" } & SessionPrincipal)
+  | ({ kind: "owner" } & OwnerPrincipal)
   | { kind: "none" };
 
 declare global {
@@ -39,11 +44,18 @@ const EXPECTED = {
  * Each route accepts exactly the credential its contract metadata names and
  * nothing else: any other kind is 401 `wrong_credential_kind`, even when valid.
  */
-export function authenticate(keys: KeyService, sessions: SessionService) {
+export interface Authenticators {
+  keys: KeyService;
+  sessions: SessionService;
+  ownerSessions: OwnerSessions;
+  urls: PublicUrls;
+}
+
+export function authenticate(a: Authenticators) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     try {
       const meta = (req as Request & { tsRestRoute: { metadata: RouteMetadata } }).tsRestRoute.metadata;
-      req.principal = await principalFor(meta.auth, req, keys, sessions);
+      req.principal = meta.auth === "owner" ? await ownerPrincipal(req, a.ownerSessions, a.urls) : await principalFor(meta.auth, req, a.keys, a.sessions);
       next();
     } catch (err) {
       next(err);
@@ -51,9 +63,8 @@ export function authenticate(keys: KeyService, sessions: SessionService) {
   };
 }
 
-async function principalFor(auth: RouteMetadata["auth"], req: Request, keys: KeyService, sessions: SessionService): Promise<Principal> {
+async function principalFor(auth: Exclude<RouteMetadata["auth"], "owner">, req: Request, keys: KeyService, sessions: SessionService): Promise<Principal> {
   const header = req.headers.authorization;
-  if (auth === "owner") throw new ApiError("not_implemented", "Owner sessions are not built yet (issue 16: the app owner's dashboard).");
   if (auth === "connectKey" || auth === "none") {
     if (header !== undefined) throw new ApiError("wrong_credential_kind", EXPECTED[auth]);
     if (auth === "none") return { kind: "none" };
@@ -68,4 +79,38 @@ async function principalFor(auth: RouteMetadata["auth"], req: Request, keys: Key
   if (kind !== auth) throw new ApiError("wrong_credential_kind", `${EXPECTED[auth]} It was sent ${KIND_NAMES[kind]}.`);
   if (auth === "appKey") return { kind: "appKey", ...(await keys.verifyAppKey(token)) };
   return { kind: "session", ...(await sessions.verify(token)) };
+}
+
+/** Methods that change nothing: they need the cookie only. */
+const SAFE_METHODS = new Set(["GET", "HEAD"]);
+
+/**
+ * The dashboard's credential: the `svc_owner` cookie. An Authorization header on an
+ * owner route is the wrong kind (the dashboard never sends one). On every request
+ * that is not a GET or HEAD, two CSRF defences on top of SameSite=Strict: an
+ * `Origin` header, when sent, must be the service's own, and `X-CSRF-Token` must
+ * equal the session's token (compared in constant time); either failing is 403.
+ */
+async function ownerPrincipal(req: Request, ownerSessions: OwnerSessions, urls: PublicUrls): Promise<Principal> {
+  if (req.headers.authorization !== undefined) throw new ApiError("wrong_credential_kind", EXPECTED.owner);
+  const token = req.headers.cookie ? parseCookies(req.headers.cookie)[OWNER_SESSION_COOKIE] : undefined;
+  if (!token) throw new ApiError("missing_credential", `${EXPECTED.owner} Sign in first (POST /v1/owner/sign_in).`);
+  const session = await ownerSessions.verify(token);
+  if (!SAFE_METHODS.has(req.method)) {
+    const origin = req.headers.origin;
+    if (origin !== undefined && origin !== new URL(urls.base).origin) {
+      throw new ApiError("forbidden", `A cross-site request is refused: its Origin (${origin.slice(0, 200)}) is not this service's.`);
+    }
+    if (req.headers["sec-fetch-site"] === "cross-site") throw new ApiError("forbidden", "A cross-site request is refused (Sec-Fetch-Site: cross-site).");
+    const presented = req.get(OWNER_CSRF_HEADER);
+    if (!presented) throw new ApiError("forbidden", "This request changes something: send the header X-CSRF-Token with the csrfToken from GET /v1/owner/me.");
+    if (!sameSecret(presented, session.csrfToken)) throw new ApiError("forbidden", "The X-CSRF-Token header does not match this session's csrfToken (GET /v1/owner/me).");
+  }
+  return { kind: "owner", ownerId: session.ownerId, sessionId: session.sessionId };
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const x = Buffer.from(a, "utf8");
+  const y = Buffer.from(b, "utf8");
+  return x.length === y.length && timingSafeEqual(x, y);
 }

@@ -117,6 +117,7 @@ function scopeOf(req: Request): string | null {
   if (p?.kind === "appKey") return `app:${p.appId}:${p.environment}`;
   if (p?.kind === "connectKey") return `connect:${p.appId}:${p.environment}`;
   if (p?.kind === "session") return `session:${p.appId}:${p.environment}:${p.endUserId}`;
+  if (p?.kind === "owner") return `owner:${p.ownerId}`;
   return null;
 }
 

@@ -25,7 +25,7 @@ export async function bootstrapDevApp(db: Database, keys: KeyService, wanted: bo
   return db.exclusive(BOOTSTRAP_LOCK, async () => ((await keys.isEmpty()) ? keys.createApp(DEV_APP_NAME, "test") : null));
 }
 
-export function devAppBanner(created: NewKeys, baseUrl: string): string {
+export function devAppBanner(created: NewKeys, baseUrl: string, signInLink?: string): string {
   return [
     "",
     "  A local development app was created (shown once; the secret is stored only as a hash):",
@@ -35,6 +35,7 @@ export function devAppBanner(created: NewKeys, baseUrl: string): string {
     `    app key       ${created.appKey}`,
     `    connect key   ${created.connectKey}`,
     `    API reference ${baseUrl}/docs`,
+    ...(signInLink ? [`    dashboard     ${signInLink}  (one-time sign-in link, 15 minutes; more: npx svc dashboard)`] : []),
     "",
     "  More apps and keys: npx svc apps create --name <name>   (npx svc --help)",
     "",

@@ -74,12 +74,25 @@ export class KeyService {
     await this.notifications?.notify(APP_KEY_CHANGED_CHANNEL, id);
   }
 
-  async createApp(name: string, environment: Environment): Promise<NewKeys> {
+  /** `within`: more to do in the same transaction (the dashboard makes its creator a member). */
+  async createApp(name: string, environment: Environment, within?: (tx: TxClient, appId: string) => Promise<void>): Promise<NewKeys> {
     const appId = randomId("app_", 16);
     return this.prisma.$transaction(async (tx) => {
       await tx.app.create({ data: { id: appId, name } });
+      await within?.(tx, appId);
       return this.issueKeys(tx, { appId, environment });
     });
+  }
+
+  /** One new key of one kind (the dashboard's "create key"): the whole key, shown once, and its listing. */
+  async createKey(appId: string, environment: Environment, kind: "app" | "connect"): Promise<{ key: string; info: KeyInfo }> {
+    if (kind === "app") {
+      const k = newAppKey();
+      const row = await this.prisma.appKey.create({ data: { id: k.id, appId, environment, secretHash: hashSecret(k.secret), hint: k.hint } });
+      return { key: k.key, info: this.info("app", row.id, row.hint, row) };
+    }
+    const row = await this.prisma.connectKey.create({ data: { key: newConnectKey(), appId, environment } });
+    return { key: row.key, info: this.info("connect", row.key, row.key, row) };
   }
 
   /** A fresh app key and connect key for an existing app and environment. */
@@ -144,10 +157,10 @@ export class KeyService {
    * key keeps working for `graceSeconds` (0: it stops now), so deployments can
    * switch over without downtime.
    */
-  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS): Promise<{ kind: "app" | "connect"; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
+  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS, appId?: string): Promise<{ kind: "app" | "connect"; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
     const expiresAt = new Date(this.clock.now().getTime() + graceSeconds * 1000);
     const result = await this.prisma.$transaction(async (tx) => {
-      const found = await this.findLiveKey(tx, ref);
+      const found = await this.findLiveKey(tx, ref, appId);
       if (found.kind === "app") {
         const next = newAppKey();
         await tx.appKey.create({ data: { id: next.id, appId: found.appId, environment: found.environment, secretHash: hashSecret(next.secret), hint: next.hint } });
@@ -164,10 +177,10 @@ export class KeyService {
   }
 
   /** Stops a key at once. */
-  async revoke(ref: string): Promise<KeyInfo> {
+  async revoke(ref: string, appId?: string): Promise<KeyInfo> {
     const revokedAt = this.clock.now();
     const info = await this.prisma.$transaction(async (tx) => {
-      const found = await this.findLiveKey(tx, ref);
+      const found = await this.findLiveKey(tx, ref, appId);
       if (found.kind === "app") {
         const k = await tx.appKey.update({ where: { id: found.id }, data: { revokedAt } });
         return this.info("app", k.id, k.hint, k);
@@ -179,17 +192,17 @@ export class KeyService {
     return info;
   }
 
-  /** `ref`: an app key id, a full app key, or a connect key. */
-  private async findLiveKey(tx: TxClient, ref: string): Promise<{ kind: "app" | "connect"; id: string } & Tenant> {
+  /** `ref`: an app key id, a full app key, or a connect key; with `appId`, another app's key is answered like one that does not exist. */
+  private async findLiveKey(tx: TxClient, ref: string, appId?: string): Promise<{ kind: "app" | "connect"; id: string } & Tenant> {
     if (isConnectKey(ref)) {
       const k = await tx.connectKey.findUnique({ where: { key: ref } });
-      if (!k) throw new ApiError("not_found", "No such connect key.");
+      if (!k || (appId !== undefined && k.appId !== appId)) throw new ApiError("not_found", "No such connect key.");
       if (k.revokedAt) throw new ApiError("invalid_request", "This connect key is already revoked.");
       return { kind: "connect", id: k.key, appId: k.appId, environment: k.environment };
     }
     const id = parseAppKey(ref)?.id ?? ref.replace(/^sk_svc_/, "");
     const k = await tx.appKey.findUnique({ where: { id } });
-    if (!k) throw new ApiError("not_found", "No such app key.");
+    if (!k || (appId !== undefined && k.appId !== appId)) throw new ApiError("not_found", "No such app key.");
     if (k.revokedAt) throw new ApiError("invalid_request", "This app key is already revoked.");
     return { kind: "app", id: k.id, appId: k.appId, environment: k.environment };
   }

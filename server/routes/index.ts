@@ -11,6 +11,7 @@ import { chatRoutes } from "./chat.js";
 import { webhookRoutes } from "./webhooks.js";
 import { ledgerRoutes } from "./ledger.js";
 import { billingRoutes } from "./billing.js";
+import { ownerAccountRoutes } from "./owner-accounts.js";
 
 type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[1];
 
@@ -19,7 +20,7 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * each feature replaces its entries with real handlers.
  */
 export function routes(services: Services): RouterImplementation {
-  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services) };
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services), ...ownerAccountRoutes(services) };
   const all = Object.fromEntries(
     Object.entries(contract).map(([name, route]) => {
       // The contract says which routes are built: a handler and `notBuiltYet` never disagree.
