@@ -3,14 +3,13 @@ import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
 import type { Services } from "../app.js";
 import type { Tenant } from "../keys/keys.js";
-import { ApiError } from "../errors.js";
 import { dayRange, usageCsv, usageSummary } from "../ledger/usage-summary.js";
 import { conversions } from "../billing/conversions.js";
 
 const s = initServer();
 
 /** The tenant an owner route acts on: the path's app and environment, once the signed-in owner is a member of the app. */
-export type OwnerTenant = (req: Request, params: { app: string; env: "test" | "live" }) => Promise<Tenant>;
+export type OwnerTenant = (req: Pick<Request, "principal">, params: { app: string; env: "test" | "live" }) => Promise<Tenant>;
 
 /**
  * One app environment as its owner sees it on the dashboard: users, usage,
@@ -82,8 +81,3 @@ export function ownerDataRoutes({ plans, users, directory, runInspector, machine
     })),
   };
 }
-
-/** Until owner sign-in is merged: no owner is ever recognised. */
-export const noOwnerYet: OwnerTenant = async () => {
-  throw new ApiError("missing_credential", "Owner sign-in is not built yet.");
-};
