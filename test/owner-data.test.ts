@@ -6,6 +6,7 @@ import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiv
 import { completedCheckout, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
 import { connectAccount, deliver, startHandback, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
 import type { Tenant } from "../server/keys/keys.js";
+import { signInOwner, type SignedInOwner } from "./helpers/owner.js";
 import { dayRange, usageCsv, usageSummary } from "../server/ledger/usage-summary.js";
 import { conversions } from "../server/billing/conversions.js";
 
@@ -185,5 +186,41 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     } finally {
       await other.close();
     }
+  });
+
+  it.skipIf(skip)("through HTTP as a signed-in owner: the same data; the live environment empty; another app's owner refused", async () => {
+    const owner: SignedInOwner = await signInOwner(server);
+    const env = `/v1/owner/apps/${server.dev.appId}/env`;
+    const users = await owner.fetch(`${env}/test/users?q=ann`);
+    expect(users.status, await users.clone().text()).toBe(200);
+    expect(((await users.json()) as { data: { id: string }[] }).data.map((u) => u.id)).toEqual(["ann"]);
+    const csv = await owner.fetch(`${env}/test/usage/export`);
+    expect(csv.status).toBe(200);
+    expect(csv.headers.get("content-type")).toMatch(/^text\/csv/);
+    expect((await csv.text()).split("\r\n")[0]).toMatch(/^id,created_at,user,/);
+    const summary = (await (await owner.fetch(`${env}/test/usage/summary`)).json()) as { totals: { runs: number } };
+    expect(summary.totals.runs).toBeGreaterThan(0);
+    const conv = (await (await owner.fetch(`${env}/test/conversions`)).json()) as { payments: unknown[] };
+    expect(conv.payments).toHaveLength(1);
+    for (const path of ["users", "runs", "webhook_deliveries"]) {
+      const res = await owner.fetch(`${env}/live/${path}`);
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { data: unknown[] }).data).toEqual([]);
+    }
+    expect(((await (await owner.fetch(`${env}/live/usage/summary`)).json()) as { totals: { runs: number } }).totals.runs).toBe(0);
+    const runs = (await (await owner.fetch(`${env}/test/runs?status=handed_back`)).json()) as { data: { id: string }[] };
+    const run = await owner.fetch(`${env}/test/runs/${runs.data[0].id}`);
+    expect(((await run.json()) as { reportedUsage: unknown }).reportedUsage).toMatchObject({ inputTokens: 12, outputTokens: 34 });
+    expect((await owner.fetch(`${env}/live/runs/${runs.data[0].id}`)).status).toBe(404);
+    const endpoint = await owner.fetch(`${env}/test/webhook_endpoints`, { method: "POST", body: { url: `${receiver.url}/owner`, events: ["plan.changed"] } });
+    expect(endpoint.status).toBe(201);
+    const { id } = (await endpoint.json()) as { id: string };
+    const ping = await owner.fetch(`${env}/test/webhook_endpoints/${id}/test`, { method: "POST" });
+    expect(ping.status, await ping.clone().text()).toBe(202);
+    const { deliveryId } = (await ping.json()) as { deliveryId: string };
+    await expect.poll(() => receiver.received.some((r) => r.headers["webhook-id"] === deliveryId)).toBe(true);
+    const stranger = await signInOwner(server, { appId: null });
+    expect((await stranger.fetch(`${env}/test/users`)).status).toBe(404);
+    expect((await server.fetch(`${env}/test/users`)).status).toBe(401);
   });
 });
