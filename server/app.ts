@@ -42,6 +42,8 @@ import { browserCors } from "./http/cors.js";
 import { PlanService } from "./ledger/plans.js";
 import { UserLedger } from "./ledger/users.js";
 import { StreamSlots } from "./runs/stream-slots.js";
+import { UserDirectory } from "./users/directory.js";
+import { RunInspector } from "./runs/inspect.js";
 import { OwnerService } from "./owners/owners.js";
 
 export interface Services {
@@ -69,6 +71,9 @@ export interface Services {
   /** The ledger's side: plans, and users as the app reads them. */
   plans: PlanService;
   users: UserLedger;
+  /** The app owner's reads: end users listed and shown in full, runs listed and inspected. */
+  directory: UserDirectory;
+  runInspector: RunInspector;
   /** App owners: dashboard accounts, sessions, members, sign-in links and invitations. */
   owners: OwnerService;
   /** Open event streams per app and environment on this instance, bounded (`MAX_STREAMS_PER_APP`). */
@@ -115,6 +120,8 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     streamSlots: new StreamSlots(config.maxStreamsPerApp),
     plans,
     users,
+    directory: new UserDirectory(db, clock, users, machines),
+    runInspector: new RunInspector(db, runs, machines),
     clock,
     logger,
     outbox,

@@ -50,6 +50,7 @@ export const ERROR_CODES = {
   billing_not_connected: { status: 409, type: "conflict_error", message: "The app has not connected a Stripe account for this environment." },
   already_subscribed: { status: 409, type: "conflict_error", message: "The user already has a live Stripe subscription: change plans in the customer portal (POST /v1/billing/portal)." },
   no_subscription: { status: 409, type: "conflict_error", message: "The user has no Stripe subscription to manage." },
+  endpoint_disabled: { status: 409, type: "conflict_error", message: "The webhook endpoint was removed: nothing is sent to it any more." },
   last_owner: { status: 409, type: "conflict_error", message: "The app's last member with role `owner` cannot be removed." },
   portal_unavailable: { status: 409, type: "conflict_error", message: "Stripe refused to open the customer portal (is it configured in the app's Stripe account?)." },
   // 408: the request did not arrive in time (answered by the HTTP parser's guard)

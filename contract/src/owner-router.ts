@@ -56,10 +56,7 @@ function errors<S extends number>(...statuses: S[]): { [K in S]: typeof ErrorEnv
 const OPTIONS = { strictStatusCodes: true, commonResponses: errors(...COMMON_ERROR_STATUSES) } as const;
 /** Owner routes: the session cookie, and `X-CSRF-Token` on all but GETs; 403 when the owner is not a member of the app. */
 const ownerErrors = errors(401, 403);
-const NOT_BUILT = "issue 16: the app owner's dashboard";
-/** The data routes, not built yet. */
-const owner = meta({ auth: "owner", notBuiltYet: NOT_BUILT });
-/** The account routes (built). */
+/** Every owner route but the sign-ins. */
 const signedIn = meta({ auth: "owner" });
 const noCredential = meta({ auth: "none" });
 const ENV = "/v1/owner/apps/:app/env/:env";
@@ -226,7 +223,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: OwnerUserQuery,
       responses: { 200: OwnerUserPage, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerGetUser: {
       method: "GET",
@@ -235,7 +232,7 @@ export const ownerDataContract = c.router(
       description: "Plan, allowance, usage this period, machines with live state and runtime versions, sessions.",
       pathParams: OwnerUserParam,
       responses: { 200: OwnerUserDetail, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerSetUserPlan: {
       method: "PUT",
@@ -244,7 +241,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerUserParam,
       body: AssignPlanRequest,
       responses: { 200: User, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerRemoveMachine: {
       method: "DELETE",
@@ -253,7 +250,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerMachineParam,
       body: c.noBody(),
       responses: { 200: MachineRemoved, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerUsageSummary: {
       method: "GET",
@@ -262,7 +259,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: RangeQuery,
       responses: { 200: UsageSummary, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerUsageExport: {
       method: "GET",
@@ -272,7 +269,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: RangeQuery,
       responses: { 200: csv, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListRuns: {
       method: "GET",
@@ -282,7 +279,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: OwnerRunQuery,
       responses: { 200: OwnerRunPage, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerGetRun: {
       method: "GET",
@@ -291,7 +288,7 @@ export const ownerDataContract = c.router(
       description: "The run, its stored event timeline, approvals and who decided them, ledger rows, machine, and for a handed-back run the usage the app reported.",
       pathParams: OwnerRunParam,
       responses: { 200: OwnerRunDetail, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListPlans: {
       method: "GET",
@@ -300,7 +297,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: PlanListQuery,
       responses: { 200: PlanList, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerCreatePlan: {
       method: "POST",
@@ -309,7 +306,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       body: PlanInput,
       responses: { 201: Plan, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerUpdatePlan: {
       method: "PATCH",
@@ -318,7 +315,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerPlanParam,
       body: PlanUpdate,
       responses: { 200: Plan, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerArchivePlan: {
       method: "DELETE",
@@ -327,7 +324,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerPlanParam,
       body: c.noBody(),
       responses: { 200: Plan, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerGetBillingAccount: {
       method: "GET",
@@ -335,7 +332,7 @@ export const ownerDataContract = c.router(
       summary: "The connected Stripe account",
       pathParams: EnvParam,
       responses: { 200: BillingAccount, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerConnectBilling: {
       method: "POST",
@@ -345,7 +342,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       body: ConnectRequest,
       responses: { 200: ConnectStart, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerConversions: {
       method: "GET",
@@ -354,7 +351,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: RangeQuery,
       responses: { 200: Conversions, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListWebhookEndpoints: {
       method: "GET",
@@ -362,7 +359,7 @@ export const ownerDataContract = c.router(
       summary: "Webhook endpoints",
       pathParams: EnvParam,
       responses: { 200: WebhookEndpointList, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerCreateWebhookEndpoint: {
       method: "POST",
@@ -371,7 +368,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       body: CreateWebhookEndpoint,
       responses: { 201: CreatedWebhookEndpoint, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerDeleteWebhookEndpoint: {
       method: "DELETE",
@@ -380,7 +377,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerWebhookParam,
       body: c.noBody(),
       responses: { 200: WebhookEndpoint, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerTestWebhookEndpoint: {
       method: "POST",
@@ -390,7 +387,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerWebhookParam,
       body: c.noBody(),
       responses: { 202: WebhookTestResult, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerListWebhookDeliveries: {
       method: "GET",
@@ -399,7 +396,7 @@ export const ownerDataContract = c.router(
       pathParams: EnvParam,
       query: WebhookDeliveryQuery,
       responses: { 200: WebhookDeliveryPage, ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
     ownerResendWebhookDelivery: {
       method: "POST",
@@ -409,7 +406,7 @@ export const ownerDataContract = c.router(
       pathParams: OwnerWebhookParam,
       body: c.noBody(),
       responses: { 202: WebhookDelivery, ...errors(409), ...ownerErrors },
-      metadata: owner,
+      metadata: signedIn,
     },
   },
   OPTIONS,

@@ -14,13 +14,16 @@ export const WEBHOOK_EVENT_TYPES = [
   "machine.offline",
   "plan.changed",
   "allowance.reached",
+  "test.ping",
 ] as const;
+/** What an endpoint subscribes to by default: every fact. `test.ping` is sent only when asked for, to that endpoint, whatever it chose. */
+export const WEBHOOK_FACT_TYPES = WEBHOOK_EVENT_TYPES.filter((t) => t !== "test.ping");
 export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES);
 export type WebhookEventType = z.infer<typeof WebhookEventType>;
 
 export const CreateWebhookEndpoint = z.object({
   url: z.string().url().max(2000).refine((u) => /^https?:\/\//.test(u), "http or https"),
-  events: z.array(WebhookEventType).min(1).optional().describe("Default: every event type."),
+  events: z.array(WebhookEventType).min(1).optional().describe("Default: every event type. A test event (`test.ping`, sent from the dashboard) reaches the endpoint whatever it chose."),
 });
 
 export const WebhookEndpoint = z.object({

@@ -44,6 +44,7 @@ export type ErrorCode =
   | "billing_not_connected"
   | "already_subscribed"
   | "no_subscription"
+  | "endpoint_disabled"
   | "last_owner"
   | "portal_unavailable"
   | "request_timeout"
@@ -524,7 +525,7 @@ export interface BillingConnectStart {
 
 // ---------------------------------------------------------------- webhooks
 
-export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached";
+export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached" | "test.ping";
 
 export interface WebhookEndpointCreateParams {
   /** http or https. */

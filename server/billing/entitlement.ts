@@ -46,6 +46,10 @@ export async function applyStripeEvent(tx: Tx, tenant: Tenant, event: StripeEven
     case "customer.subscription.updated":
     case "customer.subscription.deleted":
       return subscriptionChanged(tx, tenant, object, event, now);
+    case "invoice.paid":
+    case "invoice.payment_succeeded":
+      await recordPayment(tx, tenant, object, event, now);
+      return null;
     default:
       return null;
   }
@@ -77,9 +81,10 @@ async function checkoutCompleted(tx: Tx, tenant: Tenant, session: Record<string,
   // The first status until the subscription's own events say more: paid, or a trial that needed no payment.
   const status = session.payment_status === "paid" ? "active" : session.payment_status === "no_payment_required" && plan.trialDays > 0 ? "trialing" : "incomplete";
   const started = new Date(event.created * 1000);
+  const id = randomId("sub_", 20);
   await tx.subscription.create({
     data: {
-      id: randomId("sub_", 20),
+      id,
       ...tenant,
       endUserId,
       planId: plan.id,
@@ -96,6 +101,7 @@ async function checkoutCompleted(tx: Tx, tenant: Tenant, session: Record<string,
       updatedAt: now,
     },
   });
+  await recordChange(tx, tenant, { id, endUserId, planId: plan.id }, null, status, started, now);
   return changeOf(user, before, await entitledPlan(tx, tenant, endUserId), status, subscriptionId);
 }
 
@@ -134,6 +140,7 @@ async function subscriptionChanged(tx: Tx, tenant: Tenant, sub: Record<string, u
       where: { id: existing.id },
       data: { ...fields, planId: plan?.id ?? existing.planId, stripeCustomerId: existing.stripeCustomerId ?? customer },
     });
+    if (existing.status !== status) await recordChange(tx, tenant, { id: existing.id, endUserId: existing.endUserId, planId: plan?.id ?? existing.planId }, existing.status, status, eventAt, now);
     if (existing.status === status && (plan?.id ?? existing.planId) === existing.planId) return null;
     return changeOf(user.externalId, before, await entitledPlan(tx, tenant, existing.endUserId), status, subscriptionId);
   }
@@ -142,10 +149,59 @@ async function subscriptionChanged(tx: Tx, tenant: Tenant, sub: Record<string, u
   if (!user || !plan) return null;
   const endUserId = await ensureEndUser(tx, tenant, user);
   const before = await entitledPlan(tx, tenant, endUserId);
+  const id = randomId("sub_", 20);
   await tx.subscription.create({
-    data: { id: randomId("sub_", 20), ...tenant, endUserId, planId: plan.id, source: "stripe", stripeCustomerId: customer, stripeSubscriptionId: subscriptionId, createdAt: now, ...fields },
+    data: { id, ...tenant, endUserId, planId: plan.id, source: "stripe", stripeCustomerId: customer, stripeSubscriptionId: subscriptionId, createdAt: now, ...fields },
   });
+  await recordChange(tx, tenant, { id, endUserId, planId: plan.id }, null, status, eventAt, now);
   return changeOf(user, before, await entitledPlan(tx, tenant, endUserId), status, subscriptionId);
+}
+
+/** A subscription's status history, for the dashboard's conversions: written with the change itself. */
+async function recordChange(tx: Tx, tenant: Tenant, sub: { id: string; endUserId: string; planId: string }, from: string | null, to: string, at: Date, now: Date): Promise<void> {
+  await tx.subscriptionChange.create({
+    data: { id: randomId("sch_", 20), ...tenant, subscriptionId: sub.id, endUserId: sub.endUserId, planId: sub.planId, fromStatus: from, toStatus: to, at, createdAt: now },
+  });
+}
+
+/**
+ * A paid invoice, recorded once per invoice (Stripe sends both `invoice.paid`
+ * and `invoice.payment_succeeded` for one payment, each possibly more than once),
+ * linked to the user through its subscription (else its customer). An invoice
+ * of nothing (a trial's first, $0) is no payment; one no user of ours is known
+ * for is not recorded.
+ */
+async function recordPayment(tx: Tx, tenant: Tenant, invoice: Record<string, unknown>, event: StripeEventLike, now: Date): Promise<void> {
+  const invoiceId = str(invoice.id);
+  const amount = typeof invoice.amount_paid === "number" && Number.isSafeInteger(invoice.amount_paid) ? invoice.amount_paid : null;
+  const currency = str(invoice.currency)?.toLowerCase() ?? null;
+  if (!invoiceId || amount === null || amount <= 0 || !currency) return;
+  const parent = invoice.parent as { subscription_details?: { subscription?: unknown } } | null | undefined;
+  // API 2025-03 and later name the subscription under `parent`; earlier versions at the top.
+  const subscriptionId = idOf(parent?.subscription_details?.subscription) ?? idOf(invoice.subscription);
+  const customer = idOf(invoice.customer);
+  const sub =
+    (subscriptionId ? await tx.subscription.findFirst({ where: { ...tenant, stripeSubscriptionId: subscriptionId } }) : null) ??
+    (customer ? await tx.subscription.findFirst({ where: { ...tenant, stripeCustomerId: customer }, orderBy: { createdAt: "desc" } }) : null);
+  if (!sub) return;
+  const transitions = invoice.status_transitions as { paid_at?: unknown } | undefined;
+  await tx.$executeRawUnsafe(
+    `INSERT INTO payments (id, app_id, environment, end_user_id, subscription_id, plan_id, stripe_invoice_id, amount_micros, currency, paid_at, created_at)
+     VALUES ($1, $2, $3::"Environment", $4, $5, $6, $7, $8, $9, $10, $11)
+     ON CONFLICT (app_id, environment, stripe_invoice_id) DO NOTHING`,
+    randomId("pay_", 20), tenant.appId, tenant.environment, sub.endUserId, sub.id, sub.planId, invoiceId, minorToMicros(amount, currency), currency,
+    time(transitions?.paid_at) ?? new Date(event.created * 1000), now,
+  );
+}
+
+/** Stripe's currencies without minor units, and those with three decimals (its amounts are in the smallest unit). */
+const ZERO_DECIMAL = new Set(["bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf"]);
+const THREE_DECIMAL = new Set(["bhd", "jod", "kwd", "omr", "tnd"]);
+
+/** An amount in Stripe's smallest unit of `currency`, in micros (millionths of the currency's unit). */
+export function minorToMicros(amount: number, currency: string): bigint {
+  const per = ZERO_DECIMAL.has(currency) ? 1_000_000n : THREE_DECIMAL.has(currency) ? 1_000n : 10_000n;
+  return BigInt(amount) * per;
 }
 
 /** The slug of the plan the user is entitled to: their live subscription's (Stripe's first), else the default plan; null: none. */

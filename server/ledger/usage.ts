@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { UsagePage, UsageQuery } from "@svc/contract";
+import type { UsagePage, UsageQuery, UsageRow } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
@@ -8,7 +8,7 @@ import { micros } from "./money.js";
 /** The largest BIGINT: a cursor past it names no row (and Postgres would refuse to compare with it). */
 const MAX_BIGINT = 9223372036854775807n;
 
-interface UsageRowRecord {
+export interface UsageRowRecord {
   id: string | number;
   external_id: string;
   environment: "test" | "live";
@@ -52,8 +52,7 @@ export async function listUsage(db: Database, tenant: Tenant, q: z.infer<typeof 
   if (q.costClass !== undefined) add(`u.cost_class = ?::"CostClass"`, q.costClass);
   params.push(q.limit + 1);
   const rows = await db.query<UsageRowRecord>(
-    `SELECT u.id::text AS id, e.external_id, u.environment::text AS environment, u.run_id, u.cost_class::text AS cost_class, u.kind,
-            u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.amount_micros, u.period, u.created_at
+    `SELECT ${USAGE_ROW_COLUMNS}
        FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id
       WHERE ${where.join(" AND ")}
       ORDER BY u.id LIMIT $${params.length}`,
@@ -61,23 +60,36 @@ export async function listUsage(db: Database, tenant: Tenant, q: z.infer<typeof 
   );
   const page = rows.slice(0, q.limit);
   const hasMore = rows.length > q.limit;
+  return { data: page.map(usageRowView), hasMore, nextCursor: hasMore ? String(page[page.length - 1].id) : null };
+}
+
+export const USAGE_ROW_COLUMNS = `u.id::text AS id, e.external_id, u.environment::text AS environment, u.run_id, u.cost_class::text AS cost_class, u.kind,
+  u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.amount_micros, u.period, u.created_at`;
+
+export function usageRowView(r: UsageRowRecord): z.infer<typeof UsageRow> {
   return {
-    data: page.map((r) => ({
-      id: String(r.id),
-      user: r.external_id,
-      environment: r.environment,
-      runId: r.run_id,
-      costClass: r.cost_class,
-      kind: r.kind,
-      inputTokens: micros(r.input_tokens),
-      outputTokens: micros(r.output_tokens),
-      cacheReadTokens: micros(r.cache_read_tokens),
-      cacheWriteTokens: micros(r.cache_write_tokens),
-      amountMicros: micros(r.amount_micros),
-      period: r.period,
-      createdAt: new Date(r.created_at).toISOString(),
-    })),
-    hasMore,
-    nextCursor: hasMore ? String(page[page.length - 1].id) : null,
+    id: String(r.id),
+    user: r.external_id,
+    environment: r.environment,
+    runId: r.run_id,
+    costClass: r.cost_class,
+    kind: r.kind,
+    inputTokens: micros(r.input_tokens),
+    outputTokens: micros(r.output_tokens),
+    cacheReadTokens: micros(r.cache_read_tokens),
+    cacheWriteTokens: micros(r.cache_write_tokens),
+    amountMicros: micros(r.amount_micros),
+    period: r.period,
+    createdAt: new Date(r.created_at).toISOString(),
   };
+}
+
+/** Every ledger row of one run of the tenant, in order. */
+export async function usageOfRun(db: Database, tenant: Tenant, runId: string): Promise<z.infer<typeof UsageRow>[]> {
+  const rows = await db.query<UsageRowRecord>(
+    `SELECT ${USAGE_ROW_COLUMNS} FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id
+      WHERE u.app_id = $1 AND u.environment = $2::"Environment" AND u.run_id = $3 ORDER BY u.id`,
+    [tenant.appId, tenant.environment, runId],
+  );
+  return rows.map(usageRowView);
 }

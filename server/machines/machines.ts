@@ -52,6 +52,15 @@ export class MachineService {
     return rows.map((m) => this.view(m, m.runtimes));
   }
 
+  /** A machine of the tenant by its id, removed ones too (a run's machine may have been removed since); null when unknown. */
+  async find(tenant: Tenant, machineId: string): Promise<z.infer<typeof MachineView> | null> {
+    const m = await this.prisma.machine.findFirst({
+      where: { id: machineId, appId: tenant.appId, environment: tenant.environment },
+      include: { runtimes: { orderBy: { name: "asc" } } },
+    });
+    return m ? this.view(m, m.runtimes) : null;
+  }
+
   /** The machines of the app's user `externalId` (none when the app has no such user yet). */
   async listForExternalUser(tenant: Tenant, externalId: string): Promise<z.infer<typeof MachineView>[]> {
     const endUserId = await this.endUserIdOf(tenant, externalId);

@@ -12,6 +12,8 @@ import { webhookRoutes } from "./webhooks.js";
 import { ledgerRoutes } from "./ledger.js";
 import { billingRoutes } from "./billing.js";
 import { ownerAccountRoutes } from "./owner-accounts.js";
+import { ownerDataRoutes } from "./owner-data.js";
+import { ownerOf } from "../http/principal.js";
 
 type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[1];
 
@@ -20,7 +22,13 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * each feature replaces its entries with real handlers.
  */
 export function routes(services: Services): RouterImplementation {
-  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services), ...ownerAccountRoutes(services) };
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services), ...ownerAccountRoutes(services),
+    // An environment's data: the path's app and environment, once the signed-in owner is a member of the app.
+    ...ownerDataRoutes(services, async (req, params) => {
+      await services.owners.requireMember(ownerOf(req), params.app);
+      return { appId: params.app, environment: params.env };
+    }),
+  };
   const all = Object.fromEntries(
     Object.entries(contract).map(([name, route]) => {
       // The contract says which routes are built: a handler and `notBuiltYet` never disagree.

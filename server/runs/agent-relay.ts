@@ -132,6 +132,8 @@ export class AgentRunDriver extends RunDriver {
     if (!entry) return;
     this.asked.delete(entry[0]);
     this.emit("activity", { summary: `the agent withdrew its permission request ${entry[0]}; an answer to it is no longer used`, detail: { approvalId: entry[0], withdrawn: true } });
+    // Who decided is kept for the dashboard: the end user, on their machine.
+    void this.deps.store.withdrawApproval(this.run.id, entry[0], this.deps.clock.now()).catch((err) => this.deps.log.warn({ err, runId: this.run.id }, "could not record a withdrawn approval"));
     void this.flush(this.asked.size + this.calls.size === 0 ? { status: "running" } : undefined).catch(() => {});
   }
 

@@ -26,7 +26,7 @@ export interface RunSpec {
   replayRunId?: string;
 }
 
-type RunRecord = NonNullable<Awaited<ReturnType<Database["prisma"]["run"]["findFirst"]>>>;
+export type RunRecord = NonNullable<Awaited<ReturnType<Database["prisma"]["run"]["findFirst"]>>>;
 
 /**
  * What the app does to runs: start one (attributed, counted, routed), answer its
@@ -249,26 +249,7 @@ export class RunService {
   }
 
   async get(tenant: Tenant, runId: string): Promise<z.infer<typeof RunView>> {
-    const r = await this.find(tenant, runId);
-    const error = r.error as { code: string; message: string } | null;
-    return {
-      id: r.id,
-      user: r.endUser.externalId,
-      status: r.status,
-      model: r.model,
-      route: r.routeKind as "user-hardware" | "user-subscription" | "app" | "service" | null,
-      costClass: r.routeKind ? costClassOf(r.routeKind as CostRoute) : null,
-      machineId: r.machineId,
-      runtime: r.runtimeName,
-      turns: r.turns,
-      output: r.output,
-      stopReason: r.stopReason,
-      error,
-      usage: { inputTokens: Number(r.inputTokens), outputTokens: Number(r.outputTokens) },
-      lastEventId: r.lastSeq,
-      createdAt: r.createdAt.toISOString(),
-      finishedAt: r.finishedAt?.toISOString() ?? null,
-    };
+    return runView(await this.find(tenant, runId));
   }
 
   /** The run, if it is this app's and environment's (and this user's, when one is named); 404 otherwise, the same as an unknown id. */
@@ -286,6 +267,29 @@ export class RunService {
     if (!(ACTIVE_STATUSES as readonly string[]).includes(run.status)) throw new ApiError("run_finished", `Run ${runId} has already ended (${run.status}).`);
     throw new ApiError("not_found", `Run ${runId} has no open ${what} ${id}.`);
   }
+}
+
+/** A run as the app (and the app's owner) reads it. */
+export function runView(r: RunRecord & { endUser: { externalId: string } }): z.infer<typeof RunView> {
+  const error = r.error as { code: string; message: string } | null;
+  return {
+    id: r.id,
+    user: r.endUser.externalId,
+    status: r.status,
+    model: r.model,
+    route: r.routeKind as "user-hardware" | "user-subscription" | "app" | "service" | null,
+    costClass: r.routeKind ? costClassOf(r.routeKind as CostRoute) : null,
+    machineId: r.machineId,
+    runtime: r.runtimeName,
+    turns: r.turns,
+    output: r.output,
+    stopReason: r.stopReason,
+    error,
+    usage: { inputTokens: Number(r.inputTokens), outputTokens: Number(r.outputTokens) },
+    lastEventId: r.lastSeq,
+    createdAt: r.createdAt.toISOString(),
+    finishedAt: r.finishedAt?.toISOString() ?? null,
+  };
 }
 
 function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Pick<Exclude<Route, { kind: "app" }>, "runtime"> & { kind: string; machineId: string | null }): RunRow {

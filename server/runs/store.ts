@@ -318,16 +318,31 @@ export class RunStore {
     return rows.length === 1;
   }
 
-  /** Records an approval decision once: false when there is no such open approval of this tenant's active run. */
+  /**
+   * Records an approval decision once: false when there is no such open approval of this tenant's active run.
+   * Who decided is kept: the user the app answered for, else `app`.
+   */
   async answerApproval(t: Tenant, runId: string, approvalId: string, decision: "allow" | "deny", reason: string | null, now: Date, user?: string): Promise<boolean> {
     const rows = await this.db.query(
-      `UPDATE approvals SET decision = $5, reason = $6, answered_at = $7
+      `UPDATE approvals SET decision = $5, reason = $6, answered_at = $7, decided_by = COALESCE($8, 'app')
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL
           AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1`,
       [runId, t.appId, t.environment, approvalId, decision, reason, now, user ?? null],
     );
     return rows.length === 1;
+  }
+
+  /**
+   * The agent on the user's machine withdrew its permission request (the end user
+   * answered it there): the approval is closed as `withdrawn`, decided by `machine`,
+   * unless the app answered it first.
+   */
+  async withdrawApproval(runId: string, approvalId: string, now: Date): Promise<void> {
+    await this.db.query(
+      `UPDATE approvals SET decision = 'withdrawn', decided_by = 'machine', answered_at = $3 WHERE run_id = $1 AND approval_id = $2 AND answered_at IS NULL`,
+      [runId, approvalId, now],
+    );
   }
 }
 

@@ -28,9 +28,7 @@ export class WebhookDeliveryLog {
   async list(tenant: Tenant, q: z.infer<typeof WebhookDeliveryQuery>): Promise<z.infer<typeof WebhookDeliveryPage>> {
     const after = q.cursor ? decodeCursor(q.cursor) : null;
     const rows = await this.db.query<DeliveryRow>(
-      `SELECT d.id, d.endpoint_id, d.event_type, d.payload, d.status, d.next_attempt_at, d.last_error, d.delivered_at, d.created_at,
-              COALESCE((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'statusCode', a.status_code, 'error', a.error, 'durationMs', a.duration_ms) ORDER BY a.attempt)
-                          FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]'::jsonb) AS attempts
+      `SELECT ${DELIVERY_COLUMNS}
          FROM webhook_deliveries d
         WHERE d.app_id = $1 AND d.environment = $2::"Environment"
           AND ($3::text IS NULL OR d.endpoint_id = $3)
@@ -46,7 +44,21 @@ export class WebhookDeliveryLog {
     const last = page.at(-1);
     return { data: page.map(view), hasMore, nextCursor: hasMore && last ? encodeCursor(new Date(last.created_at), last.id) : null };
   }
+
+  /** One delivery of the tenant, with every attempt; another tenant's is as unknown as a made-up id. */
+  async get(tenant: Tenant, id: string): Promise<z.infer<typeof WebhookDelivery>> {
+    const rows = await this.db.query<DeliveryRow>(
+      `SELECT ${DELIVERY_COLUMNS} FROM webhook_deliveries d WHERE d.id = $1 AND d.app_id = $2 AND d.environment = $3::"Environment"`,
+      [id, tenant.appId, tenant.environment],
+    );
+    if (!rows[0]) throw new ApiError("not_found", `No webhook delivery ${id}.`);
+    return view(rows[0]);
+  }
 }
+
+const DELIVERY_COLUMNS = `d.id, d.endpoint_id, d.event_type, d.payload, d.status, d.next_attempt_at, d.last_error, d.delivered_at, d.created_at,
+  COALESCE((SELECT jsonb_agg(jsonb_build_object('attempt', a.attempt, 'at', a.at, 'statusCode', a.status_code, 'error', a.error, 'durationMs', a.duration_ms) ORDER BY a.attempt)
+              FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]'::jsonb) AS attempts`;
 
 function view(r: DeliveryRow): z.infer<typeof WebhookDelivery> {
   return {

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";
-import { WEBHOOK_EVENT_TYPES, type CreateWebhookEndpoint, type CreatedWebhookEndpoint, type WebhookEndpoint, type WebhookEventType } from "@svc/contract";
+import { WEBHOOK_FACT_TYPES, type CreateWebhookEndpoint, type CreatedWebhookEndpoint, type WebhookEndpoint, type WebhookEventType } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -36,7 +36,7 @@ export class WebhookEndpoints {
   async create(tenant: Tenant, body: z.infer<typeof CreateWebhookEndpoint>): Promise<z.infer<typeof CreatedWebhookEndpoint>> {
     const id = randomId("we_", 20);
     const secret = `whsec_${randomBytes(24).toString("base64")}`;
-    const events: WebhookEventType[] = body.events ? [...new Set(body.events)] : [...WEBHOOK_EVENT_TYPES];
+    const events: WebhookEventType[] = body.events ? [...new Set(body.events)] : [...WEBHOOK_FACT_TYPES];
     // The count and the insert are one statement: concurrent creates cannot pass the bound together by much.
     const rows = await this.db.query<EndpointRow>(
       `INSERT INTO webhook_endpoints (id, app_id, environment, url, secret, event_types, created_at)

@@ -8,6 +8,7 @@ import { WebhookEndpoints } from "./endpoints.js";
 import { WebhookFacts } from "./facts.js";
 import type { WebhookOutbox } from "./outbox.js";
 import { PresenceSweep } from "./presence.js";
+import { WebhookManualSends } from "./resend.js";
 import { lazySealer } from "./seal.js";
 import type { DatabaseOutage } from "../db/outage.js";
 
@@ -19,6 +20,8 @@ import type { DatabaseOutage } from "../db/outage.js";
 export class Webhooks {
   readonly endpoints: WebhookEndpoints;
   readonly log: WebhookDeliveryLog;
+  /** Resends and test events asked for from the dashboard. */
+  readonly manual: WebhookManualSends;
   readonly facts: WebhookFacts;
   readonly dispatcher: WebhookDispatcher;
   readonly presence: PresenceSweep;
@@ -27,6 +30,7 @@ export class Webhooks {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
     this.endpoints = new WebhookEndpoints(db, clock, sealer);
     this.log = new WebhookDeliveryLog(db);
+    this.manual = new WebhookManualSends(db, clock, this.log);
     this.facts = new WebhookFacts(outbox, db, logger);
     this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, { ...config.webhooks, outage });
     this.presence = new PresenceSweep(db, clock, this.facts, logger);

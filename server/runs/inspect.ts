@@ -1,0 +1,90 @@
+import type { z } from "zod";
+import type { OwnerApproval, OwnerRunDetail, OwnerRunPage, OwnerRunQuery } from "@svc/contract";
+import type { Database } from "../db/open.js";
+import type { Tenant } from "../keys/keys.js";
+import type { MachineService } from "../machines/machines.js";
+import { usageOfRun } from "../ledger/usage.js";
+import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
+import { runView, type RunService } from "./runs.js";
+
+/** Events one inspection returns at most (the first ones: a run's stream is also readable by `GET /v1/runs/:id/events`). */
+export const MAX_INSPECTED_EVENTS = 2000;
+
+interface ApprovalRow {
+  approval_id: string;
+  kind: string;
+  request: { callId?: string; requestId?: string; tool?: string };
+  decision: string | null;
+  decided_by: string | null;
+  reason: string | null;
+  created_at: Date | string;
+  answered_at: Date | string | null;
+}
+
+const DECISIONS: Record<string, z.infer<typeof OwnerApproval>["decision"]> = { allow: "approved", deny: "denied", withdrawn: "withdrawn" };
+
+/** The app owner's reads of runs: a filtered list, newest first, and one run inspected in full. */
+export class RunInspector {
+  constructor(
+    private readonly db: Database,
+    private readonly runs: RunService,
+    private readonly machines: MachineService,
+  ) {}
+
+  async list(tenant: Tenant, q: z.infer<typeof OwnerRunQuery>): Promise<z.infer<typeof OwnerRunPage>> {
+    const after = q.cursor ? decodeCursor(q.cursor) : null;
+    const rows = await this.db.prisma.run.findMany({
+      where: {
+        appId: tenant.appId,
+        environment: tenant.environment,
+        ...(q.user !== undefined ? { endUser: { externalId: q.user } } : {}),
+        ...(q.status !== undefined ? { status: q.status } : {}),
+        ...(q.route !== undefined ? { routeKind: q.route } : {}),
+        ...(after ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] } : {}),
+      },
+      include: { endUser: { select: { externalId: true } } },
+      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+      take: q.limit + 1,
+    });
+    const hasMore = rows.length > q.limit;
+    const page = rows.slice(0, q.limit);
+    const last = page.at(-1);
+    return { data: page.map(runView), hasMore, nextCursor: hasMore && last ? encodeCursor(last.createdAt, last.id) : null };
+  }
+
+  /** The run, its stored events, its approvals and who decided them, its ledger rows, its machine, and the usage reported for a handed-back run. */
+  async get(tenant: Tenant, runId: string): Promise<z.infer<typeof OwnerRunDetail>> {
+    const record = await this.runs.find(tenant, runId);
+    const [events, approvals, ledger, machine] = await Promise.all([
+      this.db.query<{ seq: number; kind: string; data: Record<string, unknown>; created_at: Date | string }>(
+        `SELECT seq, kind, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq LIMIT ${MAX_INSPECTED_EVENTS}`,
+        [runId],
+      ),
+      this.db.query<ApprovalRow>(
+        `SELECT approval_id, kind, request, decision, decided_by, reason, created_at, answered_at FROM approvals WHERE run_id = $1 ORDER BY created_at, approval_id`,
+        [runId],
+      ),
+      usageOfRun(this.db, tenant, runId),
+      record.machineId ? this.machines.find(tenant, record.machineId) : Promise.resolve(null),
+    ]);
+    return {
+      run: runView(record),
+      events: events.map((e) => ({ seq: e.seq, kind: e.kind, data: e.data, at: new Date(e.created_at).toISOString() })),
+      approvals: approvals.map((a) => ({
+        callId: a.request.callId ?? a.request.requestId ?? a.approval_id,
+        tool: a.request.tool ?? a.kind,
+        decision: a.decision === null ? null : (DECISIONS[a.decision] ?? null),
+        decidedBy: a.decided_by,
+        reason: a.reason,
+        askedAt: new Date(a.created_at).toISOString(),
+        decidedAt: a.answered_at === null ? null : new Date(a.answered_at).toISOString(),
+      })),
+      ledger,
+      machine,
+      reportedUsage:
+        record.status === "handed_back" && record.usageReportedAt
+          ? { inputTokens: Number(record.inputTokens), outputTokens: Number(record.outputTokens), reportedAt: record.usageReportedAt.toISOString() }
+          : null,
+    };
+  }
+}
