@@ -1,23 +1,13 @@
 import fs from "node:fs";
 import path from "node:path";
-import { createRequire } from "node:module";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Browser, Page } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
+import { axeViolations, openWatched, SHOTS } from "./helpers/page-checks.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";
-const AXE = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
-const SHOTS = path.resolve("test-artifacts/dashboard");
-
-interface Watched {
-  page: Page;
-  consoleErrors: string[];
-  pageErrors: string[];
-  foreign: string[];
-}
-
 describe.skipIf(!chromiumAvailable && !required)("the dashboard's sign-in in a real browser", () => {
   let server: TestServer;
   let browser: Browser;
@@ -31,27 +21,8 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard's sign-in in a r
     await server?.close();
   });
 
-  async function open(width: number, url: string): Promise<Watched> {
-    const context = await browser.newContext({ viewport: { width, height: width < 600 ? 844 : 900 } });
-    const page = await context.newPage();
-    const watched: Watched = { page, consoleErrors: [], pageErrors: [], foreign: [] };
-    page.on("console", (m) => {
-      if (m.type() === "error" || m.type() === "warning") watched.consoleErrors.push(`${m.type()}: ${m.text()} @ ${m.location().url}`);
-    });
-    page.on("pageerror", (e) => watched.pageErrors.push(String(e)));
-    page.on("request", (r) => {
-      if (!r.url().startsWith(server.url) && !r.url().startsWith("data:")) watched.foreign.push(r.url());
-    });
-    await page.goto(`${server.url}${url}`);
-    return watched;
-  }
-
-  async function axe(page: Page) {
-    // addScriptTag would add an inline <script>, which the page's CSP refuses (as it should): evaluated through the DevTools protocol instead.
-    await page.evaluate(fs.readFileSync(AXE, "utf8"));
-    const results = await page.evaluate(() => (window as unknown as { axe: { run: (ctx: Document, opts: object) => Promise<{ violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[] }> } }).axe.run(document, { resultTypes: ["violations"] }));
-    return results.violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => `${v.id} (${v.impact}): ${v.help} at ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`);
-  }
+  const open = (width: number, url: string) => openWatched(browser, server.url, width, url);
+  const axe = axeViolations;
 
   for (const width of [1280, 390]) {
     it(`renders the sign-in page at ${width} px: labelled fields, keyboard first, no console error, no serious accessibility violation`, async () => {

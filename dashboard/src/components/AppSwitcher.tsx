@@ -7,7 +7,7 @@ export function AppSwitcher({ apps, current }: { apps: Me["apps"]; current: Me["
   const where = useWhere();
   return (
     <details className="switcher">
-      <summary aria-label={`App: ${current?.name ?? "none chosen"}. Switch app`}>
+      <summary aria-label={`App ${current?.name ?? "Choose an app"} (switch app)`}>
         <span className="muted">App</span> {current?.name ?? "Choose an app"}
       </summary>
       <ul>

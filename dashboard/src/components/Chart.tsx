@@ -58,7 +58,7 @@ export function DayChart({ title, days, series, format, bars = false }: { title:
           <div ref={box} aria-hidden="true" />
           <details>
             <summary>{title}: as a table</summary>
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <caption className="visually-hidden">{title}</caption>
                 <thead>

@@ -17,7 +17,7 @@ export function DeliveryLog({ deliveries, onResend, resending }: { deliveries: D
             </summary>
             {d.lastError && <p>Last error: {d.lastError}</p>}
             {d.nextAttemptAt && <p>Next attempt {formatTime(d.nextAttemptAt)}</p>}
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <caption className="visually-hidden">Attempts of delivery {d.id}</caption>
                 <thead>

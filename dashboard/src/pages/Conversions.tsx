@@ -39,7 +39,7 @@ export function Conversions() {
           <DayChart title="Trials and conversions by day" days={days} series={series} format={count} />
           <section aria-labelledby="per-plan-title">
             <h2 id="per-plan-title">Per plan</h2>
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <thead>
                   <tr>
@@ -67,7 +67,7 @@ export function Conversions() {
             {c.payments.length === 0 ? (
               <p>No payments in this range.</p>
             ) : (
-              <div className="table-scroll">
+              <div className="table-scroll" tabIndex={0}>
                 <table>
                   <thead>
                     <tr>

@@ -61,7 +61,7 @@ export function Keys() {
             <h2 id={`keys-${env}`}>
               <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span> keys
             </h2>
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <thead>
                   <tr>

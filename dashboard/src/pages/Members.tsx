@@ -40,7 +40,7 @@ export function Members() {
       {members.isPending && <Loading label="Loading members" />}
       <ErrorNotice error={members.error ?? remove.error} />
       {members.data && (
-        <div className="table-scroll">
+        <div className="table-scroll" tabIndex={0}>
           <table>
             <caption>People who can use this app's dashboard</caption>
             <thead>

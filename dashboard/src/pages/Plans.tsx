@@ -58,7 +58,7 @@ export function Plans() {
               Edit
             </button>
             {!p.isDefault && !p.archived && (
-              <button type="button" onClick={() => update.mutate({ slug: p.slug, body: { isDefault: true } })} aria-label={`Make ${p.name} the default`}>
+              <button type="button" onClick={() => update.mutate({ slug: p.slug, body: { isDefault: true } })} aria-label={`Make default: ${p.name}`}>
                 Make default
               </button>
             )}

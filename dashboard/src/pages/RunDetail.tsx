@@ -91,7 +91,7 @@ export function RunDetail() {
             {d.approvals.length === 0 ? (
               <p>No tool call asked for approval.</p>
             ) : (
-              <div className="table-scroll">
+              <div className="table-scroll" tabIndex={0}>
                 <table>
                   <thead>
                     <tr>
@@ -127,7 +127,7 @@ export function RunDetail() {
             {d.ledger.length === 0 ? (
               <p>No ledger rows.</p>
             ) : (
-              <div className="table-scroll">
+              <div className="table-scroll" tabIndex={0}>
                 <table>
                   <thead>
                     <tr>

@@ -65,7 +65,7 @@ export function Runs() {
       <ErrorNotice error={runs.error} />
       {runs.data && rows.length === 0 && <p>No runs match.</p>}
       {rows.length > 0 && (
-        <div className="table-scroll">
+        <div className="table-scroll" tabIndex={0}>
           <table>
             <thead>
               <tr>

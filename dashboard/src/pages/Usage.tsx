@@ -94,7 +94,7 @@ export function Usage() {
           <DayChart title="Tokens by day" days={charts.days} series={charts.tokens} format={count} />
           <section aria-labelledby="by-class-title">
             <h2 id="by-class-title">By cost class</h2>
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <thead>
                   <tr>
@@ -121,7 +121,7 @@ export function Usage() {
           </section>
           <section aria-labelledby="top-users-title">
             <h2 id="top-users-title">Top users</h2>
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <thead>
                   <tr>

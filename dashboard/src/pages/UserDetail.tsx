@@ -72,7 +72,7 @@ export function UserDetail() {
                 <p className="muted">
                   {m.platform}/{m.arch}, worker {m.client}, paired {formatTime(m.pairedAt)}, last seen {formatTime(m.lastSeenAt)}
                 </p>
-                <div className="table-scroll">
+                <div className="table-scroll" tabIndex={0}>
                   <table>
                     <caption className="visually-hidden">Runtimes on {m.hostname}</caption>
                     <thead>
@@ -111,7 +111,7 @@ export function UserDetail() {
           </section>
           <section aria-labelledby="sessions-title">
             <h2 id="sessions-title">Sessions</h2>
-            <div className="table-scroll">
+            <div className="table-scroll" tabIndex={0}>
               <table>
                 <thead>
                   <tr>

@@ -35,7 +35,7 @@ export function Users() {
       <ErrorNotice error={users.error} />
       {users.data && rows.length === 0 && <p>No users{q ? ` match “${q}”` : " yet"}.</p>}
       {rows.length > 0 && (
-        <div className="table-scroll">
+        <div className="table-scroll" tabIndex={0}>
           <table>
             <thead>
               <tr>

@@ -58,7 +58,7 @@ export function Webhooks() {
         {endpoints.isPending && <Loading label="Loading endpoints" />}
         {endpoints.data?.data.length === 0 && <p>No endpoints yet.</p>}
         {endpoints.data && endpoints.data.data.length > 0 && (
-          <div className="table-scroll">
+          <div className="table-scroll" tabIndex={0}>
             <table>
               <thead>
                 <tr>
@@ -77,7 +77,7 @@ export function Webhooks() {
                     <td>{e.events.join(", ")}</td>
                     <td>{e.disabled ? "disabled" : "active"}</td>
                     <td className="actions">
-                      <button type="button" onClick={() => test.mutate(e.id)} aria-label={`Send a test event to ${e.url}`}>
+                      <button type="button" onClick={() => test.mutate(e.id)} aria-label={`Send test event to ${e.url}`}>
                         Send test event
                       </button>
                       <button type="button" className="danger" onClick={() => window.confirm(`Remove the endpoint ${e.url}?`) && remove.mutate(e.id)} aria-label={`Remove ${e.url}`}>
