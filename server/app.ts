@@ -45,6 +45,8 @@ import { StreamSlots } from "./runs/stream-slots.js";
 import { UserDirectory } from "./users/directory.js";
 import { RunInspector } from "./runs/inspect.js";
 import { OwnerService } from "./owners/owners.js";
+import { Metrics } from "./metrics/metrics.js";
+import { healthRouter, metricsHandler, requestMetrics } from "./http/operations.js";
 
 export interface Services {
   clock: Clock;
@@ -82,6 +84,8 @@ export interface Services {
   db: Database;
   /** The record of a database outage: requests meeting one answer 503, and it is logged once. */
   outage: DatabaseOutage;
+  /** This instance's Prometheus metrics (a registry of its own). */
+  metrics: Metrics;
   logger: Logger;
 }
 
@@ -91,6 +95,8 @@ export interface AppDeps {
   /** How deep a JSON body may nest (`MAX_BODY_DEPTH`). */
   maxBodyDepth?: number;
   trustProxy: Config["trustProxy"];
+  /** `SVC_METRICS_TOKEN`: `/metrics` on this listener takes it; null: no `/metrics` here (404). */
+  metricsToken?: string | null;
 }
 
 export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger): Services {
@@ -98,11 +104,15 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const outage = new DatabaseOutage(() => db.query("SELECT 1"), logger);
   const limiter = new RateLimiter(db.prisma, clock);
   const outbox = new WebhookOutbox(db, clock);
-  const webhooks = new Webhooks(db, clock, config, outbox, logger, outage);
+  // The gauges read the stream slots and the hub, made below, only at scrape time.
+  const streamSlots = new StreamSlots(config.maxStreamsPerApp);
+  let workers: WorkerHub | null = null;
+  const metrics = new Metrics({ db, openStreams: () => streamSlots.total(), machinesOnline: () => workers?.machinesOnline ?? 0 });
+  const webhooks = new Webhooks(db, clock, config, outbox, logger, outage, (outcome) => metrics.webhookAttempt(outcome));
   const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
-  const workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits, (client, version) =>
+  workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits, (client, version) =>
     workerUpdateFor(urls.base, client, version),
   );
   const runStore = new RunStore(db, instance);
@@ -117,7 +127,8 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     stripeWebhooks: new StripeWebhookService(db, clock, config.stripe.webhookSecret, webhooks.facts, logger),
     db,
     outage,
-    streamSlots: new StreamSlots(config.maxStreamsPerApp),
+    streamSlots,
+    metrics,
     plans,
     users,
     directory: new UserDirectory(db, clock, users, machines),
@@ -149,6 +160,10 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.set("etag", false);
   app.set("trust proxy", deps.trustProxy);
   app.use(requestContext(deps.logger));
+  const metricsToken = deps.metricsToken ?? null;
+  const operations = ["/healthz", "/readyz", ...(metricsToken ? ["/metrics"] : [])];
+  const workerDownloads = workerDownloadsRouter(deps.logger);
+  app.use(requestMetrics(services.metrics, ["/v1/openapi.json", ...PAGE_PATHS, ...workerDownloads.paths, ...operations]));
   app.use(urlInput());
   app.use(browserCors(Object.values(contract)));
   app.use(jsonBody(deps.maxBodyBytes, deps.maxBodyDepth));
@@ -158,8 +173,9 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.use("/docs", docsRouter());
   app.use(pagesRouter());
   app.use("/dashboard", dashboardRouter());
-  const workerDownloads = workerDownloadsRouter(deps.logger);
   app.use(workerDownloads.router);
+  app.use(healthRouter(services.db));
+  app.get("/metrics", metricsHandler(services.metrics, { token: metricsToken }));
 
   createExpressEndpoints(contract, routes(services), app, {
     globalMiddleware: [authenticate({ keys: services.keys, sessions: services.sessions, ownerSessions: services.owners.sessions, urls: services.urls }), idempotency(services.db, services.clock)],
@@ -181,6 +197,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
       { method: "GET", path: "/docs" },
       ...PAGE_PATHS.map((path) => ({ method: "GET", path })),
       ...workerDownloads.paths.map((path) => ({ method: "GET", path })),
+      ...operations.map((path) => ({ method: "GET", path })),
     ]),
   );
   app.use(errorHandler(services.outage));

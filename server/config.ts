@@ -49,6 +49,12 @@ const Env = z.object({
   WORKER_MESSAGES_PER_SECOND: z.coerce.number().int().min(10).max(1_000_000).default(200),
   WORKER_BYTES_PER_SECOND: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(8 * 1024 * 1024),
   WORKER_JOB_FRAME_BYTES: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(16 * 1024 * 1024),
+  SVC_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters (openssl rand -hex 24)").regex(/^[\x21-\x7e]+$/, "must be printable ASCII without spaces").optional(),
+  SVC_METRICS_ADDR: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, "must be host:port, e.g. 127.0.0.1:9464")
+    .refine((v) => Number(v.slice(v.lastIndexOf(":") + 1)) <= 65535, "the port must be 0-65535")
+    .optional(),
   SVC_SEALING_KEY: z.string().regex(/^[A-Za-z0-9+/]{43}=$/, "must be 32 bytes in base64 (openssl rand -base64 32)").optional(),
 });
 
@@ -100,6 +106,11 @@ export interface Config {
    * database, false (`0`) never, null (unset) only on the embedded database, never on Postgres.
    */
   devApp: boolean | null;
+  /**
+   * `/metrics`: `token` (`SVC_METRICS_TOKEN`) opens it on the public listener to `Authorization: Bearer <token>`
+   * (null: 404 there); `listen` (`SVC_METRICS_ADDR`) serves it without a token on a separate listener.
+   */
+  metrics: { token: string | null; listen: { host: string; port: number } | null };
 }
 
 /** Per-run limits on what a machine sends, and the deadlines; passing one fails the run (`limit_exceeded`, `turn_timeout`, `run_timeout`). */
@@ -173,7 +184,13 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     workerLimits: { messagesPerSecond: e.WORKER_MESSAGES_PER_SECOND, bytesPerSecond: e.WORKER_BYTES_PER_SECOND, jobFrameBytes: e.WORKER_JOB_FRAME_BYTES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
     devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",
+    metrics: { token: e.SVC_METRICS_TOKEN ?? null, listen: e.SVC_METRICS_ADDR ? hostPort(e.SVC_METRICS_ADDR) : null },
   };
+}
+
+function hostPort(addr: string): { host: string; port: number } {
+  const cut = addr.lastIndexOf(":");
+  return { host: addr.slice(0, cut).replace(/^\[(.*)\]$/, "$1"), port: Number(addr.slice(cut + 1)) };
 }
 
 /** The base URL clients use, once the port is known. */

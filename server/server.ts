@@ -11,6 +11,11 @@ import { bootstrapDevApp, devAppBanner } from "./keys/bootstrap.js";
 import { adminSocketPath, lockDataDir } from "./data-dir-lock.js";
 import { startAdminSocket } from "./admin/socket.js";
 import { signInLinkUrl } from "./admin/operations.js";
+import express from "express";
+import { requestContext } from "./http/request-context.js";
+import { metricsHandler } from "./http/operations.js";
+import { routeFallback } from "./http/fallback.js";
+import { errorHandler } from "./http/errors.js";
 import { answerClientError, answerConnect, answerExpectation, edgeGuard } from "./http/client-error.js";
 
 export interface StartOptions {
@@ -31,6 +36,8 @@ export interface StartOptions {
 
 export interface RunningServer {
   url: string;
+  /** The separate metrics listener's `/metrics` URL (`SVC_METRICS_ADDR`), or null. */
+  metricsUrl: string | null;
   db: Database;
   services: Services;
   close(): Promise<void>;
@@ -70,7 +77,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     cleanup.push(() => services.webhooks.facts.drain());
     cleanup.push(async () => services.outage.close());
     cleanup.push(await services.keys.listen());
-    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, maxBodyDepth: config.maxBodyDepth, trustProxy: config.trustProxy }, services);
+    const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, maxBodyDepth: config.maxBodyDepth, trustProxy: config.trustProxy, metricsToken: config.metrics.token }, services);
     // A missing Host is answered by the edge guard (in the envelope), not by Node (an empty 400).
     const server: Server = http.createServer({ requireHostHeader: false }, edgeGuard(app, logger));
     await new Promise<void>((resolve, reject) => {
@@ -96,6 +103,15 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     await services.webhooks.start();
     cleanup.push(() => services.webhooks.close());
     const url = urls.base;
+    let metricsUrl: string | null = null;
+    if (config.metrics.listen) {
+      const { host, port } = config.metrics.listen;
+      const metricsServer = await listenMetrics(services, logger, host, port);
+      cleanup.push(() => new Promise<void>((resolve) => metricsServer.close(() => resolve())));
+      const bound = (metricsServer.address() as AddressInfo).port;
+      metricsUrl = `http://${host.includes(":") ? `[${host}]` : host}:${bound}/metrics`;
+      logger.info({ url: metricsUrl }, "metrics listening");
+    }
 
     if (ownsDataDir) cleanup.push(await startAdminSocket(adminSocketPath(config.dataDir), { keys: services.keys, owners: services.owners, baseUrl: url }, logger));
     // Last, once nothing else can fail: the dev app's key is shown only now, and
@@ -106,9 +122,28 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url, signIn));
     }
     logger.info({ url, database: db.kind }, "listening");
-    return { url, db, services, close };
+    return { url, metricsUrl, db, services, close };
   } catch (err) {
     await close();
     throw err;
   }
+}
+
+/**
+ * The metrics listener (`SVC_METRICS_ADDR`): `/metrics` without a token, for a scraper on
+ * a private interface; everything else 404 in the envelope. Not counted in the request metrics.
+ */
+async function listenMetrics(services: Services, logger: Logger, host: string, port: number): Promise<Server> {
+  const app = express();
+  app.disable("x-powered-by");
+  app.use(requestContext(logger));
+  app.get("/metrics", metricsHandler(services.metrics, { open: true }));
+  app.use(routeFallback([{ method: "GET", path: "/metrics" }]));
+  app.use(errorHandler());
+  const server = http.createServer(app);
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
 }

@@ -208,3 +208,77 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
     expect(await bare.page.locator("svc-plans").count()).toBe(0);
   });
 });
+
+describe.skipIf(!chromiumAvailable && !required)("the hosted billing page says why checkout is unavailable, in a real browser", () => {
+  let browser: Browser;
+  let stripe: StripeStandIn;
+  const servers: TestServer[] = [];
+
+  beforeAll(async () => {
+    browser = await launchBrowser();
+    stripe = await startStripeStandIn();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    for (const s of servers) await s.close();
+    await stripe?.close();
+  });
+
+  /** The hosted page for a new session: the API's overview and the words the page shows under the plans. */
+  async function shown(server: TestServer, user: string) {
+    const { session } = await mintSession(server, user);
+    const overview = await (await server.fetch("/v1/billing", { headers: { authorization: `Bearer ${session}` } })).json();
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${server.url}/billing#session=${session}`);
+      await page.locator('svc-plans li[data-plan="pro"]').waitFor({ state: "visible", timeout: UI_TIMEOUT });
+      const unavailable = page.locator("svc-plans .unavailable");
+      return {
+        overview,
+        text: (await unavailable.count()) ? await unavailable.textContent() : null,
+        reason: (await unavailable.count()) ? await unavailable.getAttribute("data-reason") : null,
+        notSold: await page.locator('svc-plans li[data-plan="invoice"] .not-sold').count(),
+        choose: await page.locator('svc-plans li[data-plan="pro"] button').count(),
+      };
+    } finally {
+      await context.close();
+    }
+  }
+
+  it("no Stripe key on the service; no account connected; an account that cannot take charges; and once it can, a paid plan without a Stripe price", async () => {
+    const bare = await startTestServer({ kind: "pglite", dataDir: null });
+    servers.push(bare);
+    await writePlans(bare);
+    const none = await shown(bare, "u1");
+    expect(none.overview).toMatchObject({ checkoutAvailable: false, checkoutUnavailableReason: "stripe_not_configured" });
+    expect(none.text).toBe(none.overview.checkoutUnavailableMessage);
+    expect(none.text).toMatch(/payments are not set up on this service/);
+    expect(none.reason).toBe("stripe_not_configured");
+    expect(none.choose).toBe(0);
+
+    const server = await startTestServer({ kind: "pglite", dataDir: null }, stripeEnv(stripe));
+    servers.push(server);
+    await writePlans(server);
+    await server.db.prisma.plan.create({
+      data: { id: "plan_invoice", appId: server.dev.appId, environment: "test", slug: "invoice", name: "Invoiced", priceMicros: 50_000_000n, allowance: 500n },
+    });
+    const notConnected = await shown(server, "u2");
+    expect(notConnected.overview).toMatchObject({ checkoutAvailable: false, checkoutUnavailableReason: "account_not_connected" });
+    expect(notConnected.text).toMatch(/has not connected its Stripe account/);
+
+    expect((await connectAccount(server, stripe)).status).toBe(200);
+    await server.db.query(`UPDATE billing_accounts SET charges_enabled = false WHERE app_id = $1`, [server.dev.appId]);
+    const noCharges = await shown(server, "u3");
+    expect(noCharges.overview).toMatchObject({ checkoutAvailable: false, checkoutUnavailableReason: "charges_not_enabled" });
+    expect(noCharges.text).toMatch(/cannot take payments yet/);
+    expect(noCharges.choose).toBe(0);
+
+    await server.db.query(`UPDATE billing_accounts SET charges_enabled = true WHERE app_id = $1`, [server.dev.appId]);
+    const open = await shown(server, "u4");
+    expect(open.overview).toMatchObject({ checkoutAvailable: true, checkoutUnavailableReason: null, checkoutUnavailableMessage: null });
+    expect(open.text).toBeNull();
+    expect(open.choose).toBe(1);
+    expect(open.notSold).toBe(1);
+  });
+});

@@ -309,7 +309,34 @@ describe("svc CLI, data folder locked but no server answering", () => {
     const dir = tempDir("svc-cli-released-");
     const lock = await lockDataDir(dir, () => {});
     await lock();
-    expect(jsonOf<AppInfo[]>(await runCli(["apps", "list", "--json"], { SVC_DATA_DIR: dir }))).toEqual([]);
+    const made = jsonOf<NewKeys>(await runCli(["apps", "create", "--name", "After the lock", "--json"], { SVC_DATA_DIR: dir }));
+    expect(jsonOf<AppInfo[]>(await runCli(["apps", "list", "--json"], { SVC_DATA_DIR: dir })).map((a) => a.appId)).toEqual([made.appId]);
+  });
+});
+
+describe("svc CLI where there is no database", () => {
+  it("apps list in a folder that does not exist says where it looked, exits 1 and creates nothing", async () => {
+    const dir = path.join(tempDir("svc-cli-none-"), "not-here");
+    const r = await runCli(["apps", "list"], { SVC_DATA_DIR: dir });
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toContain(`No database in the data folder ${dir}`);
+    expect(r.stderr).toContain(path.join(dir, "pglite"));
+    expect(r.stderr).toMatch(/--data-dir or SVC_DATA_DIR/);
+    expect(r.stderr).not.toMatch(/\bat .+\.(ts|js):\d+/);
+    expect(fs.existsSync(dir)).toBe(false);
+  });
+
+  it("apps list and keys list in an empty folder (--data-dir) exit 1 and leave it empty; apps create still makes the database", async () => {
+    const dir = tempDir("svc-cli-empty-");
+    for (const args of [["apps", "list", "--json"], ["keys", "list", "--app", "app_x"]]) {
+      const r = await runCli(["--data-dir", dir, ...args], {});
+      expect(r.code, args.join(" ")).toBe(1);
+      expect(r.stderr).toContain(`No database in the data folder ${dir}`);
+      expect(fs.readdirSync(dir)).toEqual([]);
+    }
+    const made = jsonOf<NewKeys>(await runCli(["--data-dir", dir, "apps", "create", "--name", "First", "--json"], {}));
+    expect(jsonOf<AppInfo[]>(await runCli(["--data-dir", dir, "apps", "list", "--json"], {})).map((a) => a.appId)).toEqual([made.appId]);
   });
 });
 
@@ -370,7 +397,10 @@ describe("svc CLI, bad input", () => {
   });
 
   it("keys revoke of an unknown key exits 1 with 'No such app key'", async () => {
-    const r = await svc("keys", "revoke", "nosuchkey");
+    // On a folder with a database (elsewhere, a command without one says so: see above).
+    const other = tempDir("svc-cli-bad-keys-");
+    jsonOf<NewKeys>(await runCli(["apps", "create", "--name", "Some app", "--json"], { SVC_DATA_DIR: other }));
+    const r = await runCli(["keys", "revoke", "nosuchkey"], { SVC_DATA_DIR: other });
     expect(r.code).toBe(1);
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/No such app key/);
@@ -382,7 +412,10 @@ describe("svc CLI, bad input", () => {
     expect(r.stdout).toBe("");
     expect(r.stderr).toMatch(/'prod' is invalid/);
     expect(r.stderr).toMatch(/test, live/);
-    expect(jsonOf<AppInfo[]>(await svc("apps", "list", "--json"))).toEqual([]);
+    // Not even a database: listing says there is none.
+    const list = await svc("apps", "list", "--json");
+    expect(list.code).toBe(1);
+    expect(list.stderr).toMatch(/No database in the data folder/);
   });
 
   it("keys rotate --grace with a bad duration is refused", async () => {

@@ -214,6 +214,66 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
     expect(await bare.page.locator("#machines-section").isVisible()).toBe(false);
   });
 
+  it("an ended session says it was ended, not that it expired", async () => {
+    const { page } = await openSession("ended-user");
+    const res = await server.fetch("/v1/end_users/session?user=ended-user", { method: "DELETE", headers: bearer(server.dev.appKey) });
+    expect(res.status).toBe(200);
+    await enterCode(page, "BBBB-BBBB");
+    const notice = await shownText(page, "#notice");
+    expect(notice).toMatch(/session was ended by/);
+    expect(notice).toContain(appName);
+    expect(notice).not.toMatch(/expired/);
+  });
+
+  it("takes a session that arrives by hashchange after the page loaded without one", async () => {
+    const { session } = await mintSession("late-user");
+    const bare = await open(`${server.url}/connect`);
+    expect(await shownText(bare.page, "#notice")).toMatch(/Open this page from the app/);
+    await bare.page.evaluate((s) => (location.hash = `session=${s}`), session);
+    await bare.page.locator("#steps").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await bare.page.locator("#notice").isVisible()).toBe(false);
+    expect(await bare.page.locator("#app-name").textContent()).toBe(appName);
+    expect(await bare.page.locator("#machines-section").isVisible()).toBe(true);
+    // Out of the address bar again, kept in the tab.
+    expect(bare.page.url()).toBe(`${server.url}/connect`);
+    expect(await bare.page.evaluate(() => sessionStorage.getItem("svc.session"))).toBe(session);
+  });
+
+  it("shows the approved machine at once, without waiting for the 5 s refresh or a reload", async () => {
+    const { page } = await openSession("quick-user");
+    const worker = pairWorker();
+    await enterCode(page, await worker.userCode());
+    await page.locator("#step-confirm").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    await page.locator("#approve").click();
+    expect(await shownText(page, "#result")).toMatch(/^Approved\./);
+    expect(await worker.exited).toEqual({ code: 0, signal: null });
+    // The worker polls every second here: its machine exists within about a second of the approval,
+    // and the page shows it within about a second of that (the regular refresh is every 5 s).
+    const machineId = /as machine (mch_\w+)/.exec(worker.stdout)![1];
+    await page.locator(`#machines li[data-machine-id="${machineId}"]`).waitFor({ state: "visible", timeout: 2500 });
+  });
+
+  it("fits a 390 px wide phone screen: no horizontal scroll on the steps, the confirm step or the machine list", async () => {
+    const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+    contexts.push(context);
+    const page = await context.newPage();
+    const minted = await mintSession("phone-user");
+    const fitting = () => page.evaluate(() => document.scrollingElement!.scrollWidth);
+    // A machine with a long hostname already listed.
+    await pairViaApi(server, server.dev, "phone-user", {}, "a-very-long-hostname-of-a-build-machine.internal.example.com");
+    await page.goto(minted.url);
+    await page.locator("#steps").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    await page.locator("#machines li").first().waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await fitting()).toBeLessThanOrEqual(390);
+    const worker = pairWorker();
+    await enterCode(page, await worker.userCode());
+    await page.locator("#step-confirm").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+    expect(await fitting()).toBeLessThanOrEqual(390);
+    await page.locator("#deny").click();
+    await shownText(page, "#result");
+    expect(await fitting()).toBeLessThanOrEqual(390);
+  });
+
   /** What makes a button stand out, as the browser renders it. */
   function looks(page: Page, selector: string) {
     return page.evaluate((sel) => {

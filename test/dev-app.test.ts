@@ -4,6 +4,7 @@ import { DATABASES, postgresAvailable, withClient } from "./helpers/databases.js
 import { startTestServerOn } from "./helpers/server.js";
 import { removeTempDirs, startServerProcess, stopAll, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
+import { Svc } from "@svc/sdk";
 
 /**
  * The development app and its printed key exist only where the operator asks for
@@ -55,6 +56,35 @@ describe.each(DATABASES)("the development app on $db.name", ({ db, skip }) => {
     const { printed, apps } = await start("1");
     expect(printed).toMatch(/app key\s+sk_svc_/);
     expect(apps).toBe(1);
+  });
+});
+
+describe("the first start's banner", () => {
+  it("prints export lines the SDK reads as they stand, and the next step (the connect page, the README section)", async () => {
+    const server = await startTestServerOn(DATABASES[0].db);
+    try {
+      const banner = server.printed.join("");
+      const exported = Object.fromEntries([...banner.matchAll(/^\s*export (\w+)=(\S+)$/gm)].map((m) => [m[1], m[2]]));
+      expect(Object.keys(exported)).toEqual(["SVC_BASE_URL", "SVC_API_KEY"]);
+      const saved = { base: process.env.SVC_BASE_URL, key: process.env.SVC_API_KEY };
+      process.env.SVC_BASE_URL = exported.SVC_BASE_URL;
+      process.env.SVC_API_KEY = exported.SVC_API_KEY;
+      try {
+        // What a developer does after pasting them: new Svc() with no options.
+        const models = await new Svc().models.list();
+        expect(models.data.map((m) => m.id)).toContain("svc/echo");
+      } finally {
+        for (const [name, value] of [["SVC_BASE_URL", saved.base], ["SVC_API_KEY", saved.key]] as const) {
+          if (value === undefined) delete process.env[name];
+          else process.env[name] = value;
+        }
+      }
+      expect(banner).toContain(`${server.url}/connect`);
+      expect(banner).toContain('README "Pairing a machine"');
+      expect((await server.fetch("/connect")).status).toBe(200);
+    } finally {
+      await server.close();
+    }
   });
 });
 

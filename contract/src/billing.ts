@@ -106,12 +106,21 @@ export const ConnectCallbackResult = z.object({
   account: BillingAccount,
 });
 
+/** Why checkout cannot start for this app now (null while it can). */
+export const CheckoutUnavailableReason = z
+  .enum(["stripe_not_configured", "account_not_connected", "charges_not_enabled"])
+  .describe(
+    "`stripe_not_configured`: the service has no Stripe key (the operator's `STRIPE_SECRET_KEY`); `account_not_connected`: the app has not connected a Stripe account; `charges_not_enabled`: the app's account is connected but Stripe does not let it take charges yet (onboarding unfinished, or charges disabled). A plan without a Stripe price is not sold through checkout either: that is per plan (`stripePriceId` null).",
+  );
+
 /** What the plans and checkout components render for the session's user. */
 export const BillingOverview = z.object({
   user: UserId,
   plans: z.array(Plan),
   current: User.pick({ plan: true, subscription: true, allowance: true, usage: true }),
-  checkoutAvailable: z.boolean().describe("False until the app connects a Stripe account."),
+  checkoutAvailable: z.boolean().describe("False until the app connects a Stripe account that can take charges (and the service has a Stripe key): `checkoutUnavailableReason` says which."),
+  checkoutUnavailableReason: CheckoutUnavailableReason.nullable(),
+  checkoutUnavailableMessage: z.string().nullable().describe("The reason in words an end user can be shown; null while checkout is available."),
   portalAvailable: z
     .boolean()
     .describe("The user has a Stripe subscription to manage (live, or with a failed payment to fix): plan changes go through the customer portal, not a second checkout."),

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { BillingOverview, CheckoutRequest, CheckoutSession, Plan, PortalRequest, PortalSession, User } from "@svc/contract";
+import type { BillingOverview, CheckoutUnavailableReason, CheckoutRequest, CheckoutSession, Plan, PortalRequest, PortalSession, User } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { PublicUrls } from "../public-urls.js";
@@ -52,17 +52,19 @@ export class BillingService {
   /** What the plans component renders: the plans on sale (and the default one), and where the session's user stands. */
   async overview(session: SessionPrincipal): Promise<z.infer<typeof BillingOverview>> {
     const tenant: Tenant = { appId: session.appId, environment: session.environment };
-    const [plans, user, checkoutAvailable, manageable] = await Promise.all([
+    const [plans, user, unavailable, manageable] = await Promise.all([
       this.reads.plans.list(tenant),
       this.reads.users.view(tenant, session.user),
-      this.checkoutAvailable(tenant),
+      this.checkoutUnavailable(tenant),
       this.manageableSubscription(tenant, session.endUserId),
     ]);
     return {
       user: session.user,
       plans,
       current: { plan: user.plan, subscription: user.subscription, allowance: user.allowance, usage: user.usage },
-      checkoutAvailable,
+      checkoutAvailable: unavailable === null,
+      checkoutUnavailableReason: unavailable?.reason ?? null,
+      checkoutUnavailableMessage: unavailable?.message ?? null,
       portalAvailable: manageable !== null,
     };
   }
@@ -84,9 +86,18 @@ export class BillingService {
 
   /** True once the platform's Stripe key and the app's account are there, and Stripe has not said the account cannot take charges. */
   async checkoutAvailable(tenant: Tenant): Promise<boolean> {
-    if (this.stripe === null) return false;
+    return (await this.checkoutUnavailable(tenant)) === null;
+  }
+
+  /** Why checkout cannot start for this app now, in a code and in words for its end user; null when it can. */
+  async checkoutUnavailable(tenant: Tenant): Promise<{ reason: z.infer<typeof CheckoutUnavailableReason>; message: string } | null> {
+    if (this.stripe === null) return { reason: "stripe_not_configured", message: "Checkout is not available: payments are not set up on this service yet." };
     const account = await this.connect.chargeableAccount(tenant);
-    return account !== null && account.chargesEnabled !== false;
+    if (account === null) return { reason: "account_not_connected", message: "Checkout is not available yet: the app has not connected its Stripe account." };
+    if (account.chargesEnabled === false) {
+      return { reason: "charges_not_enabled", message: "Checkout is not available yet: the app's Stripe account cannot take payments yet (its setup with Stripe is unfinished)." };
+    }
+    return null;
   }
 
   /**

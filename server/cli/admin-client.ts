@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import path from "node:path";
 import type { Config } from "../config.js";
 import { openDatabase } from "../db/open.js";
 import { migrate } from "../db/migrate.js";
@@ -20,9 +21,19 @@ export class CliError extends Error {}
  * - Postgres (`DATABASE_URL`): connects directly; any number of processes may.
  * - Embedded database, folder free: takes the folder's lock and opens it itself.
  * - Embedded database held by a running server: goes through that server's admin socket.
+ * Only `mayCreate` (creating an app) may make a new embedded database: anything else run
+ * where there is none (a wrong folder, say) says where it looked instead of leaving an empty one.
  */
-export async function withAdmin<T>(config: Config, fn: (call: Call) => Promise<T>): Promise<T> {
+export async function withAdmin<T>(config: Config, fn: (call: Call) => Promise<T>, opts: { mayCreate: boolean } = { mayCreate: false }): Promise<T> {
   if (config.database.kind === "postgres") return direct(config, fn);
+  const pgliteDir = config.database.dataDir;
+  const missing = () =>
+    new CliError(
+      `No database in the data folder ${config.dataDir} (looked for ${pgliteDir}): nothing was created.\n` +
+        "Point at the right folder (--data-dir or SVC_DATA_DIR; it is the folder the server was started with, .data by default), or create the first app there: svc apps create --name <name>.",
+    );
+  // No folder at all: no server can hold it either; the lock would create it.
+  if (!opts.mayCreate && !fs.existsSync(config.dataDir)) throw missing();
   let release: (() => Promise<void>) | null = null;
   try {
     release = await lockDataDir(config.dataDir, () => {});
@@ -42,10 +53,16 @@ export async function withAdmin<T>(config: Config, fn: (call: Call) => Promise<T
     );
   }
   try {
+    if (!opts.mayCreate && !embeddedDatabaseExists(pgliteDir)) throw missing();
     return await direct(config, fn);
   } finally {
     await release();
   }
+}
+
+/** PGlite's folder holds a cluster once `PG_VERSION` is written (the first open writes it). */
+function embeddedDatabaseExists(pgliteDir: string): boolean {
+  return fs.existsSync(path.join(pgliteDir, "PG_VERSION"));
 }
 
 async function direct<T>(config: Config, fn: (call: Call) => Promise<T>): Promise<T> {

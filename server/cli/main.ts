@@ -31,7 +31,8 @@ function action(op: string, toArgs: (...a: never[]) => unknown, print: (result: 
       ...(global.dataDir ? { SVC_DATA_DIR: global.dataDir } : {}),
       ...(global.databaseUrl ? { DATABASE_URL: global.databaseUrl } : {}),
     });
-    const result = await withAdmin(config, (call: Call) => call(op, (toArgs as (...a: unknown[]) => unknown)(...params)));
+    // Only creating an app may make the embedded database; every other command needs one there already.
+    const result = await withAdmin(config, (call: Call) => call(op, (toArgs as (...a: unknown[]) => unknown)(...params)), { mayCreate: op === "apps.create" });
     process.stdout.write(json ? `${JSON.stringify(result)}\n` : `${print(result as never)}\n`);
   };
 }

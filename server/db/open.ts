@@ -62,6 +62,8 @@ export interface Database extends Sql, Notifications {
   prisma: PrismaClient;
   /** Runs `fn` on one connection holding a session-level advisory lock (one process at a time). */
   exclusive<T>(lockKey: number, fn: (sql: Sql) => Promise<T>): Promise<T>;
+  /** The connection pool now (Postgres: the pg Pool's counts); null on PGlite, which is one connection in the process. */
+  poolStats(): { total: number; idle: number; waiting: number } | null;
   close(): Promise<void>;
 }
 
@@ -89,6 +91,7 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
     kind: "pglite",
     prisma,
     ...sql,
+    poolStats: () => null,
     // PGlite is one connection in one process: nothing else can run in between.
     exclusive: (_lockKey, fn) => fn(sql),
 
@@ -126,6 +129,7 @@ async function openPostgres(url: string): Promise<Database> {
     kind: "postgres",
     prisma,
     ...over(pool),
+    poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     exclusive: async (lockKey, fn) => {
       const client = await pool.connect();
       try {

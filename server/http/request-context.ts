@@ -15,6 +15,17 @@ declare global {
 }
 
 /**
+ * The full path as the client sent it, without the query string (queries may carry
+ * secrets). `req.path` is relative to the router a request was mounted under (`/docs/x`
+ * logged `/x`), so the original URL is read instead.
+ */
+export function loggedPath(req: Pick<Request, "originalUrl" | "url">): string {
+  const url = req.originalUrl || req.url;
+  const cut = url.search(/[?#]/);
+  return cut === -1 ? url : url.slice(0, cut);
+}
+
+/**
  * Gives each request an id and a child logger, and writes one access-log line when
  * it finishes. Only the path is logged, never the query string, headers or body:
  * credentials and user codes never reach a log.
@@ -29,7 +40,7 @@ export function requestContext(logger: Logger) {
     res.setHeader("x-request-id", req.id);
     res.on("finish", () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      req.log.info({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
+      req.log.info({ method: req.method, path: loggedPath(req), status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
     });
     // The rest of the request runs in its scope (see request-scope.ts).
     requestScope.run({ req, res, statements: 0 }, next);

@@ -25,7 +25,15 @@ export async function bootstrapDevApp(db: Database, keys: KeyService, wanted: bo
   return db.exclusive(BOOTSTRAP_LOCK, async () => ((await keys.isEmpty()) ? keys.createApp(DEV_APP_NAME, "test") : null));
 }
 
+/**
+ * The first start's banner, one line per entry (add a line by adding an entry). The
+ * `export` lines use the variable names the SDK reads (`SVC_BASE_URL`, `SVC_API_KEY`).
+ */
 export function devAppBanner(created: NewKeys, baseUrl: string, signInLink?: string): string {
+  return devAppBannerLines(created, baseUrl, signInLink).join("\n");
+}
+
+export function devAppBannerLines(created: NewKeys, baseUrl: string, signInLink?: string): string[] {
   return [
     "",
     "  A local development app was created (shown once; the secret is stored only as a hash):",
@@ -37,7 +45,15 @@ export function devAppBanner(created: NewKeys, baseUrl: string, signInLink?: str
     `    API reference ${baseUrl}/docs`,
     ...(signInLink ? [`    dashboard     ${signInLink}  (one-time sign-in link, 15 minutes; more: npx svc dashboard)`] : []),
     "",
+    "  For the SDK (new Svc() reads these), paste into your shell:",
+    "",
+    `    export SVC_BASE_URL=${baseUrl}/v1`,
+    `    export SVC_API_KEY=${created.appKey}`,
+    "",
+    "  Next: pair a machine. Mint a session for a user (POST /v1/end_users/session) and open its url,",
+    `  the connect page ${baseUrl}/connect; see README "Pairing a machine".`,
+    "",
     "  More apps and keys: npx svc apps create --name <name>   (npx svc --help)",
     "",
-  ].join("\n");
+  ];
 }

@@ -33,6 +33,13 @@ export class StreamSlots {
     });
   }
 
+  /** Open streams of every app on this instance (the metrics). */
+  total(): number {
+    let n = 0;
+    for (const held of this.open.values()) n += held;
+    return n;
+  }
+
   /** Open streams of one app and environment (for tests and diagnostics). */
   held(tenant: Tenant): number {
     return this.open.get(`${tenant.appId}/${tenant.environment}`) ?? 0;

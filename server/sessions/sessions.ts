@@ -54,7 +54,9 @@ export class SessionService {
     if (!SESSION_TOKEN.test(token)) throw new ApiError("invalid_credential", "The session token is malformed.");
     const s = await this.prisma.endUserSession.findUnique({ where: { tokenHash: hashSecret(token) }, include: { endUser: true } });
     if (!s) throw new ApiError("invalid_credential", "The session token is not known.");
-    if (s.endedAt || s.expiresAt <= this.clock.now()) throw new ApiError("session_expired", "The session has expired or has been ended: ask the app for a new one.");
+    // One code for both (clients keyed on it keep working); the message says which, and the connect page shows the matching words.
+    if (s.endedAt) throw new ApiError("session_expired", "The session was ended by the app: ask the app for a new one.");
+    if (s.expiresAt <= this.clock.now()) throw new ApiError("session_expired", "The session has expired: ask the app for a new one.");
     return { sessionId: s.id, appId: s.appId, environment: s.environment, endUserId: s.endUserId, user: s.endUser.externalId };
   }
 }

@@ -22,6 +22,8 @@ export interface DispatcherOptions {
   privateAddresses?: PrivateAddressPolicy;
   /** Told when a pass meets the database unreachable: the outage is logged once, not once a second. */
   outage?: DatabaseOutage | null;
+  /** Told each attempt's outcome once it is recorded (the metrics count them). */
+  onAttempt?: (outcome: "delivered" | "retrying" | "failed") => void;
 }
 
 interface Claimed {
@@ -199,6 +201,7 @@ export class WebhookDispatcher {
         WHERE id = $1 AND attempts = $2 AND (status = 'pending' OR $7 = 'delivered')`,
       [d.id, attempt, at, r.statusCode, r.error, r.durationMs, status, next, now],
     );
+    this.options.onAttempt?.(status === "pending" ? "retrying" : status);
     if (!ok) this.log.info({ deliveryId: d.id, attempt, statusCode: r.statusCode, error: r.error, next: next?.toISOString() ?? null }, "webhook attempt failed");
     if (next) this.wakeIn(delay * 1000);
   }

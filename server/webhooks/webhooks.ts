@@ -2,7 +2,7 @@ import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Config } from "../config.js";
 import type { Logger } from "../logger.js";
-import { WebhookDispatcher } from "./dispatcher.js";
+import { WebhookDispatcher, type DispatcherOptions } from "./dispatcher.js";
 import { WebhookDeliveryLog } from "./deliveries.js";
 import { WebhookEndpoints } from "./endpoints.js";
 import { WebhookFacts } from "./facts.js";
@@ -26,13 +26,13 @@ export class Webhooks {
   readonly dispatcher: WebhookDispatcher;
   readonly presence: PresenceSweep;
 
-  constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger, outage: DatabaseOutage | null = null) {
+  constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger, outage: DatabaseOutage | null = null, onAttempt?: DispatcherOptions["onAttempt"]) {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
     this.endpoints = new WebhookEndpoints(db, clock, sealer);
     this.log = new WebhookDeliveryLog(db);
     this.manual = new WebhookManualSends(db, clock, this.log);
     this.facts = new WebhookFacts(outbox, db, logger);
-    this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, { ...config.webhooks, outage });
+    this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, { ...config.webhooks, outage, onAttempt });
     this.presence = new PresenceSweep(db, clock, this.facts, logger);
   }
 

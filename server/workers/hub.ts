@@ -50,6 +50,11 @@ export class WorkerHub {
   /** Every open connection, hello said or not: a revocation or a shutdown reaches them all. */
   private readonly all = new Set<WorkerConnection>();
   private stopListening: (() => Promise<void>) | null = null;
+
+  /** Machines served by this instance now (their connection said hello): the metrics' machines online. */
+  get machinesOnline(): number {
+    return this.connections.size;
+  }
   /** Writes started by connection events (a machine marked offline): shutdown waits for them before the database closes. */
   private readonly pending = new Set<Promise<unknown>>();
   private closing = false;

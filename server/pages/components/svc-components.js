@@ -250,6 +250,10 @@ class SvcPlans extends SvcElement {
         h("p", { class: "meta allowance" }, allowanceText(plan)),
         plan.trialDays > 0 ? h("p", { class: "meta trial" }, `${plan.trialDays}-day free trial`) : null,
         plan.description ? h("p", { class: "muted" }, plan.description) : null,
+        // A paid plan the app sells some other way: say so rather than show a card nobody can buy.
+        overview.checkoutAvailable && plan.stripePriceId === null && plan.priceMicros > 0 && !plan.archived && !isCurrent
+          ? h("p", { class: "muted not-sold" }, "Not sold through checkout: this plan has no Stripe price. Ask the app how to get it.")
+          : null,
         button,
       );
     });
@@ -265,7 +269,9 @@ class SvcPlans extends SvcElement {
       h("ul", { class: "list", part: "plans" }, cards),
       manage,
       h("p", { class: "meta usage" }, usage),
-      overview.checkoutAvailable ? null : h("p", { class: "muted unavailable" }, "Checkout is not available yet."),
+      overview.checkoutAvailable
+        ? null
+        : h("p", { class: "muted unavailable", "data-reason": overview.checkoutUnavailableReason ?? "" }, overview.checkoutUnavailableMessage ?? "Checkout is not available yet."),
       errorSlot,
     );
   }

@@ -9,10 +9,17 @@ const MACHINES_REFRESH_MS = 5000;
 const $ = (id) => document.getElementById(id);
 const show = (el, on = true) => (el.hidden = !on);
 
-const fragment = new URLSearchParams(location.hash.slice(1));
-if (fragment.get("session")) sessionStorage.setItem(SESSION_KEY, fragment.get("session"));
-if (location.hash) history.replaceState(null, "", location.pathname + location.search);
-const token = sessionStorage.getItem(SESSION_KEY);
+/** Reads the fragment, keeps its session in this tab and takes it out of the address bar. */
+function takeFragment() {
+  const f = new URLSearchParams(location.hash.slice(1));
+  if (f.get("session")) sessionStorage.setItem(SESSION_KEY, f.get("session"));
+  if (location.hash) history.replaceState(null, "", location.pathname + location.search);
+  return f;
+}
+
+let fragment = takeFragment();
+let token = sessionStorage.getItem(SESSION_KEY);
+let bound = false;
 
 let appName = "the app";
 let ended = false;
@@ -52,14 +59,18 @@ function stop(message) {
   show($("machines-section"), false);
 }
 
-function expiredMessage() {
+/** The words for a refused session: the API's message says whether the app ended it or it expired. */
+function expiredMessage(err) {
+  if (err?.code === "session_expired" && /was ended/.test(err.message)) {
+    return `This session was ended by ${appName} (for example when you signed out there). Go back to ${appName} and open "Connect a machine" again.`;
+  }
   return `This link has expired (links last ten minutes). Go back to ${appName} and open "Connect a machine" again.`;
 }
 
 /** The words for an error answer, or null when the whole page must stop. */
 function explain(err, code) {
   if (err.status === 401) {
-    stop(expiredMessage());
+    stop(expiredMessage(err));
     return null;
   }
   switch (err.status) {
@@ -128,7 +139,8 @@ async function answer(decision) {
         ? `Approved. ${hostname} is finishing pairing and will appear under Your machines.`
         : `Denied. ${hostname} was told no; nothing was paired.`;
     show($("result"));
-    refreshMachines();
+    if (decision === "approve") watchForNewMachine();
+    else refreshMachines();
   } catch (err) {
     const words = explain(err, code);
     if (words) {
@@ -191,12 +203,30 @@ async function removeMachine(m, button) {
   }
 }
 
+/** Fetches and shows the machine list; returns it (null when it could not). */
 async function refreshMachines() {
-  if (ended) return;
+  if (ended) return null;
   try {
-    renderMachines((await api("GET", "/machines")).data);
+    const machines = (await api("GET", "/machines")).data;
+    renderMachines(machines);
+    return machines;
   } catch (err) {
     explain(err, "");
+    return null;
+  }
+}
+
+/**
+ * After an approval the machine exists once it fetches its token (its next poll, a few
+ * seconds at most): the list is fetched at once and then every second until a machine
+ * that was not there appears, so it shows without waiting for the regular refresh.
+ */
+async function watchForNewMachine() {
+  const before = new Set([...document.querySelectorAll("#machines li")].map((li) => li.dataset.machineId));
+  for (let i = 0; i < 60 && !ended; i++) {
+    const machines = await refreshMachines();
+    if (machines?.some((m) => !before.has(m.id))) return;
+    await new Promise((resolve) => setTimeout(resolve, 1000));
   }
 }
 
@@ -213,24 +243,44 @@ async function start() {
     document.title = `Connect a machine · ${appName}`;
     $("pairing-command").textContent = info.pairingCommand;
   } catch (err) {
-    if (err.status === 401) stop(expiredMessage());
+    if (err.status === 401) stop(expiredMessage(err));
     else stop(`This page could not load: ${err.message}`);
     return;
   }
+  show($("notice"), false);
   show($("steps"));
   show($("machines-section"));
   if (fragment.get("code")) $("code").value = fragment.get("code");
-  $("code-form").addEventListener("submit", lookUp);
-  $("approve").addEventListener("click", () => answer("approve"));
-  $("deny").addEventListener("click", () => answer("deny"));
-  $("copy").addEventListener("click", async () => {
-    await navigator.clipboard?.writeText($("pairing-command").textContent).catch(() => {});
-    $("copy").textContent = "Copied";
-    setTimeout(() => ($("copy").textContent = "Copy"), 1500);
-  });
+  if (!bound) {
+    bound = true;
+    $("code-form").addEventListener("submit", lookUp);
+    $("approve").addEventListener("click", () => answer("approve"));
+    $("deny").addEventListener("click", () => answer("deny"));
+    $("copy").addEventListener("click", async () => {
+      await navigator.clipboard?.writeText($("pairing-command").textContent).catch(() => {});
+      $("copy").textContent = "Copied";
+      setTimeout(() => ($("copy").textContent = "Copy"), 1500);
+    });
+  }
   $("code").focus();
   await refreshMachines();
+  clearInterval(machinesTimer);
   machinesTimer = setInterval(refreshMachines, MACHINES_REFRESH_MS);
 }
+
+// A session arriving after load (the app sets the fragment on an open tab, or a second link
+// opened in it): the page starts over with it, as if it had been opened with it.
+window.addEventListener("hashchange", () => {
+  const f = takeFragment();
+  if (!f.get("session")) return;
+  fragment = f;
+  token = f.get("session");
+  ended = false;
+  pending = null;
+  clearInterval(machinesTimer);
+  show($("step-confirm"), false);
+  show($("result"), false);
+  start();
+});
 
 start();
