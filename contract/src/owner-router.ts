@@ -56,6 +56,8 @@ function errors<S extends number>(...statuses: S[]): { [K in S]: typeof ErrorEnv
 const OPTIONS = { strictStatusCodes: true, commonResponses: errors(...COMMON_ERROR_STATUSES) } as const;
 /** Owner routes: the session cookie, and `X-CSRF-Token` on all but GETs; 403 when the owner is not a member of the app. */
 const ownerErrors = errors(401, 403);
+/** Answered by a route while it is not built (`notBuiltYet`). */
+const notBuilt = errors(501);
 const NOT_BUILT = "issue 16: the app owner's dashboard";
 /** The data routes, not built yet. */
 const owner = meta({ auth: "owner", notBuiltYet: NOT_BUILT });
@@ -215,8 +217,11 @@ export const ownerAccountContract = c.router(
   OPTIONS,
 );
 
-/** One app environment's users, usage, runs, plans, billing, conversions and webhooks. */
-export const ownerDataContract = c.router(
+// The per-environment routes are declared in two parts, each its own type: as one object literal
+// their type is more than the declaration emitter writes out (TS7056 when the package is built).
+
+/** One app environment's users, usage and runs. */
+export const ownerUsageContract = c.router(
   {
     ownerListUsers: {
       method: "GET",
@@ -225,7 +230,7 @@ export const ownerDataContract = c.router(
       description: "Newest first; `q` searches ids and emails.",
       pathParams: EnvParam,
       query: OwnerUserQuery,
-      responses: { 200: OwnerUserPage, ...ownerErrors },
+      responses: { 200: OwnerUserPage, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerGetUser: {
@@ -234,7 +239,7 @@ export const ownerDataContract = c.router(
       summary: "An end user",
       description: "Plan, allowance, usage this period, machines with live state and runtime versions, sessions.",
       pathParams: OwnerUserParam,
-      responses: { 200: OwnerUserDetail, ...ownerErrors },
+      responses: { 200: OwnerUserDetail, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerSetUserPlan: {
@@ -243,7 +248,7 @@ export const ownerDataContract = c.router(
       summary: "Set an end user's plan",
       pathParams: OwnerUserParam,
       body: AssignPlanRequest,
-      responses: { 200: User, ...errors(409), ...ownerErrors },
+      responses: { 200: User, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerRemoveMachine: {
@@ -252,7 +257,7 @@ export const ownerDataContract = c.router(
       summary: "Remove an end user's machine",
       pathParams: OwnerMachineParam,
       body: c.noBody(),
-      responses: { 200: MachineRemoved, ...ownerErrors },
+      responses: { 200: MachineRemoved, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerUsageSummary: {
@@ -261,7 +266,7 @@ export const ownerDataContract = c.router(
       summary: "Usage by day and cost class, top users",
       pathParams: EnvParam,
       query: RangeQuery,
-      responses: { 200: UsageSummary, ...ownerErrors },
+      responses: { 200: UsageSummary, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerUsageExport: {
@@ -271,7 +276,7 @@ export const ownerDataContract = c.router(
       description: "Every ledger row of the range, oldest first, amounts in integer micros.",
       pathParams: EnvParam,
       query: RangeQuery,
-      responses: { 200: csv, ...ownerErrors },
+      responses: { 200: csv, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerListRuns: {
@@ -281,7 +286,7 @@ export const ownerDataContract = c.router(
       description: "Newest first, filtered by user, status and route.",
       pathParams: EnvParam,
       query: OwnerRunQuery,
-      responses: { 200: OwnerRunPage, ...ownerErrors },
+      responses: { 200: OwnerRunPage, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerGetRun: {
@@ -290,16 +295,23 @@ export const ownerDataContract = c.router(
       summary: "A run inspected",
       description: "The run, its stored event timeline, approvals and who decided them, ledger rows, machine, and for a handed-back run the usage the app reported.",
       pathParams: OwnerRunParam,
-      responses: { 200: OwnerRunDetail, ...ownerErrors },
+      responses: { 200: OwnerRunDetail, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
+  },
+  OPTIONS,
+);
+
+/** One app environment's plans, billing, conversions and webhooks. */
+export const ownerSettingsContract = c.router(
+  {
     ownerListPlans: {
       method: "GET",
       path: `${ENV}/plans`,
       summary: "Plans",
       pathParams: EnvParam,
       query: PlanListQuery,
-      responses: { 200: PlanList, ...ownerErrors },
+      responses: { 200: PlanList, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerCreatePlan: {
@@ -308,7 +320,7 @@ export const ownerDataContract = c.router(
       summary: "Create a plan",
       pathParams: EnvParam,
       body: PlanInput,
-      responses: { 201: Plan, ...errors(409), ...ownerErrors },
+      responses: { 201: Plan, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerUpdatePlan: {
@@ -317,7 +329,7 @@ export const ownerDataContract = c.router(
       summary: "Edit a plan, or make it the default",
       pathParams: OwnerPlanParam,
       body: PlanUpdate,
-      responses: { 200: Plan, ...errors(409), ...ownerErrors },
+      responses: { 200: Plan, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerArchivePlan: {
@@ -326,7 +338,7 @@ export const ownerDataContract = c.router(
       summary: "Archive a plan",
       pathParams: OwnerPlanParam,
       body: c.noBody(),
-      responses: { 200: Plan, ...errors(409), ...ownerErrors },
+      responses: { 200: Plan, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerGetBillingAccount: {
@@ -334,7 +346,7 @@ export const ownerDataContract = c.router(
       path: `${ENV}/billing/account`,
       summary: "The connected Stripe account",
       pathParams: EnvParam,
-      responses: { 200: BillingAccount, ...ownerErrors },
+      responses: { 200: BillingAccount, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerConnectBilling: {
@@ -344,7 +356,7 @@ export const ownerDataContract = c.router(
       description: "Starts Stripe Connect: send the browser to `url`.",
       pathParams: EnvParam,
       body: ConnectRequest,
-      responses: { 200: ConnectStart, ...errors(409), ...ownerErrors },
+      responses: { 200: ConnectStart, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerConversions: {
@@ -353,7 +365,7 @@ export const ownerDataContract = c.router(
       summary: "Trials, conversions and payments",
       pathParams: EnvParam,
       query: RangeQuery,
-      responses: { 200: Conversions, ...ownerErrors },
+      responses: { 200: Conversions, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerListWebhookEndpoints: {
@@ -361,7 +373,7 @@ export const ownerDataContract = c.router(
       path: `${ENV}/webhook_endpoints`,
       summary: "Webhook endpoints",
       pathParams: EnvParam,
-      responses: { 200: WebhookEndpointList, ...ownerErrors },
+      responses: { 200: WebhookEndpointList, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerCreateWebhookEndpoint: {
@@ -370,7 +382,7 @@ export const ownerDataContract = c.router(
       summary: "Add a webhook endpoint",
       pathParams: EnvParam,
       body: CreateWebhookEndpoint,
-      responses: { 201: CreatedWebhookEndpoint, ...ownerErrors },
+      responses: { 201: CreatedWebhookEndpoint, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerDeleteWebhookEndpoint: {
@@ -379,7 +391,7 @@ export const ownerDataContract = c.router(
       summary: "Remove a webhook endpoint",
       pathParams: OwnerWebhookParam,
       body: c.noBody(),
-      responses: { 200: WebhookEndpoint, ...ownerErrors },
+      responses: { 200: WebhookEndpoint, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerTestWebhookEndpoint: {
@@ -389,7 +401,7 @@ export const ownerDataContract = c.router(
       description: "Queues a `test.ping` delivery to this endpoint only.",
       pathParams: OwnerWebhookParam,
       body: c.noBody(),
-      responses: { 202: WebhookTestResult, ...errors(409), ...ownerErrors },
+      responses: { 202: WebhookTestResult, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerListWebhookDeliveries: {
@@ -398,7 +410,7 @@ export const ownerDataContract = c.router(
       summary: "The delivery log",
       pathParams: EnvParam,
       query: WebhookDeliveryQuery,
-      responses: { 200: WebhookDeliveryPage, ...ownerErrors },
+      responses: { 200: WebhookDeliveryPage, ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
     ownerResendWebhookDelivery: {
@@ -408,12 +420,15 @@ export const ownerDataContract = c.router(
       description: "Sends the same payload again under the same `webhook-id` (receivers deduplicate by it), as a new attempt; a delivery to a removed endpoint is 409.",
       pathParams: OwnerWebhookParam,
       body: c.noBody(),
-      responses: { 202: WebhookDelivery, ...errors(409), ...ownerErrors },
+      responses: { 202: WebhookDelivery, ...errors(409), ...ownerErrors, ...notBuilt },
       metadata: owner,
     },
   },
   OPTIONS,
 );
+
+/** One app environment's users, usage, runs, plans, billing, conversions and webhooks. */
+export const ownerDataContract: typeof ownerUsageContract & typeof ownerSettingsContract = { ...ownerUsageContract, ...ownerSettingsContract };
 
 export const ownerContract: typeof ownerAccountContract & typeof ownerDataContract = { ...ownerAccountContract, ...ownerDataContract };
 export type OwnerContract = typeof ownerContract;
