@@ -118,8 +118,9 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     // only its hash is stored, so a start that failed earlier must not have made it.
     const created = await bootstrapDevApp(db, services.keys, config.devApp);
     if (created) {
-      const signIn = signInLinkUrl(url, (await services.owners.operatorSignInLink()).token);
-      (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url, signIn));
+      // The key is shown now or never: a sign-in link that cannot be made (`svc dashboard` makes one later) does not hold the banner back.
+      const link = await services.owners.operatorSignInLink().catch((err) => void logger.error({ err }, "could not make the dashboard's sign-in link"));
+      (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url, link ? signInLinkUrl(url, link.token) : undefined));
     }
     logger.info({ url, database: db.kind }, "listening");
     return { url, metricsUrl, db, services, close };

@@ -160,11 +160,11 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
       // A fresh owner each time: signing out and changing the password end sessions.
       const o = await signInOwner(server);
       const safe = c.method === "GET" || c.method === "HEAD";
-      const csrf = safe ? {} : { "x-csrf-token": o.csrf };
+      const csrf: Record<string, string> = safe ? {} : { "x-csrf-token": o.csrf };
       await passes(c, await send(c, { cookie: o.cookie, ...csrf }));
       const fresh = await signInOwner(server);
       const before = await tableCounts(server.db);
-      const cookie = { cookie: fresh.cookie, ...(safe ? {} : { "x-csrf-token": fresh.csrf }) };
+      const cookie: Record<string, string> = { cookie: fresh.cookie, ...(safe ? {} : { "x-csrf-token": fresh.csrf }) };
       await expectError(await send(c, safe ? {} : { "x-csrf-token": fresh.csrf }), 401, "missing_credential");
       await expectError(await send(c, { cookie: "other=1" }), 401, "missing_credential");
       for (const kind of ["ownerEnded", "ownerExpired"]) await expectError(await send(c, { cookie: creds[kind] }), 401, "session_expired");

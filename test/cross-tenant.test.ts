@@ -12,6 +12,7 @@ import { tenantFingerprint } from "./helpers/snapshot.js";
 import { bearer, callRoute, contractAccepts, idSlots, type Answer } from "./helpers/requests.js";
 import { startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
 import { connectAccount, stripeEnv } from "./helpers/billing.js";
+import { parseAppKey } from "../server/keys/format.js";
 
 /**
  * The cross-tenant matrix, generated from the contract: every route, with every
@@ -37,8 +38,8 @@ import { connectAccount, stripeEnv } from "./helpers/billing.js";
  */
 
 type Owner = "foreignApp" | "foreignEnv" | "foreignUser" | "malformed";
-type Credential = "appKey" | "session" | "connectKey" | "none";
-const CREDENTIALS: Credential[] = ["appKey", "session", "connectKey", "none"];
+type Credential = "appKey" | "session" | "connectKey" | "owner" | "none";
+const CREDENTIALS: Credential[] = ["appKey", "session", "connectKey", "owner", "none"];
 
 interface Codes {
   device: string;
@@ -72,6 +73,11 @@ interface TenantHoldings {
   stripeAccount: string;
   /** The Stripe Connect OAuth flow that connected the account: its state and Stripe's code, both spent (none in a `live` environment of a test-mode platform). */
   connect?: { state: string; code: string };
+  /** The dashboard's ids: the app, one of its app keys, an owner who is a member of it, one of its webhook deliveries. */
+  app: string;
+  appKeyId: string;
+  ownerId: string;
+  delivery: string;
 }
 type Holdings = UserHoldings & TenantHoldings;
 
@@ -85,6 +91,8 @@ interface Me {
   user: string;
   /** A plan of the caller's that nobody is on. */
   plan: string;
+  /** The caller's app (an owner of it is the dashboard's caller). */
+  app: string;
 }
 interface Probe {
   what: string;
@@ -129,6 +137,121 @@ const codeProbes = (slot: string, req: (code: string) => Req): Probe[] => [
   probe("a used code", [slot], (h) => req(h.codes.consumed.user), { owners: codeOwners }),
 ];
 const CURSOR = "a position in the caller's own rows (compared, never looked up), not an id";
+
+/**
+ * The dashboard's routes. The caller is an owner of app A: both of A's environments and all
+ * of A's users are theirs, so "another tenant" is app B (another owner's app) in the path,
+ * and B's or A/live's ids under A/test's path.
+ */
+const ENV_NAME = "an environment's name (test or live), not an id: both environments of an app its member sees are theirs";
+const otherOwners: Owner[] = ["foreignApp", "malformed"];
+/** Another owner's app in the path (the rest of the request valid). */
+const appProbe = (rest: (h: Holdings, me: Me) => Req = () => ({}), env = false): Probe =>
+  probe("another owner's app", ["params.app"], (h, me) => {
+    const r = rest(h, me);
+    return { ...r, params: { ...(env ? { env: "test" } : {}), ...r.params, app: h.app } };
+  }, { owners: otherOwners });
+/** The caller's own app and environment (A/test) in the path, the rest from `req`. */
+const atOwn = (me: Me, req: Req): Req => ({ ...req, params: { app: me.app, env: "test", ...req.params } });
+const envProbe = (what: string, slots: string[], req: (h: Holdings, me: Me) => Req, opts: Pick<Probe, "owners"> = {}): Probe => probe(what, slots, (h, me) => atOwn(me, req(h, me)), opts);
+const envRoute = (probes: Probe[] = [], exempt: Record<string, string> = {}, rest: (h: Holdings, me: Me) => Req = () => ({})): RouteFixture => ({
+  probes: [appProbe(rest, true), ...probes],
+  exempt: { "params.env": ENV_NAME, ...exempt },
+});
+const ownerRunProbes = (): Probe[] =>
+  (["openCall", "approval", "runDone", "runHandedBack", "runUsageReported", "runEcho"] as const).map((k) =>
+    envProbe(`a run (${k})`, ["params.id"], (h) => ({ params: { id: typeof h[k] === "string" ? (h[k] as string) : (h[k] as { run: string }).run } })),
+  );
+
+const OWNER_FIXTURES: Record<string, RouteFixture> = {
+  ownerSignIn: { base: () => ({ body: { email: "matrix-nobody@example.com", password: "not the password" } }) },
+  ownerSignInWithLink: { base: () => ({ body: { token: `olt_${"A".repeat(43)}` } }) },
+  ownerAcceptInvite: { base: () => ({ body: { token: `oin_${"A".repeat(43)}`, email: "matrix-nobody@example.com", password: "a long enough password" } }) },
+  ownerMe: { base: () => ({}) },
+  ownerSignOut: { base: () => ({}) },
+  ownerSignOutEverywhere: { base: () => ({}) },
+  ownerSetPassword: { base: () => ({ body: { newPassword: "a long enough password" } }) },
+  ownerListApps: { base: () => ({}) },
+  ownerCreateApp: { base: () => ({ body: { name: "Matrix app" } }) },
+  ownerListKeys: { probes: [appProbe()] },
+  ownerCreateKey: { probes: [appProbe(() => ({ body: { environment: "test", kind: "app" } }))] },
+  ownerRotateKey: {
+    probes: [
+      appProbe((h) => ({ params: { keyId: h.appKeyId }, body: { graceSeconds: 0 } })),
+      probe("another owner's app key, through the caller's app", ["params.keyId"], (h, me) => ({ params: { app: me.app, keyId: h.appKeyId }, body: { graceSeconds: 0 } }), { owners: otherOwners }),
+    ],
+  },
+  ownerRevokeKey: {
+    probes: [
+      appProbe((h) => ({ params: { keyId: h.appKeyId } })),
+      probe("another owner's app key, through the caller's app", ["params.keyId"], (h, me) => ({ params: { app: me.app, keyId: h.appKeyId } }), { owners: otherOwners }),
+    ],
+  },
+  ownerListMembers: { probes: [appProbe()] },
+  ownerCreateInvite: { probes: [appProbe(() => ({ body: { role: "owner" } }))] },
+  ownerRemoveMember: {
+    probes: [
+      appProbe((h) => ({ params: { ownerId: h.ownerId } })),
+      probe("another app's owner, through the caller's app", ["params.ownerId"], (h, me) => ({ params: { app: me.app, ownerId: h.ownerId } }), { owners: otherOwners }),
+    ],
+  },
+  ownerListUsers: envRoute([], { "query.cursor": CURSOR }),
+  ownerGetUser: envRoute([envProbe("a user", ["params.user"], (h) => ({ params: { user: h.user } }))], {}, (h) => ({ params: { user: h.user } })),
+  ownerSetUserPlan: {
+    ...envRoute(
+      [
+        envProbe("a user", ["params.user"], (h) => ({ params: { user: h.user }, body: { plan: null } })),
+        envProbe("a plan, for the caller's user", ["body.plan"], (h, me) => ({ params: { user: me.user }, body: { plan: h.plan } })),
+      ],
+      {},
+      (h) => ({ params: { user: h.user }, body: { plan: null } }),
+    ),
+    adopts: "user",
+  },
+  ownerRemoveMachine: envRoute(
+    [
+      envProbe("a user and their machine", ["params.user", "params.machineId"], (h) => ({ params: { user: h.user, machineId: h.machine } })),
+      envProbe("the caller's user, another's machine", ["params.machineId"], (h, me) => ({ params: { user: me.user, machineId: h.machine } })),
+    ],
+    {},
+    (h) => ({ params: { user: h.user, machineId: h.machine } }),
+  ),
+  ownerUsageSummary: envRoute(),
+  ownerUsageExport: envRoute(),
+  ownerListRuns: envRoute([envProbe("a user with runs", ["query.user"], (h) => ({ query: { user: h.user } }))], { "query.cursor": CURSOR }),
+  ownerGetRun: envRoute(ownerRunProbes(), {}, (h) => ({ params: { id: h.runDone } })),
+  ownerListPlans: envRoute(),
+  ownerCreatePlan: {
+    ...envRoute(
+      [
+        envProbe("another tenant's plan slug", ["body.slug"], (h) => ({ body: { slug: h.plan, name: "Adopted" } })),
+        envProbe("another tenant's Stripe price", ["body.slug", "body.stripePriceId"], (h) => ({ body: { slug: `${h.plan}-2`, name: "Priced", stripePriceId: h.stripePrice } })),
+      ],
+      {},
+      () => ({ body: { slug: "matrix-plan", name: "Matrix" } }),
+    ),
+    adopts: "plan",
+  },
+  ownerUpdatePlan: envRoute(
+    [
+      envProbe("a plan", ["params.slug"], (h) => ({ params: { slug: h.plan }, body: { name: "Renamed" } })),
+      envProbe("an archived plan", ["params.slug"], (h) => ({ params: { slug: h.planArchived }, body: { isDefault: true } })),
+      envProbe("another tenant's Stripe price, on the caller's plan", ["body.stripePriceId"], (h, me) => ({ params: { slug: me.plan }, body: { stripePriceId: h.stripePrice } })),
+    ],
+    {},
+    (h) => ({ params: { slug: h.plan }, body: { name: "Renamed" } }),
+  ),
+  ownerArchivePlan: envRoute([envProbe("a plan", ["params.slug"], (h) => ({ params: { slug: h.plan } }))], {}, (h) => ({ params: { slug: h.plan } })),
+  ownerGetBillingAccount: envRoute(),
+  ownerConnectBilling: envRoute([], {}, () => ({ body: { mode: "oauth" } })),
+  ownerConversions: envRoute(),
+  ownerListWebhookEndpoints: envRoute(),
+  ownerCreateWebhookEndpoint: envRoute([], {}, () => ({ body: { url: "http://127.0.0.1:9/matrix" } })),
+  ownerDeleteWebhookEndpoint: envRoute([envProbe("an endpoint with deliveries", ["params.id"], (h) => ({ params: { id: h.endpoint } }))], {}, (h) => ({ params: { id: h.endpoint } })),
+  ownerTestWebhookEndpoint: envRoute([envProbe("an endpoint with deliveries", ["params.id"], (h) => ({ params: { id: h.endpoint } }))], {}, (h) => ({ params: { id: h.endpoint } })),
+  ownerListWebhookDeliveries: envRoute([envProbe("an endpoint with deliveries", ["query.endpoint"], (h) => ({ query: { endpoint: h.endpoint } }))], { "query.cursor": CURSOR }),
+  ownerResendWebhookDelivery: envRoute([envProbe("a delivery", ["params.id"], (h) => ({ params: { id: h.delivery } }))], {}, (h) => ({ params: { id: h.delivery } })),
+};
 
 /** Every route of the contract: how to reach its ids. A route missing here fails the matrix. */
 const FIXTURES: Record<string, RouteFixture> = {
@@ -277,6 +400,7 @@ const FIXTURES: Record<string, RouteFixture> = {
     probes: [probe("an endpoint with deliveries", ["query.endpoint"], (h) => ({ query: { endpoint: h.endpoint } }))],
     exempt: { "query.cursor": CURSOR },
   },
+  ...OWNER_FIXTURES,
 };
 
 /**
@@ -321,6 +445,10 @@ function madeUp(shape: "unknown" | "malformed"): Holdings {
     pending: code(),
     stripeAccount: `acct_${odd ? "X" : ""}${tag()}`,
     connect: { state: odd ? `x-${rand(20)}` : `cst_${randomBytes(32).toString("base64url")}`, code: odd ? `x-${rand(12)}` : `ac_${rand(24)}` },
+    app: id("app_", 16),
+    appKeyId: odd ? `x-${rand(12)}` : rand(16),
+    ownerId: id("own_", 20),
+    delivery: id("msg_", 16),
   };
 }
 function userCode(): string {
@@ -368,7 +496,11 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     environment: "test" | "live";
     users: { ext: string; tag: string; session: string; h: UserHoldings; endUserId: string; double: WorkerDouble }[];
     t: TenantHoldings;
+    /** App B only: its owner's dashboard session, for that owner's reads. */
+    dashboard?: { cookie: string; csrf: string };
   }
+  /** The dashboard's caller: an owner (role `owner`) of app A. */
+  let callerOwnerId = "";
   const world: Record<"own" | "foreignApp" | "foreignEnv", TenantWorld> = {} as never;
   let unknown: Holdings;
   let malformed: Holdings;
@@ -397,6 +529,21 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       30_000,
       "every webhook delivery attempted",
     );
+    // The dashboard: an owner of app A (the caller) and an owner of app B (another owner).
+    const { owners } = server.services;
+    const ownerA = await owners.accounts.create({ email: "matrix-owner-a@example.com" });
+    await owners.members.add(world.own.appId, ownerA.id, "owner");
+    const ownerB = await owners.accounts.create({ email: "matrix-owner-b@example.com" });
+    await owners.members.add(world.foreignApp.appId, ownerB.id, "owner");
+    callerOwnerId = ownerA.id;
+    const bSession = await owners.sessions.start(ownerB.id);
+    world.foreignApp.dashboard = { cookie: `svc_owner=${bSession.token}`, csrf: bSession.csrfToken };
+    for (const w of Object.values(world)) {
+      w.t.ownerId = w === world.foreignApp ? ownerB.id : ownerA.id;
+      const [d] = await server.db.query<{ id: string }>(`SELECT id FROM webhook_deliveries WHERE app_id = $1 AND environment::text = $2 ORDER BY id LIMIT 1`, [w.appId, w.environment]);
+      expect(d, `${w.name}: a webhook delivery`).toBeTruthy();
+      w.t.delivery = d.id;
+    }
   }, 300_000);
 
   afterAll(async () => {
@@ -513,7 +660,20 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       tag: ttag,
       ...keys,
       users,
-      t: { plan: `plan-${ttag}`, planArchived: `old-${ttag}`, stripePrice: `price_${ttag}`, endpoint: endpoint.id, pending: await requestCode(), stripeAccount: `acct_${ttag}`, connect },
+      t: {
+        plan: `plan-${ttag}`,
+        planArchived: `old-${ttag}`,
+        stripePrice: `price_${ttag}`,
+        endpoint: endpoint.id,
+        pending: await requestCode(),
+        stripeAccount: `acct_${ttag}`,
+        connect,
+        app: keys.appId,
+        appKeyId: parseAppKey(keys.appKey)!.id,
+        // Set once the owners exist (beforeAll), and the deliveries once every webhook was tried.
+        ownerId: "",
+        delivery: "",
+      },
     };
   }
 
@@ -555,7 +715,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     if (owner === "foreignUser") return { ...world.own.t, ...world.own.users[1].h };
     return { ...world[owner].t, ...world[owner].users[0].h };
   };
-  const me = (): Me => ({ user: world.own.users[0].ext, plan: `spare-${world.own.tag}` });
+  const me = (): Me => ({ user: world.own.users[0].ext, plan: `spare-${world.own.tag}`, app: world.own.appId });
 
   /** The owner's view of what they hold, through their own reads: equal before and after, or something of theirs changed. */
   async function ownerReads(w: TenantWorld, onlyUser?: number): Promise<Record<string, string>> {
@@ -585,6 +745,12 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       read("connect", apiClient(server, w.users[0].session, nextAddress)("GET", "/v1/connect"));
       read("pending", apiClient(server, w.users[0].session, nextAddress)("GET", `/v1/device/lookup?code=${w.t.pending.user}`));
       read("billingAccount", app("GET", "/v1/billing/account"));
+      if (w.dashboard) {
+        const dashboard = w.dashboard;
+        const get = (path: string) => server.fetch(path, { headers: { cookie: dashboard.cookie, ...nextAddress() } }).then(async (r) => ({ status: r.status, body: await r.json() }));
+        read("dashboard:keys", get(`/v1/owner/apps/${w.appId}/keys`));
+        read("dashboard:members", get(`/v1/owner/apps/${w.appId}/members`));
+      }
     }
     return Object.fromEntries((await Promise.all(pending)).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }
@@ -608,7 +774,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
   let lastChecked: OthersState | null = null;
 
   /** What must never appear in an answer to the caller: the others' tags (in every name, prompt and answer of theirs) and ids. */
-  let corpus: { tenants: string[]; user: string[] } | null = null;
+  let corpus: { tenants: string[]; otherApp: string[]; user: string[] } | null = null;
   async function corpusOf() {
     if (corpus) return corpus;
     const state = await othersState();
@@ -621,8 +787,11 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
     const u2 = world.own.users[1];
     // The other environment is the caller's own app: the app's id is no secret to it.
     const shared = new Set([world.own.appId]);
+    const bOnly = [world.foreignApp.tag, ...world.foreignApp.users.map((u) => u.tag), world.foreignApp.connectKey, ...ids(state.foreignApp.reads, () => true)];
     corpus = {
       tenants: [...new Set([...tenants, ...ids(state.foreignApp.reads, () => true), ...ids(state.foreignEnv.reads, () => true)])].filter((w) => !shared.has(w)),
+      // An owner of A sees both of A's environments and all its users: to them only B is another tenant.
+      otherApp: [...new Set(bOnly)],
       // Another user's: only what is theirs alone (their runs and machines), not the app's plans they also see.
       user: [...new Set([u2.tag, u2.h.machine, u2.h.openCall.call, u2.h.answeredCall.call, u2.h.approval.approval, u2.h.answeredApproval.approval, ...ids(state.foreignUser.reads, (k) => k.startsWith("run:") || k.startsWith("machines:"))])],
     };
@@ -641,6 +810,11 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       return { headers: bearer(s.body.session), pk: own.connectKey };
     }
     if (kind === "connectKey") return { headers: {}, pk: own.connectKey };
+    if (kind === "owner") {
+      // A fresh dashboard session each time: signing out ends it, changing the password ends the others.
+      const s = await server.services.owners.sessions.start(callerOwnerId);
+      return { headers: { cookie: `svc_owner=${s.token}`, "x-csrf-token": s.csrfToken }, pk: own.connectKey };
+    }
     return { headers: {}, pk: `pk_svc_${"0".repeat(24)}` };
   }
 
@@ -693,16 +867,18 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
       const probes = fixture!.probes ?? [];
       const mine = me();
       const takesKey = route.path.includes(":pk");
+      // A route not built yet answers 501 once its credential passes (nothing else: still compared like any answer).
+      const ceiling = (route.metadata as RouteMetadata).notBuiltYet ? 502 : 500;
       for (const kind of CREDENTIALS) {
         const send = async (req: Req, cred: { headers: Record<string, string>; pk: string }) => {
           requests++;
           return callRoute(server, route, req, { ...cred.headers, ...nextAddress() }, cred.pk);
         };
-        const leakWords = (perUser: boolean) => [...words.tenants, ...(kind === "session" || perUser ? words.user : [])];
+        const leakWords = (perUser: boolean) => (kind === "owner" ? words.otherApp : [...words.tenants, ...(kind === "session" || perUser ? words.user : [])]);
         if (fixture!.base) {
           const a = await send(fixture!.base(mine), await credential(kind, takesKey));
           expectNoLeak(a, [], leakWords(auth === "session"), `${name} with ${kind}`);
-          expect(a.status, `${name} with ${kind}: ${a.text}`).toBeLessThan(500);
+          expect(a.status, `${name} with ${kind}: ${a.text}`).toBeLessThan(ceiling);
         }
         // The probes of one credential go out together (each with its own credential and ids: none decides another's answer);
         // within a probe, the unknown id first, then each owner's, in turn.
@@ -712,7 +888,7 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
           const unknownReq = p.request(unknown, mine);
           const unknownPairs = slotValues(unknown, unknownReq);
           const base = await send(unknownReq, cred);
-          expect(base.status, `${name} ${p.what} (unknown, ${kind}): ${base.text}`).toBeLessThan(500);
+          expect(base.status, `${name} ${p.what} (unknown, ${kind}): ${base.text}`).toBeLessThan(ceiling);
           const stats = perRoute.get(name) ?? perRoute.set(name, { foreign: [], unknown: [] }).get(name)!;
           if (kind === auth) (timings.unknown.push(base.ms), stats.unknown.push(base.ms));
           const expected = normalized(base, unknownPairs);
@@ -737,7 +913,8 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
         expect(differences, `another tenant's ids answer unlike ids that exist nowhere`).toEqual([]);
       }
       // The fixture's ids are real: a read by their owner is not answered like an unknown id.
-      if (route.method === "GET") await expectOwnerSeesThem(route, auth, probes.filter((p) => !p.ownerReadsLikeUnknown));
+      // (A route not built yet answers everyone 501: nothing to compare until it is.)
+      if (route.method === "GET" && !(route.metadata as RouteMetadata).notBuiltYet) await expectOwnerSeesThem(route, auth, probes.filter((p) => !p.ownerReadsLikeUnknown));
       // Nothing of theirs changed (the owner's reads just now included): their own reads, and their rows.
       const after = await othersState();
       expect(after, `${name} changed another tenant's data`).toEqual(before);
@@ -798,12 +975,12 @@ describe.each(DATABASES)("cross-tenant matrix on $db.name", ({ db, skip }) => {
   /** B's own reads of B's ids (with B's credentials) are not answered as A's reads of ids that exist nowhere: the matrix compares real ids. */
   async function expectOwnerSeesThem(route: (typeof ROUTES)[number]["route"], auth: RouteMetadata["auth"], probes: Probe[]) {
     const b = world.foreignApp;
-    const headers = auth === "appKey" ? bearer(b.appKey) : auth === "session" ? bearer(b.users[0].session) : {};
+    const headers: Record<string, string> = auth === "appKey" ? bearer(b.appKey) : auth === "session" ? bearer(b.users[0].session) : auth === "owner" ? { cookie: b.dashboard!.cookie } : {};
     // Reads (GET routes only): all probes at once.
     await Promise.all(probes.map(async (p) => {
       if (p.owners && !p.owners.includes("foreignApp")) return;
       const h = holdingsOf("foreignApp");
-      const req = p.request(h, { user: b.users[0].ext, plan: `spare-${b.tag}` });
+      const req = p.request(h, { user: b.users[0].ext, plan: `spare-${b.tag}`, app: b.appId });
       const own = normalized(await callRoute(server, route, req, { ...headers, ...nextAddress() }, b.connectKey), slotValues(h, req));
       const cred = await credential(auth as Credential);
       const unknownReq = p.request(unknown, me());

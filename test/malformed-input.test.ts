@@ -6,6 +6,7 @@ import { contract, ErrorEnvelope, type RouteMetadata } from "@svc/contract";
 import { DATABASES } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { ROUTE_CASES } from "./helpers/requests.js";
+import { signInOwner } from "./helpers/owner.js";
 import { removeTempDirs, startServerProcess, stopAll, tempDir } from "./helpers/process.js";
 
 /**
@@ -133,11 +134,27 @@ function deep(depth: number, inner: string): string {
   return "[".repeat(depth) + inner + "]".repeat(depth);
 }
 
-function buildCases(routes: Route[], creds: { appKey: string; session: string; pk: string }, runs: number, seed: number): Case[] {
+/** The dashboard's credential: the cookie and the CSRF token (sent on every method: a GET ignores it). */
+interface OwnerCredential {
+  cookie: string;
+  csrf: string;
+}
+type Creds = { appKey: string; session: string; pk: string; owner: OwnerCredential; disposableOwner: OwnerCredential };
+/** Owner routes that end sessions: they get an owner of their own, so the others keep theirs (and reach their input checks). */
+const ENDS_SESSIONS = new Set(["ownerSignOut", "ownerSignOutEverywhere", "ownerSetPassword"]);
+
+function buildCases(routes: Route[], creds: Creds, runs: number, seed: number): Case[] {
   const rnd = prng(seed);
   const cases: Case[] = [];
+  const ownerHeaders = (o: OwnerCredential) => ({ cookie: o.cookie, "x-csrf-token": o.csrf });
   const auth = (r: Route): Record<string, string> =>
-    r.auth === "appKey" ? { authorization: `Bearer ${creds.appKey}` } : r.auth === "session" ? { authorization: `Bearer ${creds.session}` } : {};
+    r.auth === "appKey"
+      ? { authorization: `Bearer ${creds.appKey}` }
+      : r.auth === "session"
+        ? { authorization: `Bearer ${creds.session}` }
+        : r.auth === "owner"
+          ? ownerHeaders(ENDS_SESSIONS.has(r.name) ? creds.disposableOwner : creds.owner)
+          : {};
   const pathOf = (r: Route, params: Record<string, string> = {}) =>
     r.path
       .split("/")
@@ -348,14 +365,16 @@ const RAW_REQUESTS: { name: string; bytes: (auth: string) => string; status: num
 describe.each(DATABASES)("malformed input on $db.name", ({ db, skip }) => {
   let server: TestServer;
   let routes: Route[];
-  let creds: { appKey: string; session: string; pk: string };
+  let creds: Creds;
 
   beforeAll(async () => {
     if (skip) return;
     server = await startTestServerOn(db);
     const tenant = { appId: server.dev.appId, environment: "test" as const };
-    creds = { appKey: server.dev.appKey, session: (await server.services.sessions.mint(tenant, "fuzz-user")).token, pk: server.dev.connectKey };
-    routes = routesFromContract();
+    const [owner, disposableOwner] = [await signInOwner(server), await signInOwner(server, { appId: null })];
+    creds = { appKey: server.dev.appKey, session: (await server.services.sessions.mint(tenant, "fuzz-user")).token, pk: server.dev.connectKey, owner, disposableOwner };
+    // Owner routes act on an app the signed-in owner is a member of: their handlers are reached, not only refused as another app's.
+    routes = routesFromContract().map((r) => (r.auth === "owner" && r.params.app ? { ...r, params: { ...r.params, app: server.dev.appId } } : r));
   });
   afterAll(async () => {
     await server?.close();

@@ -275,6 +275,13 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     });
   });
 
+  it.skipIf(skip)("without a live invitation nothing is said about an email: no password needed to learn it has no account", async () => {
+    const fake = `oin_${"C".repeat(43)}`;
+    await expectError(await post("/v1/owner/invites/accept", { token: fake, email: email() }), 401, "invalid_credential");
+    const existing = await account();
+    await expectError(await post("/v1/owner/invites/accept", { token: fake, email: existing.email }), 401, "invalid_credential");
+  });
+
   it.skipIf(skip)("no email, password, session token, link or CSRF token reaches the log", async () => {
     const logs = server.logs.join("");
     expect(logs.length).toBeGreaterThan(0);

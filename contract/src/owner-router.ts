@@ -212,8 +212,11 @@ export const ownerAccountContract = c.router(
   OPTIONS,
 );
 
-/** One app environment's users, usage, runs, plans, billing, conversions and webhooks. */
-export const ownerDataContract = c.router(
+// The per-environment routes are declared in two parts, each its own type: as one object literal
+// their type is more than the declaration emitter writes out (TS7056 when the package is built).
+
+/** One app environment's users, usage and runs. */
+export const ownerUsageContract = c.router(
   {
     ownerListUsers: {
       method: "GET",
@@ -290,6 +293,13 @@ export const ownerDataContract = c.router(
       responses: { 200: OwnerRunDetail, ...ownerErrors },
       metadata: signedIn,
     },
+  },
+  OPTIONS,
+);
+
+/** One app environment's plans, billing, conversions and webhooks. */
+export const ownerSettingsContract = c.router(
+  {
     ownerListPlans: {
       method: "GET",
       path: `${ENV}/plans`,
@@ -411,6 +421,9 @@ export const ownerDataContract = c.router(
   },
   OPTIONS,
 );
+
+/** One app environment's users, usage, runs, plans, billing, conversions and webhooks. */
+export const ownerDataContract: typeof ownerUsageContract & typeof ownerSettingsContract = { ...ownerUsageContract, ...ownerSettingsContract };
 
 export const ownerContract: typeof ownerAccountContract & typeof ownerDataContract = { ...ownerAccountContract, ...ownerDataContract };
 export type OwnerContract = typeof ownerContract;

@@ -106,6 +106,7 @@ async function ownerPrincipal(req: Request, ownerSessions: OwnerSessions, urls: 
     if (!presented) throw new ApiError("forbidden", "This request changes something: send the header X-CSRF-Token with the csrfToken from GET /v1/owner/me.");
     if (!sameSecret(presented, session.csrfToken)) throw new ApiError("forbidden", "The X-CSRF-Token header does not match this session's csrfToken (GET /v1/owner/me).");
   }
+  await ownerSessions.seen(session);
   return { kind: "owner", ownerId: session.ownerId, sessionId: session.sessionId };
 }
 

@@ -1,5 +1,4 @@
 import type { Prisma } from "../db/open.js";
-import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { Bucket, RateLimiter } from "../rate-limit/rate-limiter.js";
@@ -36,7 +35,6 @@ export const normalizeEmail = (email: string) => email.trim().toLowerCase();
 export class OwnerAccounts {
   constructor(
     private readonly prisma: Prisma,
-    private readonly clock: Clock,
     private readonly limiter: RateLimiter,
   ) {}
 

@@ -6,6 +6,8 @@ import { hashSecret, randomId, randomToken } from "../crypto.js";
 import type { MemberRole } from "./members.js";
 import { normalizeEmail } from "./accounts.js";
 
+const invalidInvite = () => new ApiError("invalid_credential", "This invitation is unknown, used, expired or for another email: ask for a new one.");
+
 /** An invitation lives seven days. */
 export const INVITE_SECONDS = 7 * 24 * 60 * 60;
 
@@ -41,6 +43,14 @@ export class OwnerInvites {
     return rows.map((i) => ({ id: i.id, email: i.email, role: i.role, expiresAt: i.expiresAt.toISOString(), createdAt: i.createdAt.toISOString() }));
   }
 
+  /** Whether the invitation is live for `email`, without spending it: the same 401 as `redeem` when not. */
+  async check(token: string, email: string): Promise<void> {
+    const live = await this.prisma.ownerInvite.count({
+      where: { tokenHash: hashSecret(token), usedAt: null, expiresAt: { gt: this.clock.now() }, OR: [{ email: null }, { email: normalizeEmail(email) }] },
+    });
+    if (live !== 1) throw invalidInvite();
+  }
+
   /**
    * Spends an invitation for `email` (in `tx`): its app and role. Unknown, used,
    * expired, and bound to another email are one answer, 401 `invalid_credential`
@@ -52,7 +62,7 @@ export class OwnerInvites {
       where: { tokenHash: hashSecret(token), usedAt: null, expiresAt: { gt: now }, OR: [{ email: null }, { email: normalizeEmail(email) }] },
       data: { usedAt: now },
     });
-    if (spent.length !== 1) throw new ApiError("invalid_credential", "This invitation is unknown, used, expired or for another email: ask for a new one.");
+    if (spent.length !== 1) throw invalidInvite();
     return { appId: spent[0].appId, role: spent[0].role };
   }
 }

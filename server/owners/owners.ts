@@ -46,7 +46,7 @@ export class OwnerService {
     limiter: RateLimiter,
     keys: KeyService,
   ) {
-    this.accounts = new OwnerAccounts(prisma, clock, limiter);
+    this.accounts = new OwnerAccounts(prisma, limiter);
     this.sessions = new OwnerSessions(prisma, clock);
     this.members = new OwnerMembers(prisma, clock);
     this.links = new OwnerSignInLinks(prisma, clock);
@@ -89,6 +89,8 @@ export class OwnerService {
    */
   async acceptInvite(input: { token: string; email: string; name?: string; password?: string }, address: string): Promise<SignedIn> {
     const email = normalizeEmail(input.email);
+    // The invitation first: without a live one nothing is said about the email (whether it has an account).
+    await this.invites.check(input.token, email);
     const existing = await this.accounts.findByEmail(email);
     if (existing) {
       await this.accounts.checkPassword(email, input.password ?? "", address);

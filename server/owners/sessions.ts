@@ -22,6 +22,7 @@ export interface OwnerPrincipal {
 export interface VerifiedOwnerSession extends OwnerPrincipal {
   csrfToken: string;
   expiresAt: Date;
+  lastSeenAt: Date;
 }
 
 export interface StartedOwnerSession extends VerifiedOwnerSession {
@@ -47,7 +48,7 @@ export class OwnerSessions {
     const expiresAt = new Date(now.getTime() + OWNER_SESSION_ABSOLUTE_SECONDS * 1000);
     const id = randomId("osn_", 20);
     await tx.ownerSession.create({ data: { id, ownerId, tokenHash: hashSecret(token), csrfToken, createdAt: now, lastSeenAt: now, expiresAt } });
-    return { token, csrfToken, expiresAt, ownerId, sessionId: id };
+    return { token, csrfToken, expiresAt, lastSeenAt: now, ownerId, sessionId: id };
   }
 
   /** The live session of a cookie: unknown is `invalid_credential`, ended, expired or idle too long `session_expired`. */
@@ -60,10 +61,14 @@ export class OwnerSessions {
     if (s.endedAt || s.expiresAt <= now || idleUntil <= now.getTime()) {
       throw new ApiError("session_expired", "The dashboard session has expired or has been ended: sign in again.");
     }
-    if (now.getTime() - s.lastSeenAt.getTime() >= LAST_SEEN_RESOLUTION_MS) {
-      await this.prisma.ownerSession.update({ where: { id: s.id }, data: { lastSeenAt: now } });
-    }
-    return { ownerId: s.ownerId, sessionId: s.id, csrfToken: s.csrfToken, expiresAt: s.expiresAt };
+    return { ownerId: s.ownerId, sessionId: s.id, csrfToken: s.csrfToken, expiresAt: s.expiresAt, lastSeenAt: s.lastSeenAt };
+  }
+
+  /** A request of the session was let through (its CSRF checks too): its idle period starts over. */
+  async seen(v: VerifiedOwnerSession): Promise<void> {
+    const now = this.clock.now();
+    if (now.getTime() - v.lastSeenAt.getTime() < LAST_SEEN_RESOLUTION_MS) return;
+    await this.prisma.ownerSession.update({ where: { id: v.sessionId }, data: { lastSeenAt: now } });
   }
 
   /** Ends one session; says how many ended (0: it had ended already). */
@@ -84,6 +89,6 @@ export class OwnerSessions {
 
   async get(sessionId: string): Promise<VerifiedOwnerSession> {
     const s = await this.prisma.ownerSession.findUniqueOrThrow({ where: { id: sessionId } });
-    return { ownerId: s.ownerId, sessionId: s.id, csrfToken: s.csrfToken, expiresAt: s.expiresAt };
+    return { ownerId: s.ownerId, sessionId: s.id, csrfToken: s.csrfToken, expiresAt: s.expiresAt, lastSeenAt: s.lastSeenAt };
   }
 }
