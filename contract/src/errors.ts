@@ -107,3 +107,11 @@ export type ErrorEnvelope = z.infer<typeof ErrorEnvelope>;
  * rather than here, which would grow the contract's types past what `tsc` can emit.
  */
 export const COMMON_ERROR_STATUSES = [400, 404, 413, 415, 429, 500] as const;
+
+/** Error statuses as contract responses, all in the one envelope. */
+export function errorResponses<S extends number>(...statuses: S[]): { [K in S]: typeof ErrorEnvelope } {
+  return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope])) as { [K in S]: typeof ErrorEnvelope };
+}
+
+/** Every router's options: each route answers in the envelope, and only with the statuses it lists (plus the common ones). */
+export const ROUTER_OPTIONS = { strictStatusCodes: true, commonResponses: errorResponses(...COMMON_ERROR_STATUSES) } as const;

@@ -1,6 +1,6 @@
 import { initContract } from "@ts-rest/core";
 import { z } from "zod";
-import { COMMON_ERROR_STATUSES, ErrorEnvelope } from "./errors.js";
+import { errorResponses, ROUTER_OPTIONS } from "./errors.js";
 import { meta } from "./credentials.js";
 import { PlanList, PlanListQuery, Plan, User } from "./reads.js";
 import { AssignPlanRequest, BillingAccount, ConnectRequest, ConnectStart, PlanInput, PlanUpdate } from "./billing.js";
@@ -49,11 +49,8 @@ import {
 
 const c = initContract();
 
-function errors<S extends number>(...statuses: S[]): { [K in S]: typeof ErrorEnvelope } {
-  return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope])) as { [K in S]: typeof ErrorEnvelope };
-}
-
-const OPTIONS = { strictStatusCodes: true, commonResponses: errors(...COMMON_ERROR_STATUSES) } as const;
+const errors = errorResponses;
+const OPTIONS = ROUTER_OPTIONS;
 /** Owner routes: the session cookie, and `X-CSRF-Token` on all but GETs; 403 when the owner is not a member of the app. */
 const ownerErrors = errors(401, 403);
 /** Every owner route but the sign-ins. */

@@ -1,6 +1,6 @@
 import { initContract } from "@ts-rest/core";
 import { z } from "zod";
-import { COMMON_ERROR_STATUSES, ErrorEnvelope } from "./errors.js";
+import { errorResponses, ROUTER_OPTIONS } from "./errors.js";
 import { meta } from "./credentials.js";
 import { ChatCompletion, ChatCompletionRequest, ModelList } from "./chat.js";
 import {
@@ -63,10 +63,7 @@ import { ownerContract, type OwnerContract } from "./owner-router.js";
 
 const c = initContract();
 
-/** Error statuses as contract responses, all in the one envelope. */
-function errors<S extends number>(...statuses: S[]): { [K in S]: typeof ErrorEnvelope } {
-  return Object.fromEntries(statuses.map((s) => [s, ErrorEnvelope])) as { [K in S]: typeof ErrorEnvelope };
-}
+const errors = errorResponses;
 
 /** A `text/event-stream` body (ts-rest has no stream type; OpenAPI gets it from here). */
 const eventStream = c.otherResponse({ contentType: "text/event-stream", body: z.string() });
@@ -74,17 +71,12 @@ const eventStream = c.otherResponse({ contentType: "text/event-stream", body: z.
 const runId = z.object({ id: z.string().min(1).max(64) });
 const connectKeyParam = z.object({ pk: z.string().min(1).max(128).describe("The app's connect key, `pk_svc_...`.") });
 
-/** Every route can answer these: bad input, unknown ids, rate limits, crashes. */
-const common = errors(...COMMON_ERROR_STATUSES);
 const appKeyErrors = errors(401, 403);
 const sessionErrors = errors(401, 403);
 const notBuilt = errors(501);
 
-/** Every route answers in the envelope, and only with the statuses it lists. */
-const OPTIONS = {
-  strictStatusCodes: true,
-  commonResponses: common,
-} as const;
+/** Every route answers in the envelope, and only with the statuses it lists (and the common ones: bad input, unknown ids, rate limits, crashes). */
+const OPTIONS = ROUTER_OPTIONS;
 
 // The contract is declared in three parts, each its own type: one object literal of every
 // route makes a type the declaration emitter refuses to write out (TS7056) when the
