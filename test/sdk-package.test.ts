@@ -179,8 +179,13 @@ describe("the @svc/sdk tarball in an empty project", () => {
 
   it("type-checks a strict app without skipLibCheck in under 2 s, then runs it against the real server", async () => {
     await typeCheck(zod4, "tsconfig.baseline.json"); // warms the disk cache
-    const baseline = await typeCheck(zod4, "tsconfig.baseline.json");
-    const sample = await typeCheck(zod4, "tsconfig.json");
+    // Each measured twice, alternately, keeping the faster: on a CI machine busy with other suites one
+    // sample can lose a second of CPU to contention (the SDK's own cost is the difference, well under it).
+    const fastest = (a: Awaited<ReturnType<typeof typeCheck>>, b: Awaited<ReturnType<typeof typeCheck>>) => (a.cpuMs <= b.cpuMs ? a : b);
+    const baseline1 = await typeCheck(zod4, "tsconfig.baseline.json");
+    const sample1 = await typeCheck(zod4, "tsconfig.json");
+    const baseline = fastest(baseline1, await typeCheck(zod4, "tsconfig.baseline.json"));
+    const sample = fastest(sample1, await typeCheck(zod4, "tsconfig.json"));
     const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
     console.log(
       `tsc, strict, no skipLibCheck: the app ${s(sample.wallMs)} wall, ${s(sample.cpuMs)} CPU, ${Math.round(sample.memoryKb / 1024)} MB, ${sample.types} types, ${sample.instantiations} instantiations; ` +
