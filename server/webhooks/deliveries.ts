@@ -3,6 +3,7 @@ import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery, Webhoo
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
+import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
 
 interface DeliveryRow {
   id: string;
@@ -73,19 +74,4 @@ function view(r: DeliveryRow): z.infer<typeof WebhookDelivery> {
     deliveredAt: r.delivered_at ? new Date(r.delivered_at).toISOString() : null,
     createdAt: new Date(r.created_at).toISOString(),
   };
-}
-
-function encodeCursor(createdAt: Date, id: string): string {
-  return Buffer.from(JSON.stringify([createdAt.toISOString(), id])).toString("base64url");
-}
-
-function decodeCursor(cursor: string): { createdAt: Date; id: string } {
-  try {
-    const [at, id] = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8")) as unknown[];
-    const createdAt = new Date(String(at));
-    if (typeof id === "string" && typeof at === "string" && !Number.isNaN(createdAt.getTime())) return { createdAt, id };
-  } catch {
-    // falls through to the error below
-  }
-  throw new ApiError("invalid_request", "Invalid query field `cursor`: pass the `nextCursor` of a previous page.", { param: "cursor" });
 }
