@@ -4,6 +4,7 @@ import { Link, useSearchParams } from "react-router";
 import type { z } from "zod";
 import { RouteKind, RunStatus } from "@svc/contract";
 import { api, call } from "../api/client";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -65,40 +66,27 @@ export function Runs() {
       <ErrorNotice error={runs.error} />
       {runs.data && rows.length === 0 && <p>No runs match.</p>}
       {rows.length > 0 && (
-        <div className="table-scroll" tabIndex={0}>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Run</th>
-                <th scope="col">User</th>
-                <th scope="col">Status</th>
-                <th scope="col">Route</th>
-                <th scope="col">Model</th>
-                <th scope="col">Tokens in / out</th>
-                <th scope="col">Started</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((r) => (
-                <tr key={r.id}>
-                  <th scope="row">
-                    <Link to={encodeURIComponent(r.id)}>{r.id}</Link>
-                  </th>
-                  <td>{r.user}</td>
-                  <td>
-                    <span className={`state state-${r.status}`}>{r.status}</span>
-                  </td>
-                  <td>{r.route ?? "—"}</td>
-                  <td>{r.model}</td>
-                  <td className="num">
-                    {formatCount(r.usage.inputTokens)} / {formatCount(r.usage.outputTokens)}
-                  </td>
-                  <td>{formatTime(r.createdAt)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          rows={rows}
+          rowKey={(r) => r.id}
+          columns={[
+            { label: "Run", cell: (r) => <Link to={encodeURIComponent(r.id)}>{r.id}</Link> },
+            { label: "User", cell: (r) => r.user },
+            { label: "Status", cell: (r) => <span className={`state state-${r.status}`}>{r.status}</span> },
+            { label: "Route", cell: (r) => r.route ?? "—" },
+            { label: "Model", cell: (r) => r.model },
+            {
+              label: "Tokens in / out",
+              numeric: true,
+              cell: (r) => (
+                <>
+                  {formatCount(r.usage.inputTokens)} / {formatCount(r.usage.outputTokens)}
+                </>
+              ),
+            },
+            { label: "Started", cell: (r) => formatTime(r.createdAt) },
+          ]}
+        />
       )}
       {runs.hasNextPage && (
         <button type="button" onClick={() => runs.fetchNextPage()} disabled={runs.isFetchingNextPage}>

@@ -3,6 +3,8 @@ import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tansta
 import type { z } from "zod";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "@svc/contract";
 import { api, call } from "../api/client";
+import { ConfirmButton } from "../components/ConfirmButton";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -58,37 +60,29 @@ export function Webhooks() {
         {endpoints.isPending && <Loading label="Loading endpoints" />}
         {endpoints.data?.data.length === 0 && <p>No endpoints yet.</p>}
         {endpoints.data && endpoints.data.data.length > 0 && (
-          <div className="table-scroll" tabIndex={0}>
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">URL</th>
-                  <th scope="col">Events</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Actions</th>
-                </tr>
-              </thead>
-              <tbody>
-                {endpoints.data.data.map((e) => (
-                  <tr key={e.id}>
-                    <th scope="row">
-                      <code>{e.url}</code>
-                    </th>
-                    <td>{e.events.join(", ")}</td>
-                    <td>{e.disabled ? "disabled" : "active"}</td>
-                    <td className="actions">
-                      <button type="button" onClick={() => test.mutate(e.id)} aria-label={`Send test event to ${e.url}`}>
-                        Send test event
-                      </button>
-                      <button type="button" className="danger" onClick={() => window.confirm(`Remove the endpoint ${e.url}?`) && remove.mutate(e.id)} aria-label={`Remove ${e.url}`}>
-                        Remove
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable
+            rows={endpoints.data.data}
+            rowKey={(e) => e.id}
+            columns={[
+              { label: "URL", cell: (e) => <code>{e.url}</code> },
+              { label: "Events", cell: (e) => e.events.join(", ") },
+              { label: "State", cell: (e) => (e.disabled ? "disabled" : "active") },
+              {
+                label: "Actions",
+                actions: true,
+                cell: (e) => (
+                  <>
+                    <button type="button" onClick={() => test.mutate(e.id)} aria-label={`Send test event to ${e.url}`}>
+                      Send test event
+                    </button>
+                    <ConfirmButton question={`Remove the endpoint ${e.url}?`} label={`Remove ${e.url}`} onConfirm={() => remove.mutate(e.id)}>
+                      Remove
+                    </ConfirmButton>
+                  </>
+                ),
+              },
+            ]}
+          />
         )}
       </section>
       <form onSubmit={submit} className="card" aria-labelledby="add-endpoint-title">
