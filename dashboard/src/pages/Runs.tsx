@@ -1,10 +1,10 @@
 import type { FormEvent } from "react";
-import { useInfiniteQuery } from "@tanstack/react-query";
 import { Link, useSearchParams } from "react-router";
 import type { z } from "zod";
 import { RouteKind, RunStatus } from "@svc/contract";
 import { api, call } from "../api/client";
 import { DataTable } from "../components/DataTable";
+import { LoadMore, useCursorPages } from "../components/CursorPages";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -14,16 +14,26 @@ import { formatCount, formatTime } from "../format/time";
 type Status = z.infer<typeof RunStatus>;
 type Route = z.infer<typeof RouteKind>;
 
+/** A filter of one of `options`, or any when none is chosen. */
+function AnyOf({ label, name, options, value }: { label: string; name: string; options: readonly string[]; value: string | undefined }) {
+  return (
+    <label>
+      {label}{" "}
+      <select name={name} defaultValue={value ?? ""}>
+        <option value="">Any</option>
+        {options.map((o) => (
+          <option key={o}>{o}</option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
 export function Runs() {
   const { app, env } = useEnvParams();
   const [params, setParams] = useSearchParams();
   const filters = { user: params.get("user") || undefined, status: (params.get("status") || undefined) as Status | undefined, route: (params.get("route") || undefined) as Route | undefined };
-  const runs = useInfiniteQuery({
-    queryKey: ["owner", app, env, "runs", filters],
-    queryFn: ({ pageParam }) => call(api.ownerListRuns({ params: { app, env }, query: { ...filters, cursor: pageParam, limit: 50 } })),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (page) => (page.hasMore ? (page.nextCursor ?? undefined) : undefined),
-  });
+  const runs = useCursorPages(["owner", app, env, "runs", filters], (page) => call(api.ownerListRuns({ params: { app, env }, query: { ...filters, ...page } })));
   const filter = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     const form = new FormData(e.currentTarget);
@@ -34,7 +44,7 @@ export function Runs() {
     }
     setParams(next);
   };
-  const rows = runs.data?.pages.flatMap((p) => p.data) ?? [];
+  const rows = runs.data ?? [];
   return (
     <>
       <PageHeader title="Runs" />
@@ -42,24 +52,8 @@ export function Runs() {
         <label>
           User <input name="user" defaultValue={filters.user ?? ""} />
         </label>
-        <label>
-          Status{" "}
-          <select name="status" defaultValue={filters.status ?? ""}>
-            <option value="">Any</option>
-            {RunStatus.options.map((s) => (
-              <option key={s}>{s}</option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Route{" "}
-          <select name="route" defaultValue={filters.route ?? ""}>
-            <option value="">Any</option>
-            {RouteKind.options.map((r) => (
-              <option key={r}>{r}</option>
-            ))}
-          </select>
-        </label>
+        <AnyOf label="Status" name="status" options={RunStatus.options} value={filters.status} />
+        <AnyOf label="Route" name="route" options={RouteKind.options} value={filters.route} />
         <button type="submit">Filter</button>
       </form>
       {runs.isPending && <Loading label="Loading runs" />}
@@ -88,11 +82,7 @@ export function Runs() {
           ]}
         />
       )}
-      {runs.hasNextPage && (
-        <button type="button" onClick={() => runs.fetchNextPage()} disabled={runs.isFetchingNextPage}>
-          Load more runs
-        </button>
-      )}
+      <LoadMore pages={runs}>Load more runs</LoadMore>
     </>
   );
 }

@@ -1,8 +1,8 @@
 import { useState, type FormEvent } from "react";
-import { useInfiniteQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api, call } from "../api/client";
 import { DataTable } from "../components/DataTable";
+import { LoadMore, useCursorPages } from "../components/CursorPages";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -13,17 +13,12 @@ import { formatCount, formatTime } from "../format/time";
 export function Users() {
   const { app, env } = useEnvParams();
   const [q, setQ] = useState("");
-  const users = useInfiniteQuery({
-    queryKey: ["owner", app, env, "users", q],
-    queryFn: ({ pageParam }) => call(api.ownerListUsers({ params: { app, env }, query: { q: q || undefined, cursor: pageParam, limit: 50 } })),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (page) => (page.hasMore ? (page.nextCursor ?? undefined) : undefined),
-  });
+  const users = useCursorPages(["owner", app, env, "users", q], (page) => call(api.ownerListUsers({ params: { app, env }, query: { q: q || undefined, ...page } })));
   const search = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     setQ(String(new FormData(e.currentTarget).get("q")).trim());
   };
-  const rows = users.data?.pages.flatMap((p) => p.data) ?? [];
+  const rows = users.data ?? [];
   return (
     <>
       <PageHeader title="End users" />
@@ -82,11 +77,7 @@ export function Users() {
           ]}
         />
       )}
-      {users.hasNextPage && (
-        <button type="button" onClick={() => users.fetchNextPage()} disabled={users.isFetchingNextPage}>
-          Load more users
-        </button>
-      )}
+      <LoadMore pages={users}>Load more users</LoadMore>
     </>
   );
 }

@@ -1,9 +1,10 @@
 import { useState, type FormEvent } from "react";
-import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import type { z } from "zod";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "@svc/contract";
 import { api, call } from "../api/client";
 import { ConfirmButton } from "../components/ConfirmButton";
+import { LoadMore, useCursorPages } from "../components/CursorPages";
 import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
@@ -20,12 +21,7 @@ export function Webhooks() {
   const endpointsKey = ["owner", app, env, "webhook-endpoints"];
   const deliveriesKey = ["owner", app, env, "webhook-deliveries"];
   const endpoints = useQuery({ queryKey: endpointsKey, queryFn: () => call(api.ownerListWebhookEndpoints({ params: { app, env } })) });
-  const deliveries = useInfiniteQuery({
-    queryKey: deliveriesKey,
-    queryFn: ({ pageParam }) => call(api.ownerListWebhookDeliveries({ params: { app, env }, query: { cursor: pageParam, limit: 50 } })),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (page) => (page.hasMore ? (page.nextCursor ?? undefined) : undefined),
-  });
+  const deliveries = useCursorPages(deliveriesKey, (page) => call(api.ownerListWebhookDeliveries({ params: { app, env }, query: page })));
   const [secret, setSecret] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const create = useMutation({
@@ -108,12 +104,8 @@ export function Webhooks() {
         <h2 id="deliveries-title">Delivery log</h2>
         {deliveries.isPending && <Loading label="Loading deliveries" />}
         <ErrorNotice error={deliveries.error} />
-        <DeliveryLog deliveries={deliveries.data?.pages.flatMap((p) => p.data) ?? []} onResend={(id) => resend.mutate(id)} resending={resend.isPending} />
-        {deliveries.hasNextPage && (
-          <button type="button" onClick={() => deliveries.fetchNextPage()} disabled={deliveries.isFetchingNextPage}>
-            Load more deliveries
-          </button>
-        )}
+        <DeliveryLog deliveries={deliveries.data ?? []} onResend={(id) => resend.mutate(id)} resending={resend.isPending} />
+        <LoadMore pages={deliveries}>Load more deliveries</LoadMore>
       </section>
     </>
   );
