@@ -8,9 +8,14 @@ export function PageHeader({ title, children }: { title: string; children?: Reac
     <div className="page-header">
       <h1>
         {title}
-        {env && <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span>}
+        {env && <EnvBadge env={env} />}
       </h1>
       {children}
     </div>
   );
+}
+
+/** Which environment, by colour and by name. */
+export function EnvBadge({ env }: { env: "test" | "live" }) {
+  return <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span>;
 }

@@ -8,7 +8,7 @@ import { ConfirmButton } from "../components/ConfirmButton";
 import { DataTable } from "../components/DataTable";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
-import { PageHeader } from "../components/PageHeader";
+import { EnvBadge, PageHeader } from "../components/PageHeader";
 import { SecretOnce } from "../components/SecretOnce";
 import { formatTime } from "../format/time";
 
@@ -61,7 +61,7 @@ export function Keys() {
         {(["test", "live"] as const).map((env) => (
           <section key={env} aria-labelledby={`keys-${env}`} className={`card env-${env}`}>
             <h2 id={`keys-${env}`}>
-              <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span> keys
+              <EnvBadge env={env} /> keys
             </h2>
             <DataTable
               rows={keys.data?.data.filter((k) => k.environment === env) ?? []}
