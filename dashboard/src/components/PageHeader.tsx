@@ -1,4 +1,5 @@
 import type { ReactNode } from "react";
+import { EnvBadge } from "./EnvBadge";
 import { useWhere } from "./where";
 
 /** The page's one h1, with the environment it shows named beside it. */
@@ -13,9 +14,4 @@ export function PageHeader({ title, children }: { title: string; children?: Reac
       {children}
     </div>
   );
-}
-
-/** Which environment, by colour and by name. */
-export function EnvBadge({ env }: { env: "test" | "live" }) {
-  return <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span>;
 }

@@ -6,9 +6,10 @@ import type { CreatedKey, OwnerKey } from "@svc/contract";
 import { api, call } from "../api/client";
 import { ConfirmButton } from "../components/ConfirmButton";
 import { DataTable } from "../components/DataTable";
+import { EnvBadge } from "../components/EnvBadge";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
-import { EnvBadge, PageHeader } from "../components/PageHeader";
+import { PageHeader } from "../components/PageHeader";
 import { SecretOnce } from "../components/SecretOnce";
 import { formatTime } from "../format/time";
 
