@@ -1,6 +1,7 @@
 import { useEffect, useRef } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { DataTable } from "./DataTable";
 
 export interface Series {
   label: string;
@@ -58,33 +59,12 @@ export function DayChart({ title, days, series, format, bars = false }: { title:
           <div ref={box} aria-hidden="true" />
           <details>
             <summary>{title}: as a table</summary>
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <caption className="visually-hidden">{title}</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Day</th>
-                    {series.map((s) => (
-                      <th scope="col" key={s.label}>
-                        {s.label}
-                      </th>
-                    ))}
-                  </tr>
-                </thead>
-                <tbody>
-                  {days.map((d, i) => (
-                    <tr key={d}>
-                      <th scope="row">{d}</th>
-                      {series.map((s) => (
-                        <td key={s.label} className="num">
-                          {format(s.values[i] ?? 0)}
-                        </td>
-                      ))}
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              caption={title}
+              rows={days}
+              rowKey={(d) => d}
+              columns={[{ label: "Day", cell: (d) => d }, ...series.map((s) => ({ label: s.label, numeric: true, cell: (_d: string, i: number) => format(s.values[i] ?? 0) }))]}
+            />
           </details>
         </>
       )}

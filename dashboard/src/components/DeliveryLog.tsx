@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import type { WebhookDelivery } from "@svc/contract";
 import { formatTime } from "../format/time";
+import { DataTable } from "./DataTable";
 
 type Delivery = z.infer<typeof WebhookDelivery>;
 
@@ -17,31 +18,18 @@ export function DeliveryLog({ deliveries, onResend, resending }: { deliveries: D
             </summary>
             {d.lastError && <p>Last error: {d.lastError}</p>}
             {d.nextAttemptAt && <p>Next attempt {formatTime(d.nextAttemptAt)}</p>}
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <caption className="visually-hidden">Attempts of delivery {d.id}</caption>
-                <thead>
-                  <tr>
-                    <th scope="col">Attempt</th>
-                    <th scope="col">At</th>
-                    <th scope="col">HTTP status</th>
-                    <th scope="col">Error</th>
-                    <th scope="col">Duration</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {d.attempts.map((a) => (
-                    <tr key={a.attempt}>
-                      <th scope="row">{a.attempt}</th>
-                      <td>{formatTime(a.at)}</td>
-                      <td>{a.statusCode ?? "—"}</td>
-                      <td>{a.error ?? "—"}</td>
-                      <td className="num">{a.durationMs} ms</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              caption={`Attempts of delivery ${d.id}`}
+              rows={d.attempts}
+              rowKey={(a) => a.attempt}
+              columns={[
+                { label: "Attempt", cell: (a) => a.attempt },
+                { label: "At", cell: (a) => formatTime(a.at) },
+                { label: "HTTP status", cell: (a) => a.statusCode ?? "—" },
+                { label: "Error", cell: (a) => a.error ?? "—" },
+                { label: "Duration", numeric: true, cell: (a) => `${a.durationMs} ms` },
+              ]}
+            />
             <pre>{JSON.stringify(d.payload, null, 2)}</pre>
           </details>
           <button type="button" onClick={() => onResend(d.id)} disabled={resending} aria-label={`Resend delivery ${d.id}`}>

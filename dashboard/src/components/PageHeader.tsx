@@ -1,4 +1,5 @@
 import type { ReactNode } from "react";
+import { EnvBadge } from "./EnvBadge";
 import { useWhere } from "./where";
 
 /** The page's one h1, with the environment it shows named beside it. */
@@ -8,7 +9,7 @@ export function PageHeader({ title, children }: { title: string; children?: Reac
     <div className="page-header">
       <h1>
         {title}
-        {env && <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span>}
+        {env && <EnvBadge env={env} />}
       </h1>
       {children}
     </div>

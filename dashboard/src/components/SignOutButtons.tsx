@@ -1,5 +1,6 @@
 import { useNavigate } from "react-router";
 import { useSignOut } from "../api/session";
+import { ConfirmButton } from "./ConfirmButton";
 
 export function SignOutButtons() {
   const navigate = useNavigate();
@@ -11,16 +12,9 @@ export function SignOutButtons() {
       <button type="button" className="link-button" onClick={() => signOut.mutate(undefined, { onSettled: done })} disabled={signOut.isPending}>
         Sign out
       </button>
-      <button
-        type="button"
-        className="link-button"
-        onClick={() => {
-          if (window.confirm("Sign out of every browser where you are signed in, this one included?")) everywhere.mutate(undefined, { onSettled: done });
-        }}
-        disabled={everywhere.isPending}
-      >
+      <ConfirmButton className="link-button" question="Sign out of every browser where you are signed in, this one included?" onConfirm={() => everywhere.mutate(undefined, { onSettled: done })} disabled={everywhere.isPending}>
         Sign out everywhere
-      </button>
+      </ConfirmButton>
     </>
   );
 }

@@ -3,6 +3,7 @@ import { useQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api, call } from "../api/client";
 import { DayChart } from "../components/Chart";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -39,60 +40,33 @@ export function Conversions() {
           <DayChart title="Trials and conversions by day" days={days} series={series} format={count} />
           <section aria-labelledby="per-plan-title">
             <h2 id="per-plan-title">Per plan</h2>
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Plan</th>
-                    <th scope="col">Trials started</th>
-                    <th scope="col">Converted</th>
-                    <th scope="col">Cancelled</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {c.perPlan.map((p) => (
-                    <tr key={p.plan.slug}>
-                      <th scope="row">{p.plan.name}</th>
-                      <td className="num">{formatCount(p.trialsStarted)}</td>
-                      <td className="num">{formatCount(p.converted)}</td>
-                      <td className="num">{formatCount(p.cancelled)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              rows={c.perPlan}
+              rowKey={(p) => p.plan.slug}
+              columns={[
+                { label: "Plan", cell: (p) => p.plan.name },
+                { label: "Trials started", numeric: true, cell: (p) => formatCount(p.trialsStarted) },
+                { label: "Converted", numeric: true, cell: (p) => formatCount(p.converted) },
+                { label: "Cancelled", numeric: true, cell: (p) => formatCount(p.cancelled) },
+              ]}
+            />
           </section>
           <section aria-labelledby="payments-title">
             <h2 id="payments-title">Payments</h2>
             {c.payments.length === 0 ? (
               <p>No payments in this range.</p>
             ) : (
-              <div className="table-scroll" tabIndex={0}>
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Paid</th>
-                      <th scope="col">User</th>
-                      <th scope="col">Plan</th>
-                      <th scope="col">Amount</th>
-                      <th scope="col">After a trial started</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {c.payments.map((p) => (
-                      <tr key={p.id}>
-                        <th scope="row">{formatTime(p.paidAt)}</th>
-                        <td>
-                          <Link to={`/apps/${encodeURIComponent(app)}/${env}/users/${encodeURIComponent(p.user)}`}>{p.user}</Link>
-                        </td>
-                        <td>{p.plan ?? "—"}</td>
-                        <td className="num">{formatMoney(p.amountMicros, p.currency)}</td>
-                        <td>{formatTime(p.trialStartedAt)}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable
+                rows={c.payments}
+                rowKey={(p) => p.id}
+                columns={[
+                  { label: "Paid", cell: (p) => formatTime(p.paidAt) },
+                  { label: "User", cell: (p) => <Link to={`/apps/${encodeURIComponent(app)}/${env}/users/${encodeURIComponent(p.user)}`}>{p.user}</Link> },
+                  { label: "Plan", cell: (p) => p.plan ?? "—" },
+                  { label: "Amount", numeric: true, cell: (p) => formatMoney(p.amountMicros, p.currency) },
+                  { label: "After a trial started", cell: (p) => formatTime(p.trialStartedAt) },
+                ]}
+              />
             )}
           </section>
         </>

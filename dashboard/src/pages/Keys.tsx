@@ -4,6 +4,9 @@ import { useParams } from "react-router";
 import type { z } from "zod";
 import type { CreatedKey, OwnerKey } from "@svc/contract";
 import { api, call } from "../api/client";
+import { ConfirmButton } from "../components/ConfirmButton";
+import { DataTable } from "../components/DataTable";
+import { EnvBadge } from "../components/EnvBadge";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
@@ -59,52 +62,36 @@ export function Keys() {
         {(["test", "live"] as const).map((env) => (
           <section key={env} aria-labelledby={`keys-${env}`} className={`card env-${env}`}>
             <h2 id={`keys-${env}`}>
-              <span className={`env-badge env-badge-${env}`}>{env === "live" ? "Live" : "Test"}</span> keys
+              <EnvBadge env={env} /> keys
             </h2>
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Key</th>
-                    <th scope="col">Kind</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Last used</th>
-                    <th scope="col">Actions</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {keys.data?.data
-                    .filter((k) => k.environment === env)
-                    .map((k) => (
-                      <tr key={k.id}>
-                        <th scope="row">
-                          <code>{k.display}</code>
-                        </th>
-                        <td>{k.kind}</td>
-                        <td>{keyState(k)}</td>
-                        <td>{formatTime(k.lastUsedAt)}</td>
-                        <td className="actions">
-                          {!k.revokedAt && !k.expiresAt && (
-                            <button type="button" onClick={() => rotate.mutate(k.id)} disabled={rotate.isPending} aria-label={`Rotate ${k.display}`}>
-                              Rotate
-                            </button>
-                          )}
-                          {!k.revokedAt && (
-                            <button
-                              type="button"
-                              className="danger"
-                              aria-label={`Revoke ${k.display}`}
-                              onClick={() => window.confirm(`Revoke ${k.display} now? Requests with it fail at once.`) && revoke.mutate(k.id)}
-                            >
-                              Revoke
-                            </button>
-                          )}
-                        </td>
-                      </tr>
-                    ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              rows={keys.data?.data.filter((k) => k.environment === env) ?? []}
+              rowKey={(k) => k.id}
+              columns={[
+                { label: "Key", cell: (k) => <code>{k.display}</code> },
+                { label: "Kind", cell: (k) => k.kind },
+                { label: "State", cell: keyState },
+                { label: "Last used", cell: (k) => formatTime(k.lastUsedAt) },
+                {
+                  label: "Actions",
+                  actions: true,
+                  cell: (k) => (
+                    <>
+                      {!k.revokedAt && !k.expiresAt && (
+                        <button type="button" onClick={() => rotate.mutate(k.id)} disabled={rotate.isPending} aria-label={`Rotate ${k.display}`}>
+                          Rotate
+                        </button>
+                      )}
+                      {!k.revokedAt && (
+                        <ConfirmButton question={`Revoke ${k.display} now? Requests with it fail at once.`} label={`Revoke ${k.display}`} onConfirm={() => revoke.mutate(k.id)}>
+                          Revoke
+                        </ConfirmButton>
+                      )}
+                    </>
+                  ),
+                },
+              ]}
+            />
           </section>
         ))}
       </div>

@@ -3,6 +3,8 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useParams } from "react-router";
 import { api, call } from "../api/client";
 import { useSession } from "../api/session";
+import { ConfirmButton } from "../components/ConfirmButton";
+import { DataTable } from "../components/DataTable";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Field } from "../components/Field";
 import { Loading } from "../components/Loading";
@@ -40,41 +42,33 @@ export function Members() {
       {members.isPending && <Loading label="Loading members" />}
       <ErrorNotice error={members.error ?? remove.error} />
       {members.data && (
-        <div className="table-scroll" tabIndex={0}>
-          <table>
-            <caption>People who can use this app's dashboard</caption>
-            <thead>
-              <tr>
-                <th scope="col">Member</th>
-                <th scope="col">Role</th>
-                <th scope="col">Joined</th>
-                <th scope="col">Actions</th>
-              </tr>
-            </thead>
-            <tbody>
-              {members.data.data.map((m) => (
-                <tr key={m.owner.id}>
-                  <th scope="row">
-                    {m.owner.name ?? m.owner.email} {m.owner.name && <span className="muted">{m.owner.email}</span>}
-                    {m.owner.id === me.owner.id && <span className="tag">you</span>}
-                  </th>
-                  <td>{m.role}</td>
-                  <td>{formatTime(m.joinedAt)}</td>
-                  <td>
-                    <button
-                      type="button"
-                      className="danger"
-                      aria-label={`Remove ${m.owner.email}`}
-                      onClick={() => window.confirm(`Remove ${m.owner.email} from this app?`) && remove.mutate(m.owner.id)}
-                    >
-                      Remove
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          caption="People who can use this app's dashboard"
+          showCaption
+          rows={members.data.data}
+          rowKey={(m) => m.owner.id}
+          columns={[
+            {
+              label: "Member",
+              cell: (m) => (
+                <>
+                  {m.owner.name ?? m.owner.email} {m.owner.name && <span className="muted">{m.owner.email}</span>}
+                  {m.owner.id === me.owner.id && <span className="tag">you</span>}
+                </>
+              ),
+            },
+            { label: "Role", cell: (m) => m.role },
+            { label: "Joined", cell: (m) => formatTime(m.joinedAt) },
+            {
+              label: "Actions",
+              cell: (m) => (
+                <ConfirmButton question={`Remove ${m.owner.email} from this app?`} label={`Remove ${m.owner.email}`} onConfirm={() => remove.mutate(m.owner.id)}>
+                  Remove
+                </ConfirmButton>
+              ),
+            },
+          ]}
+        />
       )}
       {members.data && members.data.invites.length > 0 && (
         <section aria-labelledby="open-invites">

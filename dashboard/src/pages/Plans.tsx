@@ -3,6 +3,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import type { z } from "zod";
 import type { PlanUpdate } from "@svc/contract";
 import { api, call } from "../api/client";
+import { ConfirmButton } from "../components/ConfirmButton";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -63,9 +64,9 @@ export function Plans() {
               </button>
             )}
             {!p.archived && (
-              <button type="button" className="danger" onClick={() => window.confirm(`Archive ${p.name}? Subscribers keep it; it is not sold any more.`) && archive.mutate(p.slug)} aria-label={`Archive ${p.name}`}>
+              <ConfirmButton question={`Archive ${p.name}? Subscribers keep it; it is not sold any more.`} label={`Archive ${p.name}`} onConfirm={() => archive.mutate(p.slug)}>
                 Archive
-              </button>
+              </ConfirmButton>
             )}
           </div>
           {editing === p.slug && (

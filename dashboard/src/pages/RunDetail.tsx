@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
 import { api, call } from "../api/client";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -91,34 +92,31 @@ export function RunDetail() {
             {d.approvals.length === 0 ? (
               <p>No tool call asked for approval.</p>
             ) : (
-              <div className="table-scroll" tabIndex={0}>
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Tool</th>
-                      <th scope="col">Decision</th>
-                      <th scope="col">Decided by</th>
-                      <th scope="col">Reason</th>
-                      <th scope="col">Asked, decided</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {d.approvals.map((a) => (
-                      <tr key={a.callId}>
-                        <th scope="row">
-                          {a.tool} <span className="muted">{a.callId}</span>
-                        </th>
-                        <td>{a.decision ?? "waiting"}</td>
-                        <td>{a.decidedBy ?? "—"}</td>
-                        <td>{a.reason ?? "—"}</td>
-                        <td>
-                          {formatTime(a.askedAt)}, {formatTime(a.decidedAt)}
-                        </td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable
+                rows={d.approvals}
+                rowKey={(a) => a.callId}
+                columns={[
+                  {
+                    label: "Tool",
+                    cell: (a) => (
+                      <>
+                        {a.tool} <span className="muted">{a.callId}</span>
+                      </>
+                    ),
+                  },
+                  { label: "Decision", cell: (a) => a.decision ?? "waiting" },
+                  { label: "Decided by", cell: (a) => a.decidedBy ?? "—" },
+                  { label: "Reason", cell: (a) => a.reason ?? "—" },
+                  {
+                    label: "Asked, decided",
+                    cell: (a) => (
+                      <>
+                        {formatTime(a.askedAt)}, {formatTime(a.decidedAt)}
+                      </>
+                    ),
+                  },
+                ]}
+              />
             )}
           </section>
           <RunTimeline events={d.events} />
@@ -127,36 +125,26 @@ export function RunDetail() {
             {d.ledger.length === 0 ? (
               <p>No ledger rows.</p>
             ) : (
-              <div className="table-scroll" tabIndex={0}>
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Row</th>
-                      <th scope="col">Kind</th>
-                      <th scope="col">Cost class</th>
-                      <th scope="col">Tokens in / out</th>
-                      <th scope="col">Amount (plan currency)</th>
-                      <th scope="col">At</th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {d.ledger.map((row) => (
-                      <tr key={row.id}>
-                        <th scope="row">
-                          <code>{row.id}</code>
-                        </th>
-                        <td>{row.kind}</td>
-                        <td>{row.costClass}</td>
-                        <td className="num">
-                          {formatCount(row.inputTokens)} / {formatCount(row.outputTokens)}
-                        </td>
-                        <td className="num">{microsToDecimal(row.amountMicros)}</td>
-                        <td>{formatTime(row.createdAt)}</td>
-                      </tr>
-                    ))}
-                  </tbody>
-                </table>
-              </div>
+              <DataTable
+                rows={d.ledger}
+                rowKey={(row) => row.id}
+                columns={[
+                  { label: "Row", cell: (row) => <code>{row.id}</code> },
+                  { label: "Kind", cell: (row) => row.kind },
+                  { label: "Cost class", cell: (row) => row.costClass },
+                  {
+                    label: "Tokens in / out",
+                    numeric: true,
+                    cell: (row) => (
+                      <>
+                        {formatCount(row.inputTokens)} / {formatCount(row.outputTokens)}
+                      </>
+                    ),
+                  },
+                  { label: "Amount (plan currency)", numeric: true, cell: (row) => microsToDecimal(row.amountMicros) },
+                  { label: "At", cell: (row) => formatTime(row.createdAt) },
+                ]}
+              />
             )}
           </section>
         </>

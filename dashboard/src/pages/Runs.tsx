@@ -1,9 +1,10 @@
 import type { FormEvent } from "react";
-import { useInfiniteQuery } from "@tanstack/react-query";
 import { Link, useSearchParams } from "react-router";
 import type { z } from "zod";
 import { RouteKind, RunStatus } from "@svc/contract";
 import { api, call } from "../api/client";
+import { DataTable } from "../components/DataTable";
+import { LoadMore, useCursorPages } from "../components/CursorPages";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -13,16 +14,26 @@ import { formatCount, formatTime } from "../format/time";
 type Status = z.infer<typeof RunStatus>;
 type Route = z.infer<typeof RouteKind>;
 
+/** A filter of one of `options`, or any when none is chosen. */
+function AnyOf({ label, name, options, value }: { label: string; name: string; options: readonly string[]; value: string | undefined }) {
+  return (
+    <label>
+      {label}{" "}
+      <select name={name} defaultValue={value ?? ""}>
+        <option value="">Any</option>
+        {options.map((o) => (
+          <option key={o}>{o}</option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
 export function Runs() {
   const { app, env } = useEnvParams();
   const [params, setParams] = useSearchParams();
   const filters = { user: params.get("user") || undefined, status: (params.get("status") || undefined) as Status | undefined, route: (params.get("route") || undefined) as Route | undefined };
-  const runs = useInfiniteQuery({
-    queryKey: ["owner", app, env, "runs", filters],
-    queryFn: ({ pageParam }) => call(api.ownerListRuns({ params: { app, env }, query: { ...filters, cursor: pageParam, limit: 50 } })),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (page) => (page.hasMore ? (page.nextCursor ?? undefined) : undefined),
-  });
+  const runs = useCursorPages(["owner", app, env, "runs", filters], (page) => call(api.ownerListRuns({ params: { app, env }, query: { ...filters, ...page } })));
   const filter = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     const form = new FormData(e.currentTarget);
@@ -33,7 +44,7 @@ export function Runs() {
     }
     setParams(next);
   };
-  const rows = runs.data?.pages.flatMap((p) => p.data) ?? [];
+  const rows = runs.data ?? [];
   return (
     <>
       <PageHeader title="Runs" />
@@ -41,70 +52,37 @@ export function Runs() {
         <label>
           User <input name="user" defaultValue={filters.user ?? ""} />
         </label>
-        <label>
-          Status{" "}
-          <select name="status" defaultValue={filters.status ?? ""}>
-            <option value="">Any</option>
-            {RunStatus.options.map((s) => (
-              <option key={s}>{s}</option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Route{" "}
-          <select name="route" defaultValue={filters.route ?? ""}>
-            <option value="">Any</option>
-            {RouteKind.options.map((r) => (
-              <option key={r}>{r}</option>
-            ))}
-          </select>
-        </label>
+        <AnyOf label="Status" name="status" options={RunStatus.options} value={filters.status} />
+        <AnyOf label="Route" name="route" options={RouteKind.options} value={filters.route} />
         <button type="submit">Filter</button>
       </form>
       {runs.isPending && <Loading label="Loading runs" />}
       <ErrorNotice error={runs.error} />
       {runs.data && rows.length === 0 && <p>No runs match.</p>}
       {rows.length > 0 && (
-        <div className="table-scroll" tabIndex={0}>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">Run</th>
-                <th scope="col">User</th>
-                <th scope="col">Status</th>
-                <th scope="col">Route</th>
-                <th scope="col">Model</th>
-                <th scope="col">Tokens in / out</th>
-                <th scope="col">Started</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((r) => (
-                <tr key={r.id}>
-                  <th scope="row">
-                    <Link to={encodeURIComponent(r.id)}>{r.id}</Link>
-                  </th>
-                  <td>{r.user}</td>
-                  <td>
-                    <span className={`state state-${r.status}`}>{r.status}</span>
-                  </td>
-                  <td>{r.route ?? "—"}</td>
-                  <td>{r.model}</td>
-                  <td className="num">
-                    {formatCount(r.usage.inputTokens)} / {formatCount(r.usage.outputTokens)}
-                  </td>
-                  <td>{formatTime(r.createdAt)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          rows={rows}
+          rowKey={(r) => r.id}
+          columns={[
+            { label: "Run", cell: (r) => <Link to={encodeURIComponent(r.id)}>{r.id}</Link> },
+            { label: "User", cell: (r) => r.user },
+            { label: "Status", cell: (r) => <span className={`state state-${r.status}`}>{r.status}</span> },
+            { label: "Route", cell: (r) => r.route ?? "—" },
+            { label: "Model", cell: (r) => r.model },
+            {
+              label: "Tokens in / out",
+              numeric: true,
+              cell: (r) => (
+                <>
+                  {formatCount(r.usage.inputTokens)} / {formatCount(r.usage.outputTokens)}
+                </>
+              ),
+            },
+            { label: "Started", cell: (r) => formatTime(r.createdAt) },
+          ]}
+        />
       )}
-      {runs.hasNextPage && (
-        <button type="button" onClick={() => runs.fetchNextPage()} disabled={runs.isFetchingNextPage}>
-          Load more runs
-        </button>
-      )}
+      <LoadMore pages={runs}>Load more runs</LoadMore>
     </>
   );
 }

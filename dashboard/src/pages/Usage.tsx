@@ -5,6 +5,7 @@ import type { z } from "zod";
 import type { UsageSummary } from "@svc/contract";
 import { api, call } from "../api/client";
 import { DayChart } from "../components/Chart";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -94,57 +95,30 @@ export function Usage() {
           <DayChart title="Tokens by day" days={charts.days} series={charts.tokens} format={count} />
           <section aria-labelledby="by-class-title">
             <h2 id="by-class-title">By cost class</h2>
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Cost class</th>
-                    <th scope="col">Runs</th>
-                    <th scope="col">Input tokens</th>
-                    <th scope="col">Output tokens</th>
-                    <th scope="col">Spend</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {s.byCostClass.map((c) => (
-                    <tr key={c.costClass}>
-                      <th scope="row">{COST_CLASS_LABELS[c.costClass] ?? c.costClass}</th>
-                      <td className="num">{formatCount(c.runs)}</td>
-                      <td className="num">{formatCount(c.inputTokens)}</td>
-                      <td className="num">{formatCount(c.outputTokens)}</td>
-                      <td className="num">{formatMoney(c.amountMicros, s.currency)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              rows={s.byCostClass}
+              rowKey={(c) => c.costClass}
+              columns={[
+                { label: "Cost class", cell: (c) => COST_CLASS_LABELS[c.costClass] ?? c.costClass },
+                { label: "Runs", numeric: true, cell: (c) => formatCount(c.runs) },
+                { label: "Input tokens", numeric: true, cell: (c) => formatCount(c.inputTokens) },
+                { label: "Output tokens", numeric: true, cell: (c) => formatCount(c.outputTokens) },
+                { label: "Spend", numeric: true, cell: (c) => formatMoney(c.amountMicros, s.currency) },
+              ]}
+            />
           </section>
           <section aria-labelledby="top-users-title">
             <h2 id="top-users-title">Top users</h2>
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">User</th>
-                    <th scope="col">Runs</th>
-                    <th scope="col">Tokens</th>
-                    <th scope="col">Spend</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {s.topUsers.map((u) => (
-                    <tr key={u.user}>
-                      <th scope="row">
-                        <Link to={`/apps/${encodeURIComponent(app)}/${env}/users/${encodeURIComponent(u.user)}`}>{u.user}</Link>
-                      </th>
-                      <td className="num">{formatCount(u.runs)}</td>
-                      <td className="num">{formatCount(u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens)}</td>
-                      <td className="num">{formatMoney(u.amountMicros, s.currency)}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              rows={s.topUsers}
+              rowKey={(u) => u.user}
+              columns={[
+                { label: "User", cell: (u) => <Link to={`/apps/${encodeURIComponent(app)}/${env}/users/${encodeURIComponent(u.user)}`}>{u.user}</Link> },
+                { label: "Runs", numeric: true, cell: (u) => formatCount(u.runs) },
+                { label: "Tokens", numeric: true, cell: (u) => formatCount(u.inputTokens + u.outputTokens + u.cacheReadTokens + u.cacheWriteTokens) },
+                { label: "Spend", numeric: true, cell: (u) => formatMoney(u.amountMicros, s.currency) },
+              ]}
+            />
           </section>
         </>
       )}

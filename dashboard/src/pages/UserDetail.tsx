@@ -1,6 +1,8 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
 import { api, call } from "../api/client";
+import { ConfirmButton } from "../components/ConfirmButton";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -72,69 +74,43 @@ export function UserDetail() {
                 <p className="muted">
                   {m.platform}/{m.arch}, worker {m.client}, paired {formatTime(m.pairedAt)}, last seen {formatTime(m.lastSeenAt)}
                 </p>
-                <div className="table-scroll" tabIndex={0}>
-                  <table>
-                    <caption className="visually-hidden">Runtimes on {m.hostname}</caption>
-                    <thead>
-                      <tr>
-                        <th scope="col">Runtime</th>
-                        <th scope="col">Version</th>
-                        <th scope="col">Cost class</th>
-                        <th scope="col">State</th>
-                      </tr>
-                    </thead>
-                    <tbody>
-                      {m.runtimes.map((r) => (
-                        <tr key={r.name}>
-                          <th scope="row">{r.name}</th>
-                          <td>{r.version ?? "—"}</td>
-                          <td>{r.costClass}</td>
-                          <td>
-                            {r.state}
-                            {!r.supported && ` (unsupported${r.note ? `: ${r.note}` : ""})`}
-                          </td>
-                        </tr>
-                      ))}
-                    </tbody>
-                  </table>
-                </div>
-                <button
-                  type="button"
-                  className="danger"
-                  aria-label={`Remove machine ${m.hostname}`}
-                  onClick={() => window.confirm(`Remove ${m.hostname}? It must pair again to serve.`) && removeMachine.mutate(m.id)}
-                >
+                <DataTable
+                  caption={`Runtimes on ${m.hostname}`}
+                  rows={m.runtimes}
+                  rowKey={(r) => r.name}
+                  columns={[
+                    { label: "Runtime", cell: (r) => r.name },
+                    { label: "Version", cell: (r) => r.version ?? "—" },
+                    { label: "Cost class", cell: (r) => r.costClass },
+                    {
+                      label: "State",
+                      cell: (r) => (
+                        <>
+                          {r.state}
+                          {!r.supported && ` (unsupported${r.note ? `: ${r.note}` : ""})`}
+                        </>
+                      ),
+                    },
+                  ]}
+                />
+                <ConfirmButton question={`Remove ${m.hostname}? It must pair again to serve.`} label={`Remove machine ${m.hostname}`} onConfirm={() => removeMachine.mutate(m.id)}>
                   Remove machine
-                </button>
+                </ConfirmButton>
               </article>
             ))}
           </section>
           <section aria-labelledby="sessions-title">
             <h2 id="sessions-title">Sessions</h2>
-            <div className="table-scroll" tabIndex={0}>
-              <table>
-                <thead>
-                  <tr>
-                    <th scope="col">Session</th>
-                    <th scope="col">Created</th>
-                    <th scope="col">Expires</th>
-                    <th scope="col">State</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {d.sessions.map((s) => (
-                    <tr key={s.id}>
-                      <th scope="row">
-                        <code>{s.id}</code>
-                      </th>
-                      <td>{formatTime(s.createdAt)}</td>
-                      <td>{formatTime(s.expiresAt)}</td>
-                      <td>{s.live ? "live" : s.endedAt ? `ended ${formatTime(s.endedAt)}` : "expired"}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <DataTable
+              rows={d.sessions}
+              rowKey={(s) => s.id}
+              columns={[
+                { label: "Session", cell: (s) => <code>{s.id}</code> },
+                { label: "Created", cell: (s) => formatTime(s.createdAt) },
+                { label: "Expires", cell: (s) => formatTime(s.expiresAt) },
+                { label: "State", cell: (s) => (s.live ? "live" : s.endedAt ? `ended ${formatTime(s.endedAt)}` : "expired") },
+              ]}
+            />
           </section>
           <p>
             <Link to={`/apps/${encodeURIComponent(app)}/${env}/runs?user=${encodeURIComponent(user)}`}>

@@ -1,7 +1,8 @@
 import { useState, type FormEvent } from "react";
-import { useInfiniteQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
 import { api, call } from "../api/client";
+import { DataTable } from "../components/DataTable";
+import { LoadMore, useCursorPages } from "../components/CursorPages";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -12,17 +13,12 @@ import { formatCount, formatTime } from "../format/time";
 export function Users() {
   const { app, env } = useEnvParams();
   const [q, setQ] = useState("");
-  const users = useInfiniteQuery({
-    queryKey: ["owner", app, env, "users", q],
-    queryFn: ({ pageParam }) => call(api.ownerListUsers({ params: { app, env }, query: { q: q || undefined, cursor: pageParam, limit: 50 } })),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (page) => (page.hasMore ? (page.nextCursor ?? undefined) : undefined),
-  });
+  const users = useCursorPages(["owner", app, env, "users", q], (page) => call(api.ownerListUsers({ params: { app, env }, query: { q: q || undefined, ...page } })));
   const search = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     setQ(String(new FormData(e.currentTarget).get("q")).trim());
   };
-  const rows = users.data?.pages.flatMap((p) => p.data) ?? [];
+  const rows = users.data ?? [];
   return (
     <>
       <PageHeader title="End users" />
@@ -35,50 +31,53 @@ export function Users() {
       <ErrorNotice error={users.error} />
       {users.data && rows.length === 0 && <p>No users{q ? ` match “${q}”` : " yet"}.</p>}
       {rows.length > 0 && (
-        <div className="table-scroll" tabIndex={0}>
-          <table>
-            <thead>
-              <tr>
-                <th scope="col">User</th>
-                <th scope="col">Plan</th>
-                <th scope="col">Allowance used</th>
-                <th scope="col">Runs this period</th>
-                <th scope="col">Spend this period</th>
-                <th scope="col">Machines online</th>
-                <th scope="col">Last run</th>
-              </tr>
-            </thead>
-            <tbody>
-              {rows.map((u) => (
-                <tr key={u.id}>
-                  <th scope="row">
-                    <Link to={encodeURIComponent(u.id)}>{u.id}</Link>
-                    {u.email && <div className="muted">{u.email}</div>}
-                  </th>
-                  <td>
-                    {u.plan?.name ?? "—"}
-                    {u.subscriptionStatus && <div className="muted">{u.subscriptionStatus}</div>}
-                  </td>
-                  <td className="num">
-                    {formatCount(u.allowance.used)} / {u.allowance.limit === null ? "unlimited" : formatCount(u.allowance.limit)} {u.allowance.unit}
-                  </td>
-                  <td className="num">{formatCount(u.runs)}</td>
-                  <td className="num">{formatMoney(u.amountMicros, u.currency)}</td>
-                  <td className="num">
-                    {u.online} of {u.machines}
-                  </td>
-                  <td>{formatTime(u.lastRunAt)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+        <DataTable
+          rows={rows}
+          rowKey={(u) => u.id}
+          columns={[
+            {
+              label: "User",
+              cell: (u) => (
+                <>
+                  <Link to={encodeURIComponent(u.id)}>{u.id}</Link>
+                  {u.email && <div className="muted">{u.email}</div>}
+                </>
+              ),
+            },
+            {
+              label: "Plan",
+              cell: (u) => (
+                <>
+                  {u.plan?.name ?? "—"}
+                  {u.subscriptionStatus && <div className="muted">{u.subscriptionStatus}</div>}
+                </>
+              ),
+            },
+            {
+              label: "Allowance used",
+              numeric: true,
+              cell: (u) => (
+                <>
+                  {formatCount(u.allowance.used)} / {u.allowance.limit === null ? "unlimited" : formatCount(u.allowance.limit)} {u.allowance.unit}
+                </>
+              ),
+            },
+            { label: "Runs this period", numeric: true, cell: (u) => formatCount(u.runs) },
+            { label: "Spend this period", numeric: true, cell: (u) => formatMoney(u.amountMicros, u.currency) },
+            {
+              label: "Machines online",
+              numeric: true,
+              cell: (u) => (
+                <>
+                  {u.online} of {u.machines}
+                </>
+              ),
+            },
+            { label: "Last run", cell: (u) => formatTime(u.lastRunAt) },
+          ]}
+        />
       )}
-      {users.hasNextPage && (
-        <button type="button" onClick={() => users.fetchNextPage()} disabled={users.isFetchingNextPage}>
-          Load more users
-        </button>
-      )}
+      <LoadMore pages={users}>Load more users</LoadMore>
     </>
   );
 }

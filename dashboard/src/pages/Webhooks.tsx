@@ -1,8 +1,11 @@
 import { useState, type FormEvent } from "react";
-import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import type { z } from "zod";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "@svc/contract";
 import { api, call } from "../api/client";
+import { ConfirmButton } from "../components/ConfirmButton";
+import { LoadMore, useCursorPages } from "../components/CursorPages";
+import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -18,12 +21,7 @@ export function Webhooks() {
   const endpointsKey = ["owner", app, env, "webhook-endpoints"];
   const deliveriesKey = ["owner", app, env, "webhook-deliveries"];
   const endpoints = useQuery({ queryKey: endpointsKey, queryFn: () => call(api.ownerListWebhookEndpoints({ params: { app, env } })) });
-  const deliveries = useInfiniteQuery({
-    queryKey: deliveriesKey,
-    queryFn: ({ pageParam }) => call(api.ownerListWebhookDeliveries({ params: { app, env }, query: { cursor: pageParam, limit: 50 } })),
-    initialPageParam: undefined as string | undefined,
-    getNextPageParam: (page) => (page.hasMore ? (page.nextCursor ?? undefined) : undefined),
-  });
+  const deliveries = useCursorPages(deliveriesKey, (page) => call(api.ownerListWebhookDeliveries({ params: { app, env }, query: page })));
   const [secret, setSecret] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const create = useMutation({
@@ -58,37 +56,29 @@ export function Webhooks() {
         {endpoints.isPending && <Loading label="Loading endpoints" />}
         {endpoints.data?.data.length === 0 && <p>No endpoints yet.</p>}
         {endpoints.data && endpoints.data.data.length > 0 && (
-          <div className="table-scroll" tabIndex={0}>
-            <table>
-              <thead>
-                <tr>
-                  <th scope="col">URL</th>
-                  <th scope="col">Events</th>
-                  <th scope="col">State</th>
-                  <th scope="col">Actions</th>
-                </tr>
-              </thead>
-              <tbody>
-                {endpoints.data.data.map((e) => (
-                  <tr key={e.id}>
-                    <th scope="row">
-                      <code>{e.url}</code>
-                    </th>
-                    <td>{e.events.join(", ")}</td>
-                    <td>{e.disabled ? "disabled" : "active"}</td>
-                    <td className="actions">
-                      <button type="button" onClick={() => test.mutate(e.id)} aria-label={`Send test event to ${e.url}`}>
-                        Send test event
-                      </button>
-                      <button type="button" className="danger" onClick={() => window.confirm(`Remove the endpoint ${e.url}?`) && remove.mutate(e.id)} aria-label={`Remove ${e.url}`}>
-                        Remove
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <DataTable
+            rows={endpoints.data.data}
+            rowKey={(e) => e.id}
+            columns={[
+              { label: "URL", cell: (e) => <code>{e.url}</code> },
+              { label: "Events", cell: (e) => e.events.join(", ") },
+              { label: "State", cell: (e) => (e.disabled ? "disabled" : "active") },
+              {
+                label: "Actions",
+                actions: true,
+                cell: (e) => (
+                  <>
+                    <button type="button" onClick={() => test.mutate(e.id)} aria-label={`Send test event to ${e.url}`}>
+                      Send test event
+                    </button>
+                    <ConfirmButton question={`Remove the endpoint ${e.url}?`} label={`Remove ${e.url}`} onConfirm={() => remove.mutate(e.id)}>
+                      Remove
+                    </ConfirmButton>
+                  </>
+                ),
+              },
+            ]}
+          />
         )}
       </section>
       <form onSubmit={submit} className="card" aria-labelledby="add-endpoint-title">
@@ -114,12 +104,8 @@ export function Webhooks() {
         <h2 id="deliveries-title">Delivery log</h2>
         {deliveries.isPending && <Loading label="Loading deliveries" />}
         <ErrorNotice error={deliveries.error} />
-        <DeliveryLog deliveries={deliveries.data?.pages.flatMap((p) => p.data) ?? []} onResend={(id) => resend.mutate(id)} resending={resend.isPending} />
-        {deliveries.hasNextPage && (
-          <button type="button" onClick={() => deliveries.fetchNextPage()} disabled={deliveries.isFetchingNextPage}>
-            Load more deliveries
-          </button>
-        )}
+        <DeliveryLog deliveries={deliveries.data ?? []} onResend={(id) => resend.mutate(id)} resending={resend.isPending} />
+        <LoadMore pages={deliveries}>Load more deliveries</LoadMore>
       </section>
     </>
   );
