@@ -32,7 +32,7 @@ export class EchoRuntime {
       // Never inside `dispatch`: the caller sets its watch up once the job is sent.
       await sleep(0);
       if (job.kind !== "model_turn") return send({ type: "failed", code: "runtime_error", message: "svc/echo takes model turns only." });
-      await this.turn(job.messages as ChatMsg[], (job.tools ?? []).map((t) => t.function.name), send, sleep, () => cancelled);
+      await this.turn(job.messages, (job.tools ?? []).map((t) => t.function.name), send, sleep, () => cancelled);
     })().catch((err: unknown) => send({ type: "failed", code: "runtime_error", message: `svc/echo could not run the turn: ${(err as Error).message}` }));
     return {
       jobId,
@@ -47,7 +47,8 @@ export class EchoRuntime {
   }
 
   private async turn(messages: ChatMsg[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
-    const prompt = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
+    const userMessage = [...messages].reverse().find((m) => m.role === "user");
+    const prompt = userMessage ? textOf(userMessage) : "";
     let steps;
     try {
       steps = parseScript(prompt, tools);
@@ -56,10 +57,10 @@ export class EchoRuntime {
       if (err instanceof ScriptError) return send({ type: "failed", code: "invalid_script", message: err.message });
       throw err;
     }
-    const inputTokens = countWords(messages.map((m) => [m.content ?? "", ...(m.tool_calls ?? []).map((c) => c.function.arguments)].join(" ")).join(" "));
+    const inputTokens = countWords(messages.map((m) => [textOf(m), ...(m.role === "assistant" ? (m.tool_calls ?? []) : []).map((c) => c.function.arguments)].join(" ")).join(" "));
     // The results of the previous turn's calls: what came after the last assistant message.
     const lastAssistant = messages.map((m) => m.role).lastIndexOf("assistant");
-    const results = lastAssistant < 0 ? [] : messages.slice(lastAssistant + 1).filter((m) => m.role === "tool").map((m) => m.content ?? "");
+    const results = lastAssistant < 0 ? [] : messages.slice(lastAssistant + 1).filter((m) => m.role === "tool").map(textOf);
     let text = "";
     const say = (piece: string) => {
       text += piece;
@@ -95,4 +96,9 @@ export class EchoRuntime {
     if (!said && results.length) say(results.join("\n"));
     done("stop");
   }
+}
+
+/** A message's text. A run's transcript holds text only (content parts come with chat completions, whose `svc/echo` is answered in the chat service). */
+function textOf(m: ChatMsg): string {
+  return typeof m.content === "string" ? m.content : "";
 }
