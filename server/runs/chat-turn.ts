@@ -1,10 +1,9 @@
-import type { ChatTool, JobEvent } from "@svc/contract";
+import type { ChatMessage, ChatTool, JobEvent } from "@svc/contract";
 import { RunDriver, type RunEnd } from "./driver.js";
-import type { ChatMsg } from "./store.js";
 
 /** What a chat-completions run asks of the model: the caller's conversation and tools, as sent. */
 export interface ChatParams {
-  messages: ChatMsg[];
+  messages: ChatMessage[];
   tools?: ChatTool[];
   maxTokens?: number;
   temperature?: number;

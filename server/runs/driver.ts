@@ -5,7 +5,7 @@ import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
 import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
-import type { WebhookFacts } from "../webhooks/facts.js";
+import type { RunOutcome, WebhookFacts } from "../webhooks/facts.js";
 import type { EchoRuntime } from "./echo-runtime.js";
 import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
 
@@ -234,7 +234,7 @@ export abstract class RunDriver {
         throw new Abandoned();
       }
       if (events.length) this.deps.bus.publish(this.run.id, events);
-      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as "completed" | "failed" | "cancelled", stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
+      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
     });
     this.writing = step.catch(() => {});
     return step;

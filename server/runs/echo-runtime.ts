@@ -1,8 +1,7 @@
-import type { Job, JobEvent } from "@svc/contract";
+import type { ChatMessage, Job, JobEvent } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import type { JobHandle } from "../workers/hub.js";
 import { countWords, parseScript, ScriptError, stepsOfTurn } from "./echo-script.js";
-import type { ChatMsg } from "./store.js";
 
 /**
  * The service's own runtime for runs on `svc/echo`: it takes a model turn the
@@ -46,7 +45,7 @@ export class EchoRuntime {
     };
   }
 
-  private async turn(messages: ChatMsg[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
+  private async turn(messages: ChatMessage[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
     const userMessage = [...messages].reverse().find((m) => m.role === "user");
     const prompt = userMessage ? textOf(userMessage) : "";
     let steps;
@@ -99,6 +98,6 @@ export class EchoRuntime {
 }
 
 /** A message's text. A run's transcript holds text only (content parts come with chat completions, whose `svc/echo` is answered in the chat service). */
-function textOf(m: ChatMsg): string {
+function textOf(m: ChatMessage): string {
   return typeof m.content === "string" ? m.content : "";
 }

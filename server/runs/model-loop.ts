@@ -1,8 +1,8 @@
-import type { ChatToolCall, JobEvent } from "@svc/contract";
+import type { ChatMessage, ChatToolCall, JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { periodOf } from "../ledger/metering.js";
 import { Abandoned, Cancelled, RunDriver, RunStop, type RunEnd } from "./driver.js";
-import type { ChatMsg, NewApproval, NewToolCall, RunInputs, ToolSpec } from "./store.js";
+import type { NewApproval, NewToolCall, RunInputs } from "./store.js";
 
 export const DEFAULT_MAX_TURNS = 20;
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10 * 60 * 1000;
@@ -29,7 +29,7 @@ interface TurnResult {
  */
 export class ModelRunDriver extends RunDriver {
   private turnText = "";
-  private readonly tools: ToolSpec[] = this.run.request.tools ?? [];
+  private readonly tools: Tool[] = this.run.request.tools ?? [];
   private readonly limits = {
     maxTurns: this.run.request.limits?.maxTurns ?? DEFAULT_MAX_TURNS,
     toolMs: this.run.request.limits?.toolResultTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
@@ -42,8 +42,8 @@ export class ModelRunDriver extends RunDriver {
 
   protected async loop(): Promise<RunEnd> {
     const { request } = this.run;
-    const opening: ChatMsg[] = [...(request.system ? [{ role: "system" as const, content: request.system }] : []), { role: "user", content: request.prompt }];
-    let transcript: ChatMsg[] = this.run.transcript ?? opening;
+    const opening: ChatMessage[] = [...(request.system ? [{ role: "system" as const, content: request.system }] : []), { role: "user", content: request.prompt }];
+    let transcript: ChatMessage[] = this.run.transcript ?? opening;
     let turns = this.run.turns;
     const last = transcript.at(-1);
     if (last?.role === "assistant" && last.tool_calls?.length) {
@@ -96,7 +96,7 @@ export class ModelRunDriver extends RunDriver {
   }
 
   /** One model turn on the user's runtime; text streams out as it comes, a cancel stops it. */
-  private async modelTurn(turn: number, messages: ChatMsg[]): Promise<TurnResult> {
+  private async modelTurn(turn: number, messages: ChatMessage[]): Promise<TurnResult> {
     this.turnText = "";
     const calls: TurnResult["calls"] = [];
     const result = new Promise<TurnResult>((resolve, reject) => {
@@ -178,7 +178,7 @@ export class ModelRunDriver extends RunDriver {
   }
 
   /** Waits until every call of the last turn is answered (or denied), then adds the results to the conversation. */
-  private async awaitAnswers(transcript: ChatMsg[]): Promise<ChatMsg[]> {
+  private async awaitAnswers(transcript: ChatMessage[]): Promise<ChatMessage[]> {
     const last = transcript.at(-1);
     const calls = last?.role === "assistant" ? (last.tool_calls ?? []) : [];
     for (;;) {
@@ -200,7 +200,7 @@ export class ModelRunDriver extends RunDriver {
 
   /** Where the answers stand: all results (or null while some are open), calls granted since, and the nearest deadline. */
   private collect(calls: ChatToolCall[], inputs: RunInputs, now: number) {
-    const results: ChatMsg[] = [];
+    const results: ChatMessage[] = [];
     const granted: NewToolCall[] = [];
     let open = false;
     let nextDeadline = Infinity;
@@ -247,7 +247,7 @@ export class ModelRunDriver extends RunDriver {
 }
 
 const approvalIdOf = (callId: string) => `apr_${callId.replace(/^call_/, "")}`;
-const toolMessage = (id: string, content: string): ChatMsg => ({ role: "tool", tool_call_id: id, content });
+const toolMessage = (id: string, content: string): ChatMessage => ({ role: "tool", tool_call_id: id, content });
 
 /** The model's arguments as JSON when they are JSON, else the text as written. */
 export function parseArguments(text: string): unknown {

@@ -29,13 +29,13 @@ export interface RunRow {
   environment: Environment;
   end_user_id: string;
   model: string;
-  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: RuntimeKind; billing?: RuntimeBilling | null; limits?: RunLimits };
+  request: { prompt: string; system?: string; tools?: Tool[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: RuntimeKind; billing?: RuntimeBilling | null; limits?: RunLimits };
   status: RunStatus;
   route_kind: RunRoute | null;
   machine_id: string | null;
   runtime_name: string | null;
   turns: number;
-  transcript: ChatMsg[] | null;
+  transcript: ChatMessage[] | null;
   output: string | null;
   /** int8: a string from Postgres, a bigint from PGlite. */
   input_tokens: string | number | bigint;
@@ -44,12 +44,6 @@ export interface RunRow {
   cancel_requested_at: Date | null;
   cancel_reason: string | null;
 }
-
-/** An app tool of a run, as the app declared it. */
-export type ToolSpec = Tool;
-
-/** A message of a run's conversation (its transcript), in the chat-completions shape a model turn takes. */
-export type ChatMsg = ChatMessage;
 
 /** A run event as stored: its sequence, its kind, and the event itself (`data.kind` is `kind`). */
 export interface StoredEvent {
@@ -61,7 +55,7 @@ export interface StoredEvent {
 export interface RunPatch {
   status?: Exclude<RunStatus, "queued" | "handed_back">;
   turns?: number;
-  transcript?: ChatMsg[];
+  transcript?: ChatMessage[];
   output?: string;
   addInputTokens?: number;
   addOutputTokens?: number;
