@@ -32,6 +32,7 @@ import { RunStore } from "./runs/store.js";
 import { RunBus } from "./runs/bus.js";
 import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
+import { RunStreams } from "./runs/streams.js";
 import { ChatService } from "./chat/chat.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
 import { Webhooks } from "./webhooks/webhooks.js";
@@ -41,6 +42,7 @@ import { stripeClients } from "./billing/stripe-client.js";
 import { browserCors } from "./http/cors.js";
 import { PlanService } from "./ledger/plans.js";
 import { UserLedger } from "./ledger/users.js";
+import { LedgerReports } from "./ledger/reports.js";
 import { StreamSlots } from "./runs/stream-slots.js";
 import { UserDirectory } from "./users/directory.js";
 import { RunInspector } from "./runs/inspect.js";
@@ -61,6 +63,8 @@ export interface Services {
   runBus: RunBus;
   runEngine: RunEngine;
   runs: RunService;
+  /** A run's event stream, opened when it starts and when a reader re-attaches. */
+  runStreams: RunStreams;
   chat: ChatService;
   /** The outbox of outbound webhooks, under `webhooks.facts` (which every service reports through). */
   outbox: WebhookOutbox;
@@ -73,6 +77,8 @@ export interface Services {
   /** The ledger's side: plans, and users as the app reads them. */
   plans: PlanService;
   users: UserLedger;
+  /** The ledger's reports: usage rows, and an environment's summary, CSV export and conversions. */
+  reports: LedgerReports;
   /** The app owner's reads: end users listed and shown in full, runs listed and inspected. */
   directory: UserDirectory;
   runInspector: RunInspector;
@@ -80,7 +86,7 @@ export interface Services {
   owners: OwnerService;
   /** Open event streams per app and environment on this instance, bounded (`MAX_STREAMS_PER_APP`). */
   streamSlots: StreamSlots;
-  /** Raw SQL for the ledger's reads. */
+  /** The database (health checks, idempotency); routes reach it only through services. */
   db: Database;
   /** The record of a database outage: requests meeting one answer 503, and it is logged once. */
   outage: DatabaseOutage;
@@ -88,6 +94,12 @@ export interface Services {
   metrics: Metrics;
   logger: Logger;
 }
+
+/**
+ * What the routes get: services only. The database and the run's store and bus
+ * are the services' own (the compiler keeps a route from reaching them).
+ */
+export type RouteServices = Omit<Services, "db" | "runStore" | "runBus">;
 
 export interface AppDeps {
   logger: Logger;
@@ -131,6 +143,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     metrics,
     plans,
     users,
+    reports: new LedgerReports(db, clock),
     directory: new UserDirectory(db, clock, users, machines),
     runInspector: new RunInspector(db, runs, machines),
     clock,
@@ -141,6 +154,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     runBus,
     runEngine,
     runs,
+    runStreams: new RunStreams(runs, runStore, runBus, streamSlots, logger),
     chat: new ChatService(db, clock, runs, runStore, runBus, logger),
     urls,
     keys,

@@ -205,7 +205,7 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
       expect(await runStore.write(runId, server.clock.now(), { events: stored, patch })).toBe(true);
       runBus.publish(runId, stored);
     };
-    await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", machineId: null, runtime: "stand-in" } }]);
+    await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", costClass: "user_hardware", machineId: null, runtime: "stand-in", model: "stand-in" } }]);
 
     const before = memory();
 
@@ -255,7 +255,7 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
     // A reader ahead of the live run (an id it never sent): it waits, then gets the run's end as it comes, and closes.
     const ahead = server.fetch(`/v1/runs/${runId}/events`, { headers: { ...auth(), "last-event-id": String(seq + 10) }, signal: AbortSignal.timeout(30_000) }).then((r) => r.text());
     await new Promise((r) => setTimeout(r, 200));
-    const finalData = { kind: "run_completed", output: "(long)", usage: { inputTokens: 1, outputTokens: deltas }, stopReason: "stop" };
+    const finalData = { kind: "run_completed" as const, output: "(long)", usage: { inputTokens: 1, outputTokens: deltas, costClass: "user_hardware" as const, amountMicros: 0 }, stopReason: "stop" };
     await write([{ kind: "run_completed", data: finalData }], { status: "completed", output: "(long)", finished: true });
     const total = seq;
     expect(frameIds(await ahead)).toEqual([total]);

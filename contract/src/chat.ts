@@ -12,6 +12,8 @@ const ToolCallOut = z.object({
   type: z.literal("function"),
   function: z.object({ name: z.string(), arguments: z.string() }),
 });
+/** A tool call of an assistant message (the model's arguments as JSON text). */
+export type ChatToolCall = z.infer<typeof ToolCallOut>;
 
 export const ChatMessage = z.discriminatedUnion("role", [
   z.object({ role: z.literal("system"), content: Content, name: z.string().optional() }).passthrough(),
@@ -27,6 +29,7 @@ export const ChatMessage = z.discriminatedUnion("role", [
     .passthrough(),
   z.object({ role: z.literal("tool"), content: Content, tool_call_id: z.string() }).passthrough(),
 ]);
+export type ChatMessage = z.infer<typeof ChatMessage>;
 
 export const ChatTool = z.object({
   type: z.literal("function"),
@@ -37,6 +40,7 @@ export const ChatTool = z.object({
     strict: z.boolean().nullable().optional(),
   }),
 });
+export type ChatTool = z.infer<typeof ChatTool>;
 
 /** The standard chat-completions request, plus the end user (`user`, or `safety_identifier`: one is required here). Unknown fields are accepted and ignored. */
 export const ChatCompletionRequest = z

@@ -1,13 +1,21 @@
 import { z } from "zod";
 
 export const Environment = z.enum(["test", "live"]).describe("Every app has a `test` and a `live` environment; nothing crosses them.");
+export type Environment = z.infer<typeof Environment>;
 export const CostClass = z
   .enum(["user_hardware", "user_subscription", "app_served", "free"])
   .describe("Who paid for the compute: the user's hardware, the user's own subscription, the app (served in app), or nobody (service-answered).");
+export type CostClass = z.infer<typeof CostClass>;
 export const RouteKind = z.enum(["user-hardware", "user-subscription", "app"]);
+export type RouteKind = z.infer<typeof RouteKind>;
 /** Where a run went: a route kind, or `service` (the service answered it itself: `svc/echo`, never routed to anyone's machine). */
 export const RunRoute = z.enum(["user-hardware", "user-subscription", "app", "service"]);
+export type RunRoute = z.infer<typeof RunRoute>;
 export const RuntimeKind = z.enum(["model", "agent"]).describe("`model`: a model server the service drives turn by turn; `agent`: a coding-agent CLI that runs its own loop.");
+export type RuntimeKind = z.infer<typeof RuntimeKind>;
+/** For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model`. */
+export const RuntimeBilling = z.enum(["subscription", "api_key", "local_model"]);
+export type RuntimeBilling = z.infer<typeof RuntimeBilling>;
 export const LiveState = z.enum(["online", "offline", "busy"]);
 
 /** Integer micros (millionths of the currency unit): never a float, never a string. */
@@ -28,9 +36,7 @@ export const Runtime = z.object({
   costClass: CostClass.describe("The class the ledger records work on this runtime with: the service's decision from `kind` and `billing` (`model`, or `agent` on a `local_model`: `user_hardware`; other `agent`s: `user_subscription`), whatever the machine advertised."),
   models: z.array(z.string()),
   version: z.string().nullable().describe("The runtime's own version as the machine reports it (an agent CLI's `--version`); null when it said none."),
-  billing: z
-    .enum(["subscription", "api_key", "local_model"])
-    .nullable()
+  billing: RuntimeBilling.nullable()
     .describe("For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or a `local_model`; null for a model runtime."),
   supported: z.boolean().describe("False: found on the machine in a version its worker does not support; never routed to."),
   note: z.string().nullable().describe("Why it is not supported, or anything else the machine said of it."),

@@ -19,6 +19,7 @@ export const OWNER_INVITE_PREFIX = "oin_";
 export const Email = z.string().trim().toLowerCase().email().max(254);
 export const Password = z.string().min(10, "at least 10 characters").max(256);
 export const MemberRole = z.enum(["owner", "member"]).describe("`owner`: may invite and remove members and manage keys; `member`: everything else.");
+export type MemberRole = z.infer<typeof MemberRole>;
 
 export const Owner = z.object({
   id: z.string(),
@@ -61,6 +62,7 @@ export const EnvParam = AppParam.extend({ env: Environment });
 export const CreateAppRequest = z.object({ name: z.string().trim().min(1).max(200) });
 
 export const KeyKind = z.enum(["app", "connect"]).describe("`app`: the secret `sk_svc_` key of the app's server; `connect`: the public `pk_svc_` key of its pages.");
+export type KeyKind = z.infer<typeof KeyKind>;
 export const OwnerKey = z.object({
   id: z.string(),
   kind: KeyKind,

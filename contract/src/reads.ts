@@ -2,7 +2,9 @@ import { z } from "zod";
 import { CostClass, Environment, IsoTime, Machine, Micros, Page, UserId } from "./common.js";
 
 export const PlanPeriod = z.enum(["month", "year"]);
+export type PlanPeriod = z.infer<typeof PlanPeriod>;
 export const AllowanceUnit = z.enum(["runs", "tokens"]);
+export type AllowanceUnit = z.infer<typeof AllowanceUnit>;
 
 export const Plan = z.object({
   id: z.string(),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, RouteKind, RunRoute, UserId } from "./common.js";
+import { CostClass, RouteKind, RunRoute, RuntimeBilling, UserId } from "./common.js";
 
 /** An app tool the run may call. The model sees `name`, `description` and `parameters`. */
 export const Tool = z.object({
@@ -8,6 +8,7 @@ export const Tool = z.object({
   parameters: z.record(z.unknown()).optional().describe("JSON Schema of the tool's arguments."),
   needsApproval: z.boolean().optional().describe("Each call first asks the app for an approval."),
 });
+export type Tool = z.infer<typeof Tool>;
 
 export const RunLimits = z.object({
   maxTurns: z.number().int().min(1).max(100).optional().describe("Model turns at most (default 20)."),
@@ -16,6 +17,7 @@ export const RunLimits = z.object({
   turnTimeoutMs: z.number().int().min(1000).max(3_600_000).optional().describe("Deadline for each model turn on the user's machine (default 10 min); passed: `turn_timeout`."),
   runTimeoutMs: z.number().int().min(1000).max(86_400_000).optional().describe("Deadline for an agent CLI's whole run (default 60 min); passed: `run_timeout`."),
 });
+export type RunLimits = z.infer<typeof RunLimits>;
 
 /**
  * Why a run failed (`run_failed.stopReason`, `GET /v1/runs/:id`'s `stopReason`):
@@ -79,6 +81,8 @@ export const ApprovalResponse = z.object({
   approvalId: z.string(),
   decision: z.enum(["allow", "deny"]).describe("How the decision was taken."),
 });
+/** How an approval was decided: `allow`, or `deny` (any other answer). */
+export type ApprovalDecision = z.infer<typeof ApprovalResponse>["decision"];
 
 export const CancelRequest = z.object({ reason: z.string().max(1024).optional(), user: AnsweringUser }).optional();
 export const CancelResponse = z.object({
@@ -128,9 +132,7 @@ export const RunEvent = z.discriminatedUnion("kind", [
     machineId: z.string().nullable(),
     runtime: z.string().nullable(),
     model: z.string(),
-    billing: z
-      .enum(["subscription", "api_key", "local_model"])
-      .optional()
+    billing: RuntimeBilling.optional()
       .describe("On an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model` (then the route is `user-hardware`). Absent on a model runtime."),
   }),
   z.object({ kind: z.literal("text_delta"), turn: z.number().int(), text: z.string() }),
@@ -188,12 +190,15 @@ export const RunEvent = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),
 ]);
 export type RunEvent = z.infer<typeof RunEvent>;
+/** One kind of run event, by its `kind`. */
+export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
 export const RUN_EVENT_KINDS = RunEvent.options.map((o) => o.shape.kind.value);
 
 /** The kinds after which a run's stream ends. */
 export const FINAL_RUN_EVENT_KINDS = ["run_completed", "run_failed", "run_cancelled"] as const;
 
 export const RunStatus = z.enum(["queued", "running", "waiting", "completed", "failed", "cancelled", "handed_back"]);
+export type RunStatus = z.infer<typeof RunStatus>;
 
 /** A run as stored (extension `GET /v1/runs/:id`): the authoritative view of where it stands. */
 export const Run = z.object({

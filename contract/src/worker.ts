@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, RuntimeKind } from "./common.js";
+import { CostClass, RuntimeBilling, RuntimeKind } from "./common.js";
 import { ChatMessage, ChatTool } from "./chat.js";
 
 /**
@@ -55,9 +55,7 @@ export const RuntimeAdvert = z.object({
     .optional()
     .describe("Jobs this runtime takes at once (set by the machine's user); more are routed elsewhere or wait. Absent: no cap (older workers)."),
   version: z.string().max(64).optional().describe("The runtime's own version as it reports it (an agent CLI's `--version`)."),
-  billing: z
-    .enum(["subscription", "api_key", "local_model"])
-    .optional()
+  billing: RuntimeBilling.optional()
     .describe(
       "For an agent CLI, what pays for its model: the user's `subscription` (signed in to the CLI), a provider `api_key` the user let it use, or a `local_model` on the user's own hardware (cost class `user_hardware`, routed under `user-hardware`). Absent: `subscription`.",
     ),

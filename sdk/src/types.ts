@@ -1,4 +1,4 @@
-import type { RouteKind, RunEvent, RunLimits, RunRoute } from "./wire.js";
+import type { RouteKind, RunEvent, RunLimits, RunRoute, RunStatus } from "./wire.js";
 
 /** One run event of the stream, by its `kind`. */
 export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
@@ -23,15 +23,14 @@ export interface RunTool {
   run?: (args: unknown, ctx: ToolContext) => unknown | Promise<unknown>;
 }
 
-/** An approval the run waits for: a tool marked `needsApproval`, or an agent runtime's permission request. */
-export interface ApprovalRequest {
-  approvalId: string;
-  what: "tool" | "permission";
-  tool: string;
-  /** For `what: "tool"`: the call that runs once allowed. */
-  callId?: string;
+/**
+ * An approval the run waits for: a tool marked `needsApproval`, or an agent
+ * runtime's permission request. Its `approval_request` event (for `what: "tool"`,
+ * `callId` is the call that runs once allowed), with the run's id.
+ */
+export interface ApprovalRequest extends Omit<RunEventOf<"approval_request">, "kind" | "deadlineAt" | "arguments"> {
+  /** Always given to the handler (the event's, as the model or runtime wrote them). */
   arguments: unknown;
-  description?: string;
   runId: string;
 }
 
@@ -97,7 +96,7 @@ export interface RunEventsOptions {
   signal?: AbortSignal;
 }
 
-export type RunStatusFinal = "completed" | "failed" | "cancelled" | "handed_back";
+export type RunStatusFinal = Exclude<RunStatus, "queued" | "running" | "waiting">;
 
 /** How a run ended, as this client saw it. */
 export interface RunResult {

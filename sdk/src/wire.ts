@@ -86,18 +86,21 @@ export type RouteKind = "user-hardware" | "user-subscription" | "app";
 /** Where a run went: a route kind, or `service` (the service answered it itself: `svc/echo`). */
 export type RunRoute = RouteKind | "service";
 export type LiveState = "online" | "offline" | "busy";
+/** `model`: a model server the service drives turn by turn; `agent`: a coding-agent CLI that runs its own loop. */
+export type RuntimeKind = "model" | "agent";
+/** For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model`. */
+export type RuntimeBilling = "subscription" | "api_key" | "local_model";
 
 /** One runtime on a user's machine. */
 export interface Runtime {
   /** e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`, `claude-code-local`, `codex-local`. */
   name: string;
-  /** `model`: a model server the service drives turn by turn; `agent`: a coding-agent CLI that runs its own loop. */
-  kind: "model" | "agent";
+  kind: RuntimeKind;
   costClass: CostClass;
   models: string[];
   version: string | null;
   /** For an agent CLI, what pays for its model; null for a model runtime. */
-  billing: "subscription" | "api_key" | "local_model" | null;
+  billing: RuntimeBilling | null;
   /** False: found in a version its worker does not support; never routed to. */
   supported: boolean;
   note: string | null;
@@ -307,7 +310,7 @@ export type RunEvent =
       runtime: string | null;
       model: string;
       /** On an agent CLI, what pays for its model. */
-      billing?: "subscription" | "api_key" | "local_model";
+      billing?: RuntimeBilling;
     }
   | { kind: "text_delta"; turn: number; text: string }
   | {

@@ -12,6 +12,7 @@ import { costClassOf, periodOf } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { DEFAULT_CHAT_ROUTE, reachableRuntimes } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
+import type { ChatParams } from "../runs/chat-turn.js";
 import type { RunBus } from "../runs/bus.js";
 import type { RunStore, StoredEvent } from "../runs/store.js";
 import { EventStreamWriter, followRun, SLOW_READER_COMMENT } from "../runs/sse.js";
@@ -79,9 +80,9 @@ export class ChatService {
     if (user === undefined) throw new ApiError("invalid_request", "Invalid body field `user`: the end user the completion is for is required here (`user`, or `safety_identifier`).", { param: "user" });
     const body = { ...request, user };
     if (body.model === ECHO_MODEL) return this.echo(tenant, body, res, replayRunId);
-    const chat = {
-      messages: body.messages as never,
-      tools: body.tools as never,
+    const chat: ChatParams = {
+      messages: body.messages,
+      tools: body.tools,
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
       temperature: body.temperature ?? undefined,
     };
@@ -175,8 +176,8 @@ export class ChatService {
     res.setHeader("Service-Run-Id", runId);
     const head: CompletionHead = { id: `chatcmpl-${runId.slice(4)}`, created: Math.floor(now.getTime() / 1000), model: ECHO_MODEL };
     const events: StoredEvent[] = [
-      ...(text.match(/\S+\s*|\s+/g) ?? []).map((piece, i) => ({ seq: i + 1, kind: "text_delta", data: { kind: "text_delta", turn: 1, text: piece } })),
-      { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage, stopReason: "stop" } },
+      ...(text.match(/\S+\s*|\s+/g) ?? []).map((piece, i): StoredEvent => ({ seq: i + 1, kind: "text_delta", data: { kind: "text_delta", turn: 1, text: piece } })),
+      { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage: { ...usage, costClass: costClassOf("service"), amountMicros: 0 }, stopReason: "stop" } },
     ];
     if (body.stream) {
       const stream = new EventStreamWriter(res);

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from "commander";
 import { ConfigError, parseConfig } from "../config.js";
-import { OperationError } from "../admin/operations.js";
+import { OperationError, type OperationName } from "../admin/operations.js";
 import { ApiError } from "../errors.js";
 import { CliError, withAdmin, type Call } from "./admin-client.js";
 import type { KeyInfo } from "../keys/keys.js";
@@ -20,8 +20,12 @@ const program = new Command()
   .option("--database-url <url>", "use this Postgres instead of the embedded database (default: $DATABASE_URL)")
   .showHelpAfterError();
 
-/** Runs one operation and prints its result, as JSON with --json. */
-function action(op: string, toArgs: (...a: never[]) => unknown, print: (result: never) => string) {
+/**
+ * Runs one operation and prints its result, as JSON with --json. The result is
+ * the operation's answer as JSON (untyped across the admin socket); `print`
+ * declares the shape it reads.
+ */
+function action<R>(op: OperationName, toArgs: (...a: never[]) => unknown, print: (result: R) => string) {
   return async (...params: unknown[]) => {
     const cmd = params[params.length - 1] as Command;
     const json = Boolean(cmd.opts().json);
@@ -33,7 +37,7 @@ function action(op: string, toArgs: (...a: never[]) => unknown, print: (result: 
     });
     // Only creating an app may make the embedded database; every other command needs one there already.
     const result = await withAdmin(config, (call: Call) => call(op, (toArgs as (...a: unknown[]) => unknown)(...params)), { mayCreate: op === "apps.create" });
-    process.stdout.write(json ? `${JSON.stringify(result)}\n` : `${print(result as never)}\n`);
+    process.stdout.write(json ? `${JSON.stringify(result)}\n` : `${print(result as R)}\n`);
   };
 }
 

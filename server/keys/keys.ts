@@ -2,9 +2,8 @@ import type { Notifications, Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, secretMatches } from "../crypto.js";
+import type { Environment, KeyKind } from "@svc/contract";
 import { isConnectKey, newAppKey, newConnectKey, parseAppKey } from "./format.js";
-
-export type Environment = "test" | "live";
 
 /** Who an app key or connect key speaks for. */
 export interface Tenant {
@@ -18,7 +17,7 @@ export interface NewKeys extends Tenant {
 }
 
 export interface KeyInfo extends Tenant {
-  kind: "app" | "connect";
+  kind: KeyKind;
   /** App keys: the `<id>` of `sk_svc_<id>.<secret>`. Connect keys: the key itself (public). */
   id: string;
   display: string;
@@ -85,7 +84,7 @@ export class KeyService {
   }
 
   /** One new key of one kind (the dashboard's "create key"): the whole key, shown once, and its listing. */
-  async createKey(appId: string, environment: Environment, kind: "app" | "connect"): Promise<{ key: string; info: KeyInfo }> {
+  async createKey(appId: string, environment: Environment, kind: KeyKind): Promise<{ key: string; info: KeyInfo }> {
     if (kind === "app") {
       const k = newAppKey();
       const row = await this.prisma.appKey.create({ data: { id: k.id, appId, environment, secretHash: hashSecret(k.secret), hint: k.hint } });
@@ -131,7 +130,7 @@ export class KeyService {
   }
 
   private info(
-    kind: "app" | "connect",
+    kind: KeyKind,
     id: string,
     display: string,
     k: { appId: string; environment: Environment; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null; lastUsedAt?: Date | null },
@@ -157,7 +156,7 @@ export class KeyService {
    * key keeps working for `graceSeconds` (0: it stops now), so deployments can
    * switch over without downtime.
    */
-  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS, appId?: string): Promise<{ kind: "app" | "connect"; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
+  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS, appId?: string): Promise<{ kind: KeyKind; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
     const expiresAt = new Date(this.clock.now().getTime() + graceSeconds * 1000);
     const result = await this.prisma.$transaction(async (tx) => {
       const found = await this.findLiveKey(tx, ref, appId);
@@ -193,7 +192,7 @@ export class KeyService {
   }
 
   /** `ref`: an app key id, a full app key, or a connect key; with `appId`, another app's key is answered like one that does not exist. */
-  private async findLiveKey(tx: TxClient, ref: string, appId?: string): Promise<{ kind: "app" | "connect"; id: string } & Tenant> {
+  private async findLiveKey(tx: TxClient, ref: string, appId?: string): Promise<{ kind: KeyKind; id: string } & Tenant> {
     if (isConnectKey(ref)) {
       const k = await tx.connectKey.findUnique({ where: { key: ref } });
       if (!k || (appId !== undefined && k.appId !== appId)) throw new ApiError("not_found", "No such connect key.");

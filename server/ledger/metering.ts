@@ -1,3 +1,4 @@
+import type { CostClass, RouteKind, RunRoute, RuntimeBilling, RuntimeKind } from "@svc/contract";
 import type { Prisma } from "../db/open.js";
 
 /**
@@ -9,14 +10,14 @@ import type { Prisma } from "../db/open.js";
 /** A Prisma transaction client (inside `$transaction`). */
 export type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 
-export type CostClassValue = "user_hardware" | "user_subscription" | "app_served" | "free";
+export type CostClassValue = CostClass;
 
 /**
  * Who serves a piece of work, as far as the ledger is concerned: one of the
  * route kinds (`user-hardware`, `user-subscription`, `app`) or the service itself
  * (`service`: `svc/echo`).
  */
-export type CostRoute = "user-hardware" | "user-subscription" | "app" | "service";
+export type CostRoute = RunRoute;
 
 /**
  * The cost class of a ledger row: the service's decision, from the route. Never
@@ -45,15 +46,15 @@ export function costClassOf(route: CostRoute): CostClassValue {
 }
 
 /** What pays for an agent CLI's model (null for a model runtime). */
-export type Billing = "subscription" | "api_key" | "local_model";
+export type Billing = RuntimeBilling;
 
 /** The route a runtime of the user's machine serves under: model servers and agent CLIs on a local model are the user's hardware; other agent CLIs, their subscription. */
-export function routeOfRuntime(kind: "model" | "agent", billing: Billing | null | undefined): "user-hardware" | "user-subscription" {
+export function routeOfRuntime(kind: RuntimeKind, billing: Billing | null | undefined): Exclude<RouteKind, "app"> {
   return kind === "model" || billing === "local_model" ? "user-hardware" : "user-subscription";
 }
 
 /** The cost class work on this runtime of the user's own machine is recorded with. */
-export function costClassOfRuntime(kind: "model" | "agent", billing: Billing | null | undefined): CostClassValue {
+export function costClassOfRuntime(kind: RuntimeKind, billing: Billing | null | undefined): CostClassValue {
   return costClassOf(routeOfRuntime(kind, billing));
 }
 

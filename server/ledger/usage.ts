@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { UsagePage, UsageQuery, UsageRow } from "@svc/contract";
+import type { CostClass, Environment, UsagePage, UsageQuery, UsageRow } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
@@ -11,9 +11,9 @@ const MAX_BIGINT = 9223372036854775807n;
 export interface UsageRowRecord {
   id: string | number;
   external_id: string;
-  environment: "test" | "live";
+  environment: Environment;
   run_id: string | null;
-  cost_class: "user_hardware" | "user_subscription" | "app_served" | "free";
+  cost_class: CostClass;
   kind: string;
   input_tokens: string | number;
   output_tokens: string | number;

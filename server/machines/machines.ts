@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Machine as MachineView } from "@svc/contract";
+import type { Machine as MachineView, RuntimeBilling } from "@svc/contract";
 import type { Notifications, Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -179,7 +179,7 @@ export class MachineService {
       costClass: costClassOfRuntime(r.kind, r.billing as Billing | null),
       models: Array.isArray(r.models) ? (r.models as string[]) : [],
       version: r.version,
-      billing: r.kind === "agent" ? ((r.billing ?? "subscription") as "subscription" | "api_key" | "local_model") : null,
+      billing: r.kind === "agent" ? ((r.billing ?? "subscription") as RuntimeBilling) : null,
       supported: r.supported,
       note: r.note,
       state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),

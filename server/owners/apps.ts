@@ -1,10 +1,11 @@
-import type { Environment, KeyInfo, KeyService } from "../keys/keys.js";
+import type { Environment, KeyKind } from "@svc/contract";
+import type { KeyInfo, KeyService } from "../keys/keys.js";
 import { parseAppKey } from "../keys/format.js";
 import type { OwnerMembers } from "./members.js";
 
 export interface OwnerKeyView {
   id: string;
-  kind: "app" | "connect";
+  kind: KeyKind;
   environment: Environment;
   display: string;
   createdAt: string;
@@ -57,7 +58,7 @@ export class OwnerApps {
     return (await this.keys.listKeys(appId)).map(ownerKey);
   }
 
-  async createKey(appId: string, environment: Environment, kind: "app" | "connect") {
+  async createKey(appId: string, environment: Environment, kind: KeyKind) {
     const { key, info } = await this.keys.createKey(appId, environment, kind);
     return { ...ownerKey(info), secret: key };
   }

@@ -3,7 +3,7 @@ import type { Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, randomToken } from "../crypto.js";
-import type { MemberRole } from "./members.js";
+import type { MemberRole } from "@svc/contract";
 import { normalizeEmail } from "./accounts.js";
 
 const invalidInvite = () => new ApiError("invalid_credential", "This invitation is unknown, used, expired or for another email: ask for a new one.");

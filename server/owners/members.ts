@@ -1,8 +1,9 @@
+import type { MemberRole } from "@svc/contract";
 import type { Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 
-export type MemberRole = "owner" | "member";
+export type { MemberRole };
 
 export interface Membership {
   appId: string;

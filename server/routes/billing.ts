@@ -1,6 +1,6 @@
 import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { sessionOf, tenantOf } from "../http/principal.js";
 import { ApiError } from "../errors.js";
 
@@ -10,7 +10,7 @@ const s = initServer();
  * The app's Stripe account, through Stripe Connect only (app key; the callback is authenticated by its state), the
  * components' billing reads, checkout and the customer portal (session), and Stripe's webhook (signed).
  */
-export function billingRoutes({ billing, stripeWebhooks }: Services) {
+export function billingRoutes({ billing, stripeWebhooks }: RouteServices) {
   return {
     getBillingAccount: s.route(contract.getBillingAccount, async ({ req }) => ({ status: 200, body: await billing.connect.view(tenantOf(req), { refresh: true }) })),
     connectBillingAccount: s.route(contract.connectBillingAccount, async () => {

@@ -1,12 +1,12 @@
 import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { tenantOf } from "../http/principal.js";
 
 const s = initServer();
 
 /** What the app reads and does about its users' machines (17 and the revocation). */
-export function computeRoutes({ machines }: Services) {
+export function computeRoutes({ machines }: RouteServices) {
   return {
     getUserCompute: s.route(contract.getUserCompute, async ({ req, params }) => ({
       status: 200,

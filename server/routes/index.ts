@@ -1,7 +1,7 @@
 import type { AppRoute } from "@ts-rest/core";
 import type { createExpressEndpoints } from "@ts-rest/express";
 import { contract, type Contract, type RouteMetadata } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { notBuilt } from "./not-built.js";
 import { pairingRoutes } from "./pairing.js";
 import { sessionRoutes } from "./sessions.js";
@@ -21,7 +21,7 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * The implementation of every contract route. Routes not built yet answer 501;
  * each feature replaces its entries with real handlers.
  */
-export function routes(services: Services): RouterImplementation {
+export function routes(services: RouteServices): RouterImplementation {
   const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services), ...ownerAccountRoutes(services),
     // An environment's data: the path's app and environment, once the signed-in owner is a member of the app.
     ...ownerDataRoutes(services, async (req, params) => {

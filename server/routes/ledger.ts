@@ -1,16 +1,15 @@
 import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { tenantOf } from "../http/principal.js";
-import { listUsage } from "../ledger/usage.js";
 
 const s = initServer();
 
 /** The ledger's reads (16, 18, 19) and the app's plan configuration. */
-export function ledgerRoutes({ plans, users, db }: Services) {
+export function ledgerRoutes({ plans, users, reports }: RouteServices) {
   return {
     getUser: s.route(contract.getUser, async ({ req, params }) => ({ status: 200, body: await users.view(tenantOf(req), params.id) })),
-    listUsage: s.route(contract.listUsage, async ({ req, query }) => ({ status: 200, body: await listUsage(db, tenantOf(req), query) })),
+    listUsage: s.route(contract.listUsage, async ({ req, query }) => ({ status: 200, body: await reports.usage(tenantOf(req), query) })),
     listPlans: s.route(contract.listPlans, async ({ req, query }) => ({
       status: 200,
       body: { data: await plans.list(tenantOf(req), { archived: query.archived === "true" }) },

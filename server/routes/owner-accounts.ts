@@ -2,7 +2,7 @@ import type { Request, Response } from "express";
 import { initServer } from "@ts-rest/express";
 import { serialize } from "cookie";
 import { contract, OWNER_SESSION_COOKIE } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { ownerOf } from "../http/principal.js";
 import { addressKey } from "../rate-limit/client-address.js";
 import type { PublicUrls } from "../public-urls.js";
@@ -30,7 +30,7 @@ function setSessionCookie(res: Response, urls: PublicUrls, token: string | null)
 }
 
 /** The dashboard's account side: signing in and out, the owner's apps, their keys and members (issue 16). */
-export function ownerAccountRoutes({ owners, urls }: Services) {
+export function ownerAccountRoutes({ owners, urls }: RouteServices) {
   const signedIn = (res: Response, r: SignedIn) => {
     setSessionCookie(res, urls, r.session.token);
     return { status: 200 as const, body: r.me };

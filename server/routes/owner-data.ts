@@ -1,22 +1,21 @@
 import type { Request } from "express";
 import { initServer } from "@ts-rest/express";
-import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import { contract, type Environment } from "@svc/contract";
+import type { RouteServices } from "../app.js";
 import type { Tenant } from "../keys/keys.js";
-import { dayRange, usageCsv, usageSummary } from "../ledger/usage-summary.js";
-import { conversions } from "../billing/conversions.js";
+import { streamed } from "./streamed.js";
 
 const s = initServer();
 
 /** The tenant an owner route acts on: the path's app and environment, once the signed-in owner is a member of the app. */
-export type OwnerTenant = (req: Pick<Request, "principal">, params: { app: string; env: "test" | "live" }) => Promise<Tenant>;
+export type OwnerTenant = (req: Pick<Request, "principal">, params: { app: string; env: Environment }) => Promise<Tenant>;
 
 /**
  * One app environment as its owner sees it on the dashboard: users, usage,
  * runs, plans, billing, conversions and webhooks. Each handler resolves the
  * tenant (membership checked) and calls the service the app-key routes use.
  */
-export function ownerDataRoutes({ plans, users, directory, runInspector, machines, billing, webhooks, db, clock }: Services, tenantOf: OwnerTenant) {
+export function ownerDataRoutes({ plans, users, directory, runInspector, machines, billing, webhooks, reports }: RouteServices, tenantOf: OwnerTenant) {
   return {
     ownerListUsers: s.route(contract.ownerListUsers, async ({ req, params, query }) => ({ status: 200, body: await directory.list(await tenantOf(req, params), query) })),
     ownerGetUser: s.route(contract.ownerGetUser, async ({ req, params }) => ({ status: 200, body: await directory.get(await tenantOf(req, params), params.user) })),
@@ -30,15 +29,14 @@ export function ownerDataRoutes({ plans, users, directory, runInspector, machine
     })),
     ownerUsageSummary: s.route(contract.ownerUsageSummary, async ({ req, params, query }) => ({
       status: 200,
-      body: await usageSummary(db, await tenantOf(req, params), dayRange(query, clock.now())),
+      body: await reports.summary(await tenantOf(req, params), query),
     })),
     ownerUsageExport: s.route(contract.ownerUsageExport, async ({ req, res, params, query }) => {
-      const tenant = await tenantOf(req, params);
-      const range = dayRange(query, clock.now());
+      const { range, csv } = reports.usageCsv(await tenantOf(req, params), query);
       res.setHeader("Content-Type", "text/csv; charset=utf-8");
       res.setHeader("Content-Disposition", `attachment; filename="usage-${params.env}-${range.from}-${range.to}.csv"`);
       res.setHeader("Cache-Control", "no-store");
-      return { status: 200, body: usageCsv(db, tenant, range) as never };
+      return { status: 200, body: streamed(contract.ownerUsageExport, csv) };
     }),
     ownerListRuns: s.route(contract.ownerListRuns, async ({ req, params, query }) => ({ status: 200, body: await runInspector.list(await tenantOf(req, params), query) })),
     ownerGetRun: s.route(contract.ownerGetRun, async ({ req, params }) => ({ status: 200, body: await runInspector.get(await tenantOf(req, params), params.id) })),
@@ -56,7 +54,7 @@ export function ownerDataRoutes({ plans, users, directory, runInspector, machine
     ownerConnectBilling: s.route(contract.ownerConnectBilling, async ({ req, params, body }) => ({ status: 200, body: await billing.connect.start(await tenantOf(req, params), body) })),
     ownerConversions: s.route(contract.ownerConversions, async ({ req, params, query }) => ({
       status: 200,
-      body: await conversions(db, await tenantOf(req, params), dayRange(query, clock.now())),
+      body: await reports.conversions(await tenantOf(req, params), query),
     })),
     ownerListWebhookEndpoints: s.route(contract.ownerListWebhookEndpoints, async ({ req, params }) => ({
       status: 200,

@@ -1,7 +1,7 @@
 import type { Request } from "express";
 import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { sessionOf, tenantOf } from "../http/principal.js";
 import { addressKey } from "../rate-limit/client-address.js";
 
@@ -11,7 +11,7 @@ const s = initServer();
 const addressOf = (req: Request) => addressKey(req.ip ?? req.socket.remoteAddress ?? "unknown");
 
 /** RFC 8628 pairing: the worker's two calls (7, 8) and the connect page's (11-14). */
-export function pairingRoutes({ deviceFlow }: Services) {
+export function pairingRoutes({ deviceFlow }: RouteServices) {
   return {
     requestDeviceCode: s.route(contract.requestDeviceCode, async ({ req, params, body }) => ({
       status: 200,

@@ -1,13 +1,13 @@
 import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { SESSION_TTL_SECONDS } from "../sessions/sessions.js";
 import { sessionOf, tenantOf } from "../http/principal.js";
 
 const s = initServer();
 
 /** End-user sessions (9, 10) and what a session reads about its own user (15). */
-export function sessionRoutes({ sessions, machines, urls }: Services) {
+export function sessionRoutes({ sessions, machines, urls }: RouteServices) {
   return {
     createSession: s.route(contract.createSession, async ({ req, body }) => {
       const { token } = await sessions.mint(tenantOf(req), body.user, body.email);

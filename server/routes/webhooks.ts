@@ -1,12 +1,12 @@
 import { initServer } from "@ts-rest/express";
 import { contract } from "@svc/contract";
-import type { Services } from "../app.js";
+import type { RouteServices } from "../app.js";
 import { tenantOf } from "../http/principal.js";
 
 const s = initServer();
 
 /** Outbound webhooks: the app's endpoints and the delivery log (app key, one app and environment). */
-export function webhookRoutes({ webhooks }: Services) {
+export function webhookRoutes({ webhooks }: RouteServices) {
   return {
     createWebhookEndpoint: s.route(contract.createWebhookEndpoint, async ({ req, body }) => ({
       status: 201,

@@ -1,8 +1,8 @@
-import type { JobEvent } from "@svc/contract";
+import type { JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { RunDriver, RunStop, type RunEnd } from "./driver.js";
 import { DEFAULT_ANSWER_TIMEOUT_MS, parseArguments } from "./model-loop.js";
-import type { NewApproval, NewToolCall, RunInputs, ToolSpec } from "./store.js";
+import type { NewApproval, NewToolCall, RunInputs } from "./store.js";
 
 /** A call of one of the app's tools that the agent CLI made through the worker's tool bridge, until it is answered. */
 interface OpenToolCall {
@@ -10,7 +10,7 @@ interface OpenToolCall {
   workerId: string;
   /** The service's id, the one the app sees. */
   callId: string;
-  spec: ToolSpec;
+  spec: Tool;
   args: unknown;
   /** Set while it waits for the app's approval (a tool marked `needsApproval`). */
   approvalId?: string;
@@ -33,7 +33,7 @@ export class AgentRunDriver extends RunDriver {
   private readonly asked = new Map<string, { requestId: string; deadline: number }>();
   /** Open calls of the app's tools, by the service's call id. */
   private readonly calls = new Map<string, OpenToolCall>();
-  private readonly tools: ToolSpec[] = this.run.request.tools ?? [];
+  private readonly tools: Tool[] = this.run.request.tools ?? [];
   private readonly limits = {
     toolMs: this.run.request.limits?.toolResultTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
     approvalMs: this.run.request.limits?.approvalTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,

@@ -1,11 +1,10 @@
-import type { JobEvent } from "@svc/contract";
+import type { ChatMessage, ChatTool, JobEvent } from "@svc/contract";
 import { RunDriver, type RunEnd } from "./driver.js";
-import type { ChatMsg } from "./store.js";
 
 /** What a chat-completions run asks of the model: the caller's conversation and tools, as sent. */
 export interface ChatParams {
-  messages: ChatMsg[];
-  tools?: { type: "function"; function: { name: string; description?: string; parameters?: Record<string, unknown> } }[];
+  messages: ChatMessage[];
+  tools?: ChatTool[];
   maxTokens?: number;
   temperature?: number;
 }
@@ -33,7 +32,7 @@ export class ChatTurnDriver extends RunDriver {
           kind: "model_turn",
           runtime: this.run.runtime_name!,
           model: this.run.model,
-          messages: chat.messages as never,
+          messages: chat.messages,
           ...(chat.tools?.length ? { tools: chat.tools } : {}),
           ...(chat.maxTokens ? { maxTokens: chat.maxTokens } : {}),
           ...(chat.temperature !== undefined ? { temperature: chat.temperature } : {}),

@@ -1,11 +1,11 @@
-import type { Job, JobEvent, RunFailureReason } from "@svc/contract";
+import type { ApprovalDecision, Job, JobEvent, RunEvent, RunEventOf, RunFailureReason } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
 import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
-import type { WebhookFacts } from "../webhooks/facts.js";
+import type { RunOutcome, WebhookFacts } from "../webhooks/facts.js";
 import type { EchoRuntime } from "./echo-runtime.js";
 import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
 
@@ -47,7 +47,7 @@ export const DELTA_WINDOW_MS = 25;
 /** An answer this instance stored, handed to the driver with its wake. */
 export type Answer =
   | { kind: "tool"; callId: string; result: unknown; isError: boolean }
-  | { kind: "approval"; approvalId: string; decision: "allow" | "deny"; reason: string | null }
+  | { kind: "approval"; approvalId: string; decision: ApprovalDecision; reason: string | null }
   | { kind: "cancel"; reason: string | null };
 
 /** How the loop ended well: the output, why it stopped, and writes to make with the completion. */
@@ -57,7 +57,7 @@ export interface RunEnd {
   patch?: RunPatch;
   extra?: Omit<Writes, "events" | "patch">;
   /** More to say in `run_completed` (a chat turn's tool calls). */
-  completion?: Record<string, unknown>;
+  completion?: Pick<RunEventOf<"run_completed">, "toolCalls">;
 }
 
 /** Ends a run with a reason (a limit, a failure, a cancel). */
@@ -129,7 +129,8 @@ export abstract class RunDriver {
       if (this.seq === 0) {
         this.emit("run_started", {
           runId: this.run.id,
-          route: this.run.route_kind,
+          // A run driven was routed: to a machine, or to the service itself.
+          route: this.run.route_kind!,
           costClass: this.costClass,
           machineId: this.run.machine_id,
           runtime: this.run.runtime_name,
@@ -214,8 +215,9 @@ export abstract class RunDriver {
     return "";
   }
 
-  protected emit(kind: string, data: Record<string, unknown>): void {
-    this.buffer.push({ seq: ++this.seq, kind, data: { kind, ...data } });
+  /** Buffers the run's next event: `data` is checked against the contract's `RunEvent` of that `kind`. */
+  protected emit<K extends RunEvent["kind"]>(kind: K, data: Omit<RunEventOf<K>, "kind">): void {
+    this.buffer.push({ seq: ++this.seq, kind, data: { kind, ...data } as RunEventOf<K> });
   }
 
   /** Stores buffered events (and a patch, rows) in one write, then hands the events to this instance's readers. */
@@ -232,7 +234,7 @@ export abstract class RunDriver {
         throw new Abandoned();
       }
       if (events.length) this.deps.bus.publish(this.run.id, events);
-      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as "completed" | "failed" | "cancelled", stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
+      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
     });
     this.writing = step.catch(() => {});
     return step;
@@ -240,9 +242,9 @@ export abstract class RunDriver {
 
   /** A text delta of a turn, merged into the one before it while that is not stored yet (see `DELTA_MERGE_CHARS`). */
   protected emitText(turn: number, text: string): void {
-    const last = this.buffer.at(-1);
-    if (last?.kind === "text_delta" && last.data.turn === turn && (last.data.text as string).length < DELTA_MERGE_CHARS) {
-      last.data.text = (last.data.text as string) + text;
+    const last = this.buffer.at(-1)?.data;
+    if (last?.kind === "text_delta" && last.turn === turn && last.text.length < DELTA_MERGE_CHARS) {
+      last.text += text;
     } else {
       this.emit("text_delta", { turn, text });
     }

@@ -1,8 +1,7 @@
-import type { Job, JobEvent } from "@svc/contract";
+import type { ChatMessage, Job, JobEvent } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import type { JobHandle } from "../workers/hub.js";
 import { countWords, parseScript, ScriptError, stepsOfTurn } from "./echo-script.js";
-import type { ChatMsg } from "./store.js";
 
 /**
  * The service's own runtime for runs on `svc/echo`: it takes a model turn the
@@ -32,7 +31,7 @@ export class EchoRuntime {
       // Never inside `dispatch`: the caller sets its watch up once the job is sent.
       await sleep(0);
       if (job.kind !== "model_turn") return send({ type: "failed", code: "runtime_error", message: "svc/echo takes model turns only." });
-      await this.turn(job.messages as ChatMsg[], (job.tools ?? []).map((t) => t.function.name), send, sleep, () => cancelled);
+      await this.turn(job.messages, (job.tools ?? []).map((t) => t.function.name), send, sleep, () => cancelled);
     })().catch((err: unknown) => send({ type: "failed", code: "runtime_error", message: `svc/echo could not run the turn: ${(err as Error).message}` }));
     return {
       jobId,
@@ -46,8 +45,9 @@ export class EchoRuntime {
     };
   }
 
-  private async turn(messages: ChatMsg[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
-    const prompt = [...messages].reverse().find((m) => m.role === "user")?.content ?? "";
+  private async turn(messages: ChatMessage[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
+    const userMessage = [...messages].reverse().find((m) => m.role === "user");
+    const prompt = userMessage ? textOf(userMessage) : "";
     let steps;
     try {
       steps = parseScript(prompt, tools);
@@ -56,10 +56,10 @@ export class EchoRuntime {
       if (err instanceof ScriptError) return send({ type: "failed", code: "invalid_script", message: err.message });
       throw err;
     }
-    const inputTokens = countWords(messages.map((m) => [m.content ?? "", ...(m.tool_calls ?? []).map((c) => c.function.arguments)].join(" ")).join(" "));
+    const inputTokens = countWords(messages.map((m) => [textOf(m), ...(m.role === "assistant" ? (m.tool_calls ?? []) : []).map((c) => c.function.arguments)].join(" ")).join(" "));
     // The results of the previous turn's calls: what came after the last assistant message.
     const lastAssistant = messages.map((m) => m.role).lastIndexOf("assistant");
-    const results = lastAssistant < 0 ? [] : messages.slice(lastAssistant + 1).filter((m) => m.role === "tool").map((m) => m.content ?? "");
+    const results = lastAssistant < 0 ? [] : messages.slice(lastAssistant + 1).filter((m) => m.role === "tool").map(textOf);
     let text = "";
     const say = (piece: string) => {
       text += piece;
@@ -95,4 +95,9 @@ export class EchoRuntime {
     if (!said && results.length) say(results.join("\n"));
     done("stop");
   }
+}
+
+/** A message's text. A run's transcript holds text only (content parts come with chat completions, whose `svc/echo` is answered in the chat service). */
+function textOf(m: ChatMessage): string {
+  return typeof m.content === "string" ? m.content : "";
 }

@@ -1,8 +1,8 @@
-import type { JobEvent } from "@svc/contract";
+import type { ChatMessage, ChatToolCall, JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { periodOf } from "../ledger/metering.js";
 import { Abandoned, Cancelled, RunDriver, RunStop, type RunEnd } from "./driver.js";
-import type { ChatMsg, NewApproval, NewToolCall, RunInputs, ToolSpec } from "./store.js";
+import type { NewApproval, NewToolCall, RunInputs } from "./store.js";
 
 export const DEFAULT_MAX_TURNS = 20;
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10 * 60 * 1000;
@@ -13,7 +13,6 @@ export const DEFAULT_ANSWER_TIMEOUT_MS = 10 * 60 * 1000;
  */
 export const MAX_TURN_RESTARTS = 5;
 
-type Call = NonNullable<ChatMsg["tool_calls"]>[number];
 interface TurnResult {
   text: string;
   calls: { name: string; arguments: string }[];
@@ -30,7 +29,7 @@ interface TurnResult {
  */
 export class ModelRunDriver extends RunDriver {
   private turnText = "";
-  private readonly tools: ToolSpec[] = this.run.request.tools ?? [];
+  private readonly tools: Tool[] = this.run.request.tools ?? [];
   private readonly limits = {
     maxTurns: this.run.request.limits?.maxTurns ?? DEFAULT_MAX_TURNS,
     toolMs: this.run.request.limits?.toolResultTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
@@ -43,7 +42,8 @@ export class ModelRunDriver extends RunDriver {
 
   protected async loop(): Promise<RunEnd> {
     const { request } = this.run;
-    let transcript: ChatMsg[] = this.run.transcript ?? [...(request.system ? [{ role: "system", content: request.system }] : []), { role: "user", content: request.prompt }];
+    const opening: ChatMessage[] = [...(request.system ? [{ role: "system" as const, content: request.system }] : []), { role: "user", content: request.prompt }];
+    let transcript: ChatMessage[] = this.run.transcript ?? opening;
     let turns = this.run.turns;
     const last = transcript.at(-1);
     if (last?.role === "assistant" && last.tool_calls?.length) {
@@ -66,7 +66,7 @@ export class ModelRunDriver extends RunDriver {
       const turn = turns + 1;
       const r = await this.modelTurn(turn, transcript);
       turns = turn;
-      const calls: Call[] = r.calls.map((c) => ({ id: randomId("call_", 20), type: "function", function: { name: c.name, arguments: c.arguments } }));
+      const calls: ChatToolCall[] = r.calls.map((c) => ({ id: randomId("call_", 20), type: "function", function: { name: c.name, arguments: c.arguments } }));
       transcript = [...transcript, { role: "assistant", content: r.text || null, ...(calls.length ? { tool_calls: calls } : {}) }];
       const { row } = this.usage(turn, r.usage.inputTokens, r.usage.outputTokens);
       const patch = { turns, transcript, output: r.text, addInputTokens: r.usage.inputTokens, addOutputTokens: r.usage.outputTokens };
@@ -96,7 +96,7 @@ export class ModelRunDriver extends RunDriver {
   }
 
   /** One model turn on the user's runtime; text streams out as it comes, a cancel stops it. */
-  private async modelTurn(turn: number, messages: ChatMsg[]): Promise<TurnResult> {
+  private async modelTurn(turn: number, messages: ChatMessage[]): Promise<TurnResult> {
     this.turnText = "";
     const calls: TurnResult["calls"] = [];
     const result = new Promise<TurnResult>((resolve, reject) => {
@@ -105,7 +105,7 @@ export class ModelRunDriver extends RunDriver {
           kind: "model_turn",
           runtime: this.run.runtime_name!,
           model: this.run.model,
-          messages: messages as never,
+          messages,
           ...(this.tools.length ? { tools: this.tools.map((t) => ({ type: "function" as const, function: { name: t.name, description: t.description, parameters: t.parameters } })) } : {}),
         },
         (e: JobEvent) => {
@@ -151,7 +151,7 @@ export class ModelRunDriver extends RunDriver {
   }
 
   /** The rows and events of a turn's calls: a tool call, or first an approval request for tools that ask for one. */
-  private announce(calls: Call[]): { toolCalls: NewToolCall[]; approvals: NewApproval[] } {
+  private announce(calls: ChatToolCall[]): { toolCalls: NewToolCall[]; approvals: NewApproval[] } {
     const toolCalls: NewToolCall[] = [];
     const approvals: NewApproval[] = [];
     const now = this.deps.clock.now().getTime();
@@ -171,15 +171,16 @@ export class ModelRunDriver extends RunDriver {
     return { toolCalls, approvals };
   }
 
-  private toolCall(call: Call, args: unknown, now: number): NewToolCall {
+  private toolCall(call: ChatToolCall, args: unknown, now: number): NewToolCall {
     const deadlineAt = new Date(now + this.limits.toolMs).toISOString();
     this.emit("tool_call", { callId: call.id, name: call.function.name, arguments: args, deadlineAt });
     return { call_id: call.id, name: call.function.name, arguments: args, deadline_at: deadlineAt };
   }
 
   /** Waits until every call of the last turn is answered (or denied), then adds the results to the conversation. */
-  private async awaitAnswers(transcript: ChatMsg[]): Promise<ChatMsg[]> {
-    const calls = transcript.at(-1)!.tool_calls!;
+  private async awaitAnswers(transcript: ChatMessage[]): Promise<ChatMessage[]> {
+    const last = transcript.at(-1);
+    const calls = last?.role === "assistant" ? (last.tool_calls ?? []) : [];
     for (;;) {
       const inputs = await this.inputs();
       const now = this.deps.clock.now().getTime();
@@ -198,8 +199,8 @@ export class ModelRunDriver extends RunDriver {
   }
 
   /** Where the answers stand: all results (or null while some are open), calls granted since, and the nearest deadline. */
-  private collect(calls: Call[], inputs: RunInputs, now: number) {
-    const results: ChatMsg[] = [];
+  private collect(calls: ChatToolCall[], inputs: RunInputs, now: number) {
+    const results: ChatMessage[] = [];
     const granted: NewToolCall[] = [];
     let open = false;
     let nextDeadline = Infinity;
@@ -246,7 +247,7 @@ export class ModelRunDriver extends RunDriver {
 }
 
 const approvalIdOf = (callId: string) => `apr_${callId.replace(/^call_/, "")}`;
-const toolMessage = (id: string, content: string): ChatMsg => ({ role: "tool", tool_call_id: id, content });
+const toolMessage = (id: string, content: string): ChatMessage => ({ role: "tool", tool_call_id: id, content });
 
 /** The model's arguments as JSON when they are JSON, else the text as written. */
 export function parseArguments(text: string): unknown {

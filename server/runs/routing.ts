@@ -2,17 +2,16 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
+import type { RouteKind, RuntimeKind } from "@svc/contract";
 import { costClassOf, routeOfRuntime, type Billing, type CostClassValue } from "../ledger/metering.js";
-
-export type RouteKindValue = "user-hardware" | "user-subscription" | "app";
 
 /** Where a run goes: a runtime on one of the user's machines, or back to the app. */
 export type Route =
-  | { kind: "user-hardware" | "user-subscription"; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: "model" | "agent"; billing: Billing | null; model: string | null }
+  | { kind: Exclude<RouteKind, "app">; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: RuntimeKind; billing: Billing | null; model: string | null }
   | { kind: "app"; costClass: CostClassValue };
 
-export const DEFAULT_RUN_ROUTE: RouteKindValue[] = ["user-hardware", "user-subscription", "app"];
-export const DEFAULT_CHAT_ROUTE: RouteKindValue[] = ["user-hardware", "app"];
+export const DEFAULT_RUN_ROUTE: RouteKind[] = ["user-hardware", "user-subscription", "app"];
+export const DEFAULT_CHAT_ROUTE: RouteKind[] = ["user-hardware", "app"];
 
 /** Model servers before OpenAI-compatible extras and agent CLIs on a local model, then by name: a stable choice for `auto`. */
 const MODEL_RUNTIME_ORDER = ["ollama", "llamacpp", "lmstudio"];
@@ -22,7 +21,7 @@ export interface Candidate {
   machine_id: string;
   instance: string;
   runtime: string;
-  kind: "model" | "agent";
+  kind: RuntimeKind;
   /** For an agent CLI, what pays for its model (a `local_model` one serves under `user-hardware`). */
   billing: Billing | null;
   models: string[];
@@ -38,7 +37,7 @@ export interface Candidate {
  * serves the model asked for. Route kinds are tried in
  * the order asked; null when nothing fits and `app` is not allowed.
  */
-export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKindValue[]): Promise<Route | null> {
+export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[]): Promise<Route | null> {
   const rows = await reachableRuntimes(sql, clock, tenant, endUserId);
   for (const kind of prefer) {
     if (kind === "app") return { kind: "app", costClass: costClassOf("app") };

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { CreateRunRequest, Run as RunView, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
+import type { ApprovalDecision, CreateRunRequest, RouteKind, Run as RunView, RunRoute, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -7,7 +7,7 @@ import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { costClassOf, periodOf, type CostRoute } from "../ledger/metering.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route, type RouteKindValue } from "./routing.js";
+import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import type { RunEngine } from "./engine.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -19,7 +19,7 @@ type RunRequest = RunRow["request"] & Record<string, unknown>;
 export interface RunSpec {
   user: string;
   model: string;
-  prefer: RouteKindValue[];
+  prefer: RouteKind[];
   source: RunSource;
   request: RunRequest;
   /** A repeat of a request with the same `Idempotency-Key`: the run its first request started, answered again. */
@@ -192,7 +192,7 @@ export class RunService {
   }
 
   async answerApproval(tenant: Tenant, runId: string, body: z.infer<typeof ApprovalRequest>) {
-    const decision: "allow" | "deny" = body.decision === "allow" ? "allow" : "deny";
+    const decision: ApprovalDecision = body.decision === "allow" ? "allow" : "deny";
     const reason = body.reason ?? (decision === "deny" && body.decision !== "deny" ? `decision: ${body.decision}` : null);
     if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now(), body.user))) {
       await this.find(tenant, runId, body.user);
@@ -277,7 +277,7 @@ export function runView(r: RunRecord & { endUser: { externalId: string } }): z.i
     user: r.endUser.externalId,
     status: r.status,
     model: r.model,
-    route: r.routeKind as "user-hardware" | "user-subscription" | "app" | "service" | null,
+    route: r.routeKind as RunRoute | null,
     costClass: r.routeKind ? costClassOf(r.routeKind as CostRoute) : null,
     machineId: r.machineId,
     runtime: r.runtimeName,
@@ -292,7 +292,7 @@ export function runView(r: RunRecord & { endUser: { externalId: string } }): z.i
   };
 }
 
-function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Pick<Exclude<Route, { kind: "app" }>, "runtime"> & { kind: string; machineId: string | null }): RunRow {
+function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Pick<Exclude<Route, { kind: "app" }>, "runtime"> & { kind: RunRoute; machineId: string | null }): RunRow {
   return {
     id,
     source,

@@ -1,3 +1,4 @@
+import type { ApprovalDecision, ChatMessage, Environment, RunEvent, RunEventOf, RunLimits, RunRoute, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
@@ -25,16 +26,16 @@ export interface RunRow {
   id: string;
   source: RunSource;
   app_id: string;
-  environment: "test" | "live";
+  environment: Environment;
   end_user_id: string;
   model: string;
-  request: { prompt: string; system?: string; tools?: ToolSpec[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: "model" | "agent"; billing?: "subscription" | "api_key" | "local_model" | null; limits?: { maxTurns?: number; toolResultTimeoutMs?: number; approvalTimeoutMs?: number; turnTimeoutMs?: number; runTimeoutMs?: number } };
-  status: string;
-  route_kind: string | null;
+  request: { prompt: string; system?: string; tools?: Tool[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: RuntimeKind; billing?: RuntimeBilling | null; limits?: RunLimits };
+  status: RunStatus;
+  route_kind: RunRoute | null;
   machine_id: string | null;
   runtime_name: string | null;
   turns: number;
-  transcript: ChatMsg[] | null;
+  transcript: ChatMessage[] | null;
   output: string | null;
   /** int8: a string from Postgres, a bigint from PGlite. */
   input_tokens: string | number | bigint;
@@ -44,25 +45,17 @@ export interface RunRow {
   cancel_reason: string | null;
 }
 
-export interface ToolSpec {
-  name: string;
-  description?: string;
-  parameters?: Record<string, unknown>;
-  needsApproval?: boolean;
-}
-
-export type ChatMsg = { role: string; content?: string | null; tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[]; tool_call_id?: string };
-
+/** A run event as stored: its sequence, its kind, and the event itself (`data.kind` is `kind`). */
 export interface StoredEvent {
   seq: number;
-  kind: string;
-  data: Record<string, unknown>;
+  kind: RunEvent["kind"];
+  data: RunEvent;
 }
 
 export interface RunPatch {
-  status?: "running" | "waiting" | "completed" | "failed" | "cancelled";
+  status?: Exclude<RunStatus, "queued" | "handed_back">;
   turns?: number;
-  transcript?: ChatMsg[];
+  transcript?: ChatMessage[];
   output?: string;
   addInputTokens?: number;
   addOutputTokens?: number;
@@ -79,7 +72,7 @@ export interface NewToolCall {
 }
 export interface NewApproval {
   approval_id: string;
-  kind: "tool" | "permission";
+  kind: RunEventOf<"approval_request">["what"];
   request: unknown;
   deadline_at: string;
 }
@@ -295,7 +288,7 @@ export class RunStore {
 
   /** Whether a run is still active, and its last stored event (a finished run's last event is its final one). */
   async runEnd(runId: string): Promise<{ active: boolean; last: StoredEvent | null }> {
-    const rows = await this.db.query<{ active: boolean; seq: number | null; kind: string | null; data: Record<string, unknown> | null }>(
+    const rows = await this.db.query<{ active: boolean; seq: number | null; kind: RunEvent["kind"] | null; data: RunEvent | null }>(
       `SELECT r.status IN ('queued', 'running', 'waiting') AS active, e.seq, e.kind, e.data
          FROM runs r LEFT JOIN LATERAL (SELECT seq, kind, data FROM run_events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
         WHERE r.id = $1`,
@@ -322,7 +315,7 @@ export class RunStore {
    * Records an approval decision once: false when there is no such open approval of this tenant's active run.
    * Who decided is kept: the user the app answered for, else `app`.
    */
-  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: "allow" | "deny", reason: string | null, now: Date, user?: string): Promise<boolean> {
+  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: ApprovalDecision, reason: string | null, now: Date, user?: string): Promise<boolean> {
     const rows = await this.db.query(
       `UPDATE approvals SET decision = $5, reason = $6, answered_at = $7, decided_by = COALESCE($8, 'app')
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL

@@ -3,6 +3,7 @@ import http from "node:http";
 import https from "node:https";
 import net from "node:net";
 import type { LookupFunction } from "node:net";
+import type { Environment } from "@svc/contract";
 
 /**
  * Which addresses an outbound webhook may reach (SSRF). By default no endpoint,
@@ -82,7 +83,7 @@ export function isPrivateAddress(address: string): boolean {
   return false;
 }
 
-export function allowsPrivate(policy: PrivateAddressPolicy, environment: "test" | "live"): boolean {
+export function allowsPrivate(policy: PrivateAddressPolicy, environment: Environment): boolean {
   return policy === "all" || (policy === "test" && environment === "test");
 }
 

@@ -1,5 +1,6 @@
 import { setMaxListeners } from "node:events";
 import { Webhook } from "standardwebhooks";
+import type { Environment } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import { systemClock, type Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -33,7 +34,7 @@ interface Claimed {
   attempt: number;
   url: string;
   secret: string;
-  environment: "test" | "live";
+  environment: Environment;
 }
 
 /** How long past an attempt's timeout its claim holds before another instance may take the delivery. */

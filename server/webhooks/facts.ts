@@ -1,4 +1,4 @@
-import type { WebhookEventType } from "@svc/contract";
+import type { CostClass, RunStatus, WebhookEventType } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
@@ -12,9 +12,9 @@ export interface MachineRef extends Tenant {
 
 /** How a run ended, as `run.finished` reports it. */
 export interface RunOutcome {
-  status: "completed" | "failed" | "cancelled";
+  status: Extract<RunStatus, "completed" | "failed" | "cancelled">;
   stopReason: string | null;
-  usage: { inputTokens: number; outputTokens: number; costClass: string };
+  usage: { inputTokens: number; outputTokens: number; costClass: CostClass };
 }
 
 /** The run, as the driver knows it. */

@@ -1,3 +1,4 @@
+import type { Environment } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -44,7 +45,7 @@ export class PresenceSweep {
 
   async sweep(): Promise<void> {
     const now = this.clock.now().getTime();
-    const rows = await this.db.query<{ id: string; app_id: string; environment: "test" | "live"; end_user_id: string; connected_at: Date }>(
+    const rows = await this.db.query<{ id: string; app_id: string; environment: Environment; end_user_id: string; connected_at: Date }>(
       `SELECT m.id, m.app_id, m.environment, m.end_user_id, m.connected_at FROM machines m
         WHERE m.connected_instance IS NOT NULL AND m.revoked_at IS NULL AND m.connected_at IS NOT NULL
           AND m.last_heartbeat_at < $1 AND m.last_heartbeat_at > $2

@@ -7,7 +7,7 @@ import { ClaudeCodeRuntime } from "./claude-code.js";
 import { CodexRuntime } from "./codex.js";
 import { supportOf, versionOf } from "./versions.js";
 import { detectSandbox } from "../policy/sandbox.js";
-import type { RuntimeAdvert } from "@svc/contract";
+import type { RuntimeAdvert, RuntimeKind } from "@svc/contract";
 
 /** The provider keys each agent CLI would use: listed in the policy's providerKeys and set, its runs are billed to that key. */
 const PROVIDER_KEYS = { "claude-code": ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"], codex: ["OPENAI_API_KEY", "CODEX_API_KEY"] } as const;
@@ -25,7 +25,7 @@ const PROBE_TIMEOUT_MS = 1500;
 export const DEFAULT_MAX_CONCURRENT_JOBS = { model: 4, agent: 1 } as const;
 
 /** The cap of one runtime: config.json's number, or its entry by name, or the default of its kind. */
-export function jobCapOf(name: string, kind: "model" | "agent", setting: Settings["maxConcurrentJobs"]): number {
+export function jobCapOf(name: string, kind: RuntimeKind, setting: Settings["maxConcurrentJobs"]): number {
   if (typeof setting === "number") return setting;
   return setting?.[name] ?? DEFAULT_MAX_CONCURRENT_JOBS[kind];
 }
