@@ -1,5 +1,5 @@
 import type { Tenant } from "../keys/keys.js";
-import type { Tx } from "../ledger/metering.js";
+import type { Tx } from "../db/open.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { randomId } from "../crypto.js";
 
