@@ -3,6 +3,7 @@ import { DATABASES } from "./helpers/databases.js";
 import { openDatabase, type Database } from "../server/db/open.js";
 import { migrate, readMigrations } from "../server/db/migrate.js";
 import { functionNames, functionSource } from "../server/db/functions.js";
+import { LIVE_SUBSCRIPTION_STATUSES } from "../server/ledger/functions.js";
 
 /**
  * Every SQL function has one source, prisma/functions/<name>.sql, and the
@@ -87,6 +88,13 @@ describe("SQL functions: one source each", () => {
       expect(await definitionOf(database, "svc_start_run", changed)).not.toBe(live.get("svc_start_run"));
       // A change of whitespace alone is a change too: the body is stored as written.
       expect(await definitionOf(database, "svc_user_plan", functionSource("svc_user_plan").replace("SELECT COALESCE", "SELECT  COALESCE"))).not.toBe(live.get("svc_user_plan"));
+    });
+
+    it.skipIf(skip)("the live subscription statuses are the same in SQL (svc_subscription_live) and TypeScript (LIVE_SUBSCRIPTION_STATUSES)", async () => {
+      // Every status Stripe gives a subscription, and the app's own `canceled`.
+      const statuses = ["active", "trialing", "past_due", "unpaid", "canceled", "incomplete", "incomplete_expired", "paused"];
+      const rows = await database.query<{ status: string; live: boolean }>(`SELECT s AS status, svc_subscription_live(s) AS live FROM unnest($1::text[]) s`, [statuses]);
+      expect(rows.filter((r) => r.live).map((r) => r.status)).toEqual(statuses.filter((s) => LIVE_SUBSCRIPTION_STATUSES.includes(s)));
     });
 
     it.skipIf(skip)("the scratch schema is gone after a comparison", async () => {

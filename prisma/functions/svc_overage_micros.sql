@@ -3,16 +3,14 @@ RETURNS BIGINT LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
   plan RECORD;
   used BIGINT;
-  v_window TEXT := p_period;
 BEGIN
   IF p_tokens <= 0 THEN RETURN 0; END IF;
   SELECT p.allowance_unit::text AS unit, p.allowance, p.overage, p.overage_price_micros AS price, p.period INTO plan FROM plans p
    WHERE p.id = svc_user_plan(p_app, p_env, p_user);
   IF NOT FOUND OR plan.unit <> 'tokens' OR NOT plan.overage OR plan.allowance IS NULL OR COALESCE(plan.price, 0) = 0 THEN RETURN 0; END IF;
   PERFORM 1 FROM end_users WHERE id = p_user FOR UPDATE;
-  IF plan.period = 'year' THEN v_window := left(p_period, 4) || '-%'; END IF;
-  SELECT COALESCE(sum(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens), 0) INTO used FROM usage_rows u
-   WHERE u.app_id = p_app AND u.environment = p_env AND u.end_user_id = p_user AND u.period LIKE v_window;
+  -- The tokens the plan's window (svc_plan_window) already counts (svc_usage_window).
+  SELECT w.used INTO used FROM svc_usage_window(p_app, p_env, p_user, svc_plan_window(plan.period, p_period), 'tokens') w;
   RETURN GREATEST(0, LEAST(p_tokens, used + p_tokens - plan.allowance)) * plan.price / 1000;
 END;
 $$;

@@ -9,6 +9,7 @@ DECLARE
   plan RECORD;
   used BIGINT := 0;
   spent BIGINT;
+  win RECORD;
   has_plan BOOLEAN;
   v_ceiling BIGINT;
   v_amount BIGINT := 0;
@@ -31,16 +32,13 @@ BEGIN
   SELECT p.allowance_unit::text AS unit, p.allowance, p.overage, p.overage_price_micros, p.spend_ceiling_micros, p.period INTO plan FROM plans p
    WHERE p.id = svc_user_plan(p_app, p_env, p_user);
   has_plan := FOUND;
-  -- Rows keep their calendar month; a yearly plan's window is every month of the year.
-  IF has_plan AND plan.period = 'year' THEN v_window := left(p_period, 4) || '-%'; END IF;
+  -- The plan's window (svc_plan_window) and what it holds (svc_usage_window), read when the plan limits something.
+  IF has_plan THEN v_window := svc_plan_window(plan.period, p_period); END IF;
+  IF has_plan AND (plan.allowance IS NOT NULL OR plan.spend_ceiling_micros IS NOT NULL) THEN
+    SELECT w.used, w.amount_micros INTO win FROM svc_usage_window(p_app, p_env, p_user, v_window, plan.unit) w;
+  END IF;
   IF has_plan AND plan.allowance IS NOT NULL THEN
-    IF plan.unit = 'runs' THEN
-      SELECT count(*) INTO used FROM usage_rows u
-       WHERE u.app_id = p_app AND u.environment = p_env AND u.end_user_id = p_user AND u.period LIKE v_window AND u.kind = 'run';
-    ELSE
-      SELECT COALESCE(sum(u.input_tokens + u.cache_read_tokens + u.cache_write_tokens + u.output_tokens), 0) INTO used FROM usage_rows u
-       WHERE u.app_id = p_app AND u.environment = p_env AND u.end_user_id = p_user AND u.period LIKE v_window;
-    END IF;
+    used := win.used;
     IF used >= plan.allowance AND NOT plan.overage THEN
       RETURN QUERY SELECT 'allowance_exhausted'::text, NULL::text, NULL::text, NULL::text, plan.allowance, used, plan.unit, NULL::bigint, v_window;
       RETURN;
@@ -49,8 +47,7 @@ BEGIN
   END IF;
   IF has_plan AND plan.spend_ceiling_micros IS NOT NULL THEN
     v_ceiling := plan.spend_ceiling_micros;
-    SELECT COALESCE(sum(u.amount_micros), 0) INTO spent FROM usage_rows u
-     WHERE u.app_id = p_app AND u.environment = p_env AND u.end_user_id = p_user AND u.period LIKE v_window;
+    spent := win.amount_micros;
     IF spent + v_amount > v_ceiling OR spent >= v_ceiling THEN
       RETURN QUERY SELECT 'spend_ceiling_reached'::text, NULL::text, NULL::text, NULL::text, NULL::bigint, spent, NULL::text, v_ceiling, NULL::text;
       RETURN;
