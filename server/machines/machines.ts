@@ -7,7 +7,7 @@ import type { RuntimeAdvert } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
-import { costClassOfRuntime, type Billing } from "../ledger/metering.js";
+import { runtimeCost, type Billing } from "../ledger/metering.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
@@ -176,10 +176,10 @@ export class MachineService {
     const runtimeViews = runtimes.map((r) => ({
       name: r.name,
       kind: r.kind,
-      costClass: costClassOfRuntime(r.kind, r.billing as Billing | null),
+      costClass: runtimeCost(r.kind, r.billing as Billing | null).costClass,
       models: Array.isArray(r.models) ? (r.models as string[]) : [],
       version: r.version,
-      billing: r.kind === "agent" ? ((r.billing ?? "subscription") as "subscription" | "api_key" | "local_model") : null,
+      billing: runtimeCost(r.kind, r.billing as Billing | null).billing,
       supported: r.supported,
       note: r.note,
       state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
@@ -202,11 +202,11 @@ export class MachineService {
 function advertised(r: RuntimeAdvert) {
   return {
     kind: r.kind,
-    costClass: costClassOfRuntime(r.kind, r.kind === "agent" ? (r.billing ?? "subscription") : null),
+    costClass: runtimeCost(r.kind, r.billing).costClass,
     models: r.models,
     maxConcurrentJobs: r.maxConcurrentJobs ?? null,
     version: r.version ?? null,
-    billing: r.kind === "agent" ? (r.billing ?? "subscription") : null,
+    billing: runtimeCost(r.kind, r.billing).billing,
     supported: r.supported !== false,
     note: r.note ?? null,
   };
