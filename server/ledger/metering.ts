@@ -1,6 +1,6 @@
 /**
  * The ledger's common terms. A run's start (its plan, its allowance, its count)
- * is decided in one SQL call, `svc_start_run` (migration 20261122184500), which
+ * is decided in one SQL call, `svc_start_run` (prisma/functions/svc_start_run.sql), which
  * `RunService.begin` makes.
  */
 
