@@ -41,7 +41,7 @@ import { StripeWebhookService } from "./billing/stripe-events.js";
 import { stripeClients } from "./billing/stripe-client.js";
 import { browserCors } from "./http/cors.js";
 import { PlanService } from "./ledger/plans.js";
-import { UserLedger } from "./ledger/users.js";
+import { UserLedger } from "./users/ledger.js";
 import { LedgerReports } from "./ledger/reports.js";
 import { StreamSlots } from "./runs/stream-slots.js";
 import { UserDirectory } from "./users/directory.js";

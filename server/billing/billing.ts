@@ -9,14 +9,15 @@ import { ApiError } from "../errors.js";
 import type { Clock } from "../clock.js";
 import type { StripeClients } from "./stripe-client.js";
 import { httpUrl, StripeConnect, withQuery as withParams } from "./connect.js";
+import { LIVE_SUBSCRIPTION_STATUSES } from "../ledger/functions.js";
 
 /** What a Checkout Session and the subscription it starts carry: who bought what, read back by the webhooks. */
 export function checkoutMetadata(tenant: Tenant, user: string, plan: string): Record<string, string> {
   return { svc_app: tenant.appId, svc_environment: tenant.environment, svc_user: user, svc_plan: plan };
 }
 
-/** A subscription that entitles the user (the same statuses the run start reads). */
-const LIVE = ["active", "trialing"];
+/** A subscription that entitles the user: the statuses the run start reads (their one TypeScript list, checked equal to the SQL's). */
+const LIVE = LIVE_SUBSCRIPTION_STATUSES;
 /** A subscription whose customer still has something to manage in the portal: a live one, or one whose payment failed (to fix the card). */
 const MANAGEABLE = [...LIVE, "past_due", "unpaid"];
 

@@ -1,12 +1,13 @@
 import type { Tenant } from "../keys/keys.js";
-import type { Tx } from "../ledger/metering.js";
+import type { Tx } from "../db/open.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { randomId } from "../crypto.js";
+import { userPlanSql } from "../ledger/functions.js";
 
 /**
  * What Stripe's events do to a user's entitlement, inside the transaction that
  * records the event (stripe-events.ts). A user is entitled to the plan of their
- * newest live (`active`, `trialing`) subscription, the one the run start's SQL
+ * newest live (LIVE_SUBSCRIPTION_STATUSES, ledger/functions.ts) subscription, the one the run start's SQL
  * function reads, so a change here changes the allowance at once.
  *
  * Events arrive in any order and more than once (deduplicated before this).
@@ -207,7 +208,7 @@ export function minorToMicros(amount: number, currency: string): bigint {
 /** The slug of the plan the user is entitled to: their live subscription's (Stripe's first), else the default plan; null: none. */
 export async function entitledPlan(tx: Tx, tenant: Tenant, endUserId: string): Promise<string | null> {
   const rows = await tx.$queryRawUnsafe<{ slug: string }[]>(
-    `SELECT p.slug FROM plans p WHERE p.id = svc_user_plan($1::text, $2::"Environment", $3::text)`,
+    `SELECT p.slug FROM plans p WHERE p.id = ${userPlanSql({ app: "$1::text", environment: `$2::"Environment"`, user: "$3::text" })}`,
     tenant.appId,
     tenant.environment,
     endUserId,

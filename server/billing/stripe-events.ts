@@ -1,4 +1,4 @@
-import type { Database } from "../db/open.js";
+import type { Database, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { Logger } from "../logger.js";
@@ -101,7 +101,6 @@ export class StripeWebhookService {
   }
 }
 
-type Tx = Parameters<Parameters<Database["prisma"]["$transaction"]>[0]>[0];
 
 /**
  * The connected account itself: `account.updated` stores its state (charges,

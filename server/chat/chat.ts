@@ -9,6 +9,7 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { costClassOf, periodOf } from "../ledger/metering.js";
+import { recordEchoes, type EchoRecord } from "../ledger/echo.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { DEFAULT_CHAT_ROUTE, reachableRuntimes } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
@@ -19,36 +20,6 @@ import { EventStreamWriter, followRun, SLOW_READER_COMMENT } from "../runs/sse.j
 import { ChunkWriter, CompletionBuilder, type CompletionHead } from "./completions.js";
 import { GroupCommit } from "../db/group-commit.js";
 import { countWords, ECHO_MODEL } from "../runs/echo-script.js";
-
-/** What one `svc/echo` answer records: its run and its ledger row. */
-interface EchoRecord {
-  id: string;
-  app_id: string;
-  environment: string;
-  end_user_id: string;
-  output: string;
-  input_tokens: number;
-  output_tokens: number;
-  created_at: string;
-  period: string;
-}
-
-/**
- * Echo answers' runs and ledger rows, written by group commit: the records of
- * requests arriving together go in one statement (both tables), and each
- * request is answered only once its records are committed, so rows and
- * answers stay equal, exactly.
- */
-const ECHO_INSERT = `WITH x AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, app_id text, environment text, end_user_id text, output text,
-      input_tokens bigint, output_tokens bigint, created_at timestamptz, period text)),
-  inserted AS (
-    INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, turns, output, input_tokens, output_tokens, last_seq, created_at, finished_at, stop_reason)
-    SELECT id, app_id, environment::"Environment", end_user_id, 'chat', $2, '{}'::jsonb, 'completed', 1, output, input_tokens, output_tokens, 0, created_at, created_at, 'stop' FROM x
-    RETURNING id)
-  INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, period, unique_key, created_at)
-  SELECT x.app_id, x.environment::"Environment", x.end_user_id, x.id, $3::"CostClass", 'echo', x.input_tokens, x.output_tokens, x.period, 'echo:' || x.id, x.created_at
-    FROM x JOIN inserted i ON i.id = x.id`;
 
 type Request = z.infer<typeof ChatCompletionRequest>;
 
@@ -69,7 +40,7 @@ export class ChatService {
     private readonly bus: RunBus,
     private readonly log: Logger,
   ) {
-    this.echoRecords = new GroupCommit((records) => this.db.query(ECHO_INSERT, [JSON.stringify(records), ECHO_MODEL, costClassOf("service")]).then(() => {}));
+    this.echoRecords = new GroupCommit((records) => recordEchoes(this.db, records));
   }
 
   private readonly echoRecords: GroupCommit<EchoRecord>;

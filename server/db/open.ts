@@ -39,6 +39,9 @@ class ScopedPool extends pg.Pool {
 
 export type Prisma = PrismaClient;
 
+/** A Prisma transaction client (the argument of `$transaction`'s callback): the one transaction type of the code base. */
+export type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
+
 /**
  * One database handle: the Prisma client for the data layer and raw SQL for the
  * migration runner, on embedded PGlite or on Postgres. Same schema, same code path.

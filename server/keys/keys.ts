@@ -1,4 +1,4 @@
-import type { Notifications, Prisma } from "../db/open.js";
+import type { Notifications, Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, secretMatches } from "../crypto.js";
@@ -74,7 +74,7 @@ export class KeyService {
   }
 
   /** `within`: more to do in the same transaction (the dashboard makes its creator a member). */
-  async createApp(name: string, environment: Environment, within?: (tx: TxClient, appId: string) => Promise<void>): Promise<NewKeys> {
+  async createApp(name: string, environment: Environment, within?: (tx: Tx, appId: string) => Promise<void>): Promise<NewKeys> {
     const appId = randomId("app_", 16);
     return this.prisma.$transaction(async (tx) => {
       await tx.app.create({ data: { id: appId, name } });
@@ -102,7 +102,7 @@ export class KeyService {
     });
   }
 
-  private async issueKeys(tx: TxClient, tenant: Tenant): Promise<NewKeys> {
+  private async issueKeys(tx: Tx, tenant: Tenant): Promise<NewKeys> {
     const appKey = newAppKey();
     const connectKey = newConnectKey();
     await tx.appKey.create({
@@ -192,7 +192,7 @@ export class KeyService {
   }
 
   /** `ref`: an app key id, a full app key, or a connect key; with `appId`, another app's key is answered like one that does not exist. */
-  private async findLiveKey(tx: TxClient, ref: string, appId?: string): Promise<{ kind: KeyKind; id: string } & Tenant> {
+  private async findLiveKey(tx: Tx, ref: string, appId?: string): Promise<{ kind: KeyKind; id: string } & Tenant> {
     if (isConnectKey(ref)) {
       const k = await tx.connectKey.findUnique({ where: { key: ref } });
       if (!k || (appId !== undefined && k.appId !== appId)) throw new ApiError("not_found", "No such connect key.");
@@ -262,4 +262,3 @@ export class KeyService {
 const UNKNOWN_KEY_HASH = hashSecret("no such key");
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-type TxClient = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];

@@ -1,14 +1,10 @@
 import type { CostClass, RouteKind, RunRoute, RuntimeBilling, RuntimeKind } from "@svc/contract";
-import type { Prisma } from "../db/open.js";
 
 /**
  * The ledger's common terms. A run's start (its plan, its allowance, its count)
- * is decided in one SQL call, `svc_start_run` (migration 20261122184500), which
+ * is decided in one SQL call, `svc_start_run` (prisma/functions/svc_start_run.sql), which
  * `RunService.begin` makes.
  */
-
-/** A Prisma transaction client (inside `$transaction`). */
-export type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 
 export type CostClassValue = CostClass;
 
@@ -23,7 +19,8 @@ export type CostRoute = RunRoute;
  * The cost class of a ledger row: the service's decision, from the route. Never
  * what a worker advertises (a machine saying `free` is still the user's hardware).
  * The one place the cost class is decided: routing, the run start, token rows,
- * run reads and the compute reads all take it from here.
+ * run reads and the compute reads all take it from here (a runtime's through
+ * runtimeCost).
  *
  * - `user-hardware` (a model runtime on the user's machine, or an agent CLI on the
  *   user's own local model): `user_hardware`;
@@ -48,14 +45,24 @@ export function costClassOf(route: CostRoute): CostClassValue {
 /** What pays for an agent CLI's model (null for a model runtime). */
 export type Billing = RuntimeBilling;
 
-/** The route a runtime of the user's machine serves under: model servers and agent CLIs on a local model are the user's hardware; other agent CLIs, their subscription. */
-export function routeOfRuntime(kind: RuntimeKind, billing: Billing | null | undefined): Exclude<RouteKind, "app"> {
-  return kind === "model" || billing === "local_model" ? "user-hardware" : "user-subscription";
-}
-
-/** The cost class work on this runtime of the user's own machine is recorded with. */
-export function costClassOfRuntime(kind: RuntimeKind, billing: Billing | null | undefined): CostClassValue {
-  return costClassOf(routeOfRuntime(kind, billing));
+/**
+ * How work on a runtime of the user's own machine is served and counted: the
+ * one place a runtime's route and cost class are decided (the runtime's view
+ * and stored advert, routing, and through the route the run start and its rows).
+ *
+ * - `billing`: what pays for an agent CLI's model, as its advert says
+ *   (`subscription` when it says nothing); null for a model runtime;
+ * - `route`: model servers, and agent CLIs on a local model, are the user's
+ *   hardware; other agent CLIs, their subscription;
+ * - `costClass`: the route's (costClassOf).
+ */
+export function runtimeCost(
+  kind: RuntimeKind,
+  advertised: Billing | null | undefined,
+): { billing: Billing | null; route: Exclude<RouteKind, "app">; costClass: CostClassValue } {
+  const billing = kind === "agent" ? (advertised ?? "subscription") : null;
+  const route = kind === "model" || billing === "local_model" ? "user-hardware" : "user-subscription";
+  return { billing, route, costClass: costClassOf(route) };
 }
 
 /** The plan period a moment falls in: calendar months (UTC) until plans set their own periods. */

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Machine as MachineView, RuntimeBilling } from "@svc/contract";
+import type { Machine as MachineView } from "@svc/contract";
 import type { Notifications, Prisma } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -7,7 +7,7 @@ import type { RuntimeAdvert } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
-import { costClassOfRuntime, type Billing } from "../ledger/metering.js";
+import { runtimeCost, type Billing } from "../ledger/metering.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
@@ -173,17 +173,20 @@ export class MachineService {
       m.connectedInstance !== null &&
       m.lastHeartbeatAt !== null &&
       this.clock.now().getTime() - m.lastHeartbeatAt.getTime() < this.heartbeatTimeoutSeconds * 1000;
-    const runtimeViews = runtimes.map((r) => ({
-      name: r.name,
-      kind: r.kind,
-      costClass: costClassOfRuntime(r.kind, r.billing as Billing | null),
-      models: Array.isArray(r.models) ? (r.models as string[]) : [],
-      version: r.version,
-      billing: r.kind === "agent" ? ((r.billing ?? "subscription") as RuntimeBilling) : null,
-      supported: r.supported,
-      note: r.note,
-      state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
-    }));
+    const runtimeViews = runtimes.map((r) => {
+      const cost = runtimeCost(r.kind, r.billing as Billing | null);
+      return {
+        name: r.name,
+        kind: r.kind,
+        costClass: cost.costClass,
+        models: Array.isArray(r.models) ? (r.models as string[]) : [],
+        version: r.version,
+        billing: cost.billing,
+        supported: r.supported,
+        note: r.note,
+        state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
+      };
+    });
     return {
       id: m.id,
       hostname: m.hostname,
@@ -202,11 +205,11 @@ export class MachineService {
 function advertised(r: RuntimeAdvert) {
   return {
     kind: r.kind,
-    costClass: costClassOfRuntime(r.kind, r.kind === "agent" ? (r.billing ?? "subscription") : null),
+    costClass: runtimeCost(r.kind, r.billing).costClass,
     models: r.models,
     maxConcurrentJobs: r.maxConcurrentJobs ?? null,
     version: r.version ?? null,
-    billing: r.kind === "agent" ? (r.billing ?? "subscription") : null,
+    billing: runtimeCost(r.kind, r.billing).billing,
     supported: r.supported !== false,
     note: r.note ?? null,
   };

@@ -1,4 +1,4 @@
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Tx } from "../db/open.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { Bucket, RateLimiter } from "../rate-limit/rate-limiter.js";
@@ -12,7 +12,6 @@ export interface OwnerView {
   createdAt: string;
 }
 
-type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 type OwnerRow = { id: string; email: string; name: string | null; passwordHash: string | null; createdAt: Date };
 
 /**

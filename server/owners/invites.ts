@@ -1,5 +1,5 @@
 import { OWNER_INVITE_PREFIX } from "@svc/contract";
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, randomToken } from "../crypto.js";
@@ -11,7 +11,6 @@ const invalidInvite = () => new ApiError("invalid_credential", "This invitation 
 /** An invitation lives seven days. */
 export const INVITE_SECONDS = 7 * 24 * 60 * 60;
 
-type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 
 export interface OpenInvite {
   id: string;

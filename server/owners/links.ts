@@ -1,5 +1,5 @@
 import { OWNER_SIGN_IN_LINK_PREFIX } from "@svc/contract";
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, randomToken } from "../crypto.js";
@@ -7,7 +7,6 @@ import { hashSecret, randomId, randomToken } from "../crypto.js";
 /** A one-time sign-in link lives fifteen minutes. */
 export const SIGN_IN_LINK_SECONDS = 15 * 60;
 
-type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 
 /**
  * One-time sign-in links (`olt_...`), made by `svc dashboard` and the first-start

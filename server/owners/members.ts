@@ -1,5 +1,5 @@
 import type { MemberRole } from "@svc/contract";
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 
@@ -16,7 +16,6 @@ export interface MemberView {
   joinedAt: string;
 }
 
-type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 
 /** The one answer for an app the owner may not see, whether or not it exists: no existence oracle. */
 export const noSuchApp = (appId: string) => new ApiError("not_found", `No app ${appId}.`);

@@ -1,11 +1,11 @@
 import type { z } from "zod";
 import type { DeviceAnswerResponse, DeviceCodeRequest, DeviceCodeResponse, DeviceLookupResponse, DeviceTokenResponse } from "@svc/contract";
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { SessionPrincipal } from "../sessions/sessions.js";
 import type { PublicUrls } from "../public-urls.js";
-import type { RateLimiter, Tx } from "../rate-limit/rate-limiter.js";
+import type { RateLimiter } from "../rate-limit/rate-limiter.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { displayUserCode, newDeviceCode, newPairingToken, newUserCode, normalizeUserCode } from "./codes.js";

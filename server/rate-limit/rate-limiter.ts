@@ -1,4 +1,4 @@
-import type { Prisma } from "../db/open.js";
+import type { Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 
@@ -15,8 +15,6 @@ export interface Bucket {
   /** Said in the 429's message: what was limited. */
   what: string;
 }
-
-export type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 
 /** Counters older than this are gone: longer than any window in use. */
 const PRUNE_AFTER_SECONDS = 24 * 60 * 60;

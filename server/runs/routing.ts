@@ -3,7 +3,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
 import type { RouteKind, RuntimeKind } from "@svc/contract";
-import { costClassOf, routeOfRuntime, type Billing, type CostClassValue } from "../ledger/metering.js";
+import { costClassOf, runtimeCost, type Billing, type CostClassValue } from "../ledger/metering.js";
 
 /** Where a run goes: a runtime on one of the user's machines, or back to the app. */
 export type Route =
@@ -42,11 +42,12 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
   for (const kind of prefer) {
     if (kind === "app") return { kind: "app", costClass: costClassOf("app") };
     // A runtime at its advertised cap is busy for good: the run goes elsewhere (or back to the app).
-    const fits = rows.filter((r) => routeOfRuntime(r.kind, r.billing) === kind && (r.cap === null || r.active < r.cap)).sort(byPreference);
+    const fits = rows.filter((r) => runtimeCost(r.kind, r.billing).route === kind && (r.cap === null || r.active < r.cap)).sort(byPreference);
     for (const r of fits) {
       const served = modelServed(r, model);
       if (served !== undefined) {
-        return { kind, costClass: costClassOf(kind), machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: r.kind === "agent" ? (r.billing ?? "subscription") : null, model: served };
+        const cost = runtimeCost(r.kind, r.billing);
+        return { kind, costClass: cost.costClass, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: cost.billing, model: served };
       }
     }
   }

@@ -6,6 +6,7 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { costClassOf, periodOf, type CostRoute } from "../ledger/metering.js";
+import { overageMicros, startRun } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import type { RunEngine } from "./engine.js";
@@ -99,30 +100,27 @@ export class RunService {
     // What the run's driver needs of the runtime chosen, kept with the run (another instance may drive it).
     if (!app) Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
     // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
-    const [r] = await this.db.query<{ outcome: string; run_id: string | null; run_status: string | null; run_model: string | null; allowance: string | null; consumed: string | null; unit: string | null; ceiling: string | null; spend_period: string | null }>(
-      `SELECT * FROM svc_start_run($1, $2, $3::"Environment", $4, $5, $6, $7::jsonb, $8, $9, $10::"RunStatus", $11, $12, $13, $14, $15, $16, $17::"CostClass", $18)`,
-      [
-        runId,
-        tenant.appId,
-        tenant.environment,
-        endUser.id,
-        spec.source,
-        model,
-        JSON.stringify(request),
-        // No implicit retry window (svc_start_run still takes one): a repeat is named by its Idempotency-Key.
-        null,
-        now,
-        app ? "handed_back" : "queued",
-        route.kind,
-        app ? null : route.machineId,
-        app ? null : route.runtime,
-        local ? this.engine.instance : null,
-        local ? leaseExpiresAt : null,
-        now,
-        route.costClass,
-        periodOf(now),
-      ],
-    );
+    const r = await startRun(this.db, {
+      runId,
+      appId: tenant.appId,
+      environment: tenant.environment,
+      endUserId: endUser.id,
+      source: spec.source,
+      model,
+      request,
+      // No implicit retry window (svc_start_run still takes one): a repeat is named by its Idempotency-Key.
+      requestHash: null,
+      repeatSince: now,
+      status: app ? "handed_back" : "queued",
+      routeKind: route.kind,
+      machineId: app ? null : route.machineId,
+      runtime: app ? null : route.runtime,
+      leaseOwner: local ? this.engine.instance : null,
+      leaseExpiresAt: local ? leaseExpiresAt : null,
+      now,
+      costClass: route.costClass,
+      period: periodOf(now),
+    });
     if (r.outcome === "allowance_exhausted") {
       this.allowanceReached(tenant, endUser.id, r, now);
       throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run.`);
@@ -219,11 +217,7 @@ export class RunService {
     let amount = BigInt(body.costMicros ?? 0);
     await this.db.prisma.$transaction(async (tx) => {
       // On a tokens plan with overage, the reported tokens past the allowance are priced too (svc_overage_micros).
-      const [overage] = await tx.$queryRawUnsafe<{ micros: bigint | number | string }[]>(
-        `SELECT svc_overage_micros($1::text, $2::"Environment", $3::text, $4::text, $5::bigint) AS micros`,
-        tenant.appId, tenant.environment, run.endUserId, periodOf(run.createdAt), body.inputTokens + body.outputTokens,
-      );
-      amount += BigInt(overage.micros);
+      amount += await overageMicros(tx, { appId: tenant.appId, environment: tenant.environment, endUserId: run.endUserId, period: periodOf(run.createdAt), tokens: body.inputTokens + body.outputTokens });
       const claimed = await tx.run.updateMany({
         where: { id: runId, usageReportedAt: null },
         data: { usageReportedAt: now, inputTokens: BigInt(body.inputTokens), outputTokens: BigInt(body.outputTokens) },

@@ -2,6 +2,7 @@ import type { ApprovalDecision, ChatMessage, Environment, RunEvent, RunEventOf, 
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
+import { overageMicrosSql } from "../ledger/functions.js";
 
 /**
  * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
@@ -133,7 +134,7 @@ export class RunStore {
     if (w.usage?.length) {
       ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
         SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens, COALESCE(x.cache_read_tokens, 0), COALESCE(x.cache_write_tokens, 0),
-               x.amount_micros + svc_overage_micros(r.app_id, r.environment, r.end_user_id, x.period, x.input_tokens + COALESCE(x.cache_read_tokens, 0) + COALESCE(x.cache_write_tokens, 0) + x.output_tokens), x.period, x.unique_key, $3
+               x.amount_micros + ${overageMicrosSql({ app: "r.app_id", environment: "r.environment", user: "r.end_user_id", period: "x.period", tokens: "x.input_tokens + COALESCE(x.cache_read_tokens, 0) + COALESCE(x.cache_write_tokens, 0) + x.output_tokens" })}, x.period, x.unique_key, $3
           FROM r, jsonb_to_recordset(${p(JSON.stringify(w.usage))}::jsonb) AS x(cost_class text, kind text, input_tokens bigint, output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, amount_micros bigint, period text, unique_key text)
         ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1)`);
     }

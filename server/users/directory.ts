@@ -4,7 +4,7 @@ import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
-import type { UserLedger } from "../ledger/users.js";
+import type { UserLedger } from "./ledger.js";
 import { environmentCurrency } from "../ledger/usage-summary.js";
 import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
 

@@ -1,6 +1,6 @@
 import type { Prisma, Sql } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
-import type { Tx } from "../ledger/metering.js";
+import type { Tx } from "../db/open.js";
 import { randomId } from "../crypto.js";
 
 const ENSURE = `INSERT INTO end_users (id, app_id, environment, external_id, email)

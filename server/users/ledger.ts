@@ -7,13 +7,17 @@ import type { MachineService } from "../machines/machines.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { ensureEndUser } from "../users/end-users.js";
-import { periodOf } from "./metering.js";
-import { micros } from "./money.js";
-import { PLAN_COLUMNS, planView, type PlanRow } from "./plans.js";
-import type { PlanService } from "./plans.js";
+import { ensureEndUser } from "./end-users.js";
+import { periodOf } from "../ledger/metering.js";
+import { micros } from "../ledger/money.js";
+import { subscriptionLiveSql, userPlanSql, userSubscriptionSql, userUsage } from "../ledger/functions.js";
+import { PLAN_COLUMNS, planView, type PlanRow } from "../ledger/plans.js";
+import type { PlanService } from "../ledger/plans.js";
 
 type UserView = z.infer<typeof User>;
+
+/** The user of the statements below: app `$1`, environment `$2`, end user `$3`. */
+const USER = { app: "$1", environment: `$2::"Environment"`, user: "$3" };
 
 /**
  * A user as the app reads them (`GET /v1/users/:id`): their plan (a live
@@ -46,26 +50,21 @@ export class UserLedger {
     const month = periodOf(now);
     const [subs, machines] = await Promise.all([
       this.db.query<PlanRow & { sub_status: string | null; sub_source: string | null; trial_ends_at: Date | string | null; current_period_end: Date | string | null; from_default: boolean }>(
-        // The plan and the subscription deciding it, by the SQL functions the run start uses (migration 20261122211500).
+        // The plan and the subscription deciding it, by the SQL functions the run start uses (prisma/functions/).
         `SELECT ${PLAN_COLUMNS}, s.status AS sub_status, s.source AS sub_source, s.trial_ends_at, s.current_period_end, s.id IS NULL AS from_default
-           FROM plans p LEFT JOIN subscriptions s ON s.id = svc_user_subscription($1, $2::"Environment", $3)
-          WHERE p.id = svc_user_plan($1, $2::"Environment", $3)`,
+           FROM plans p LEFT JOIN subscriptions s ON s.id = ${userSubscriptionSql(USER)}
+          WHERE p.id = ${userPlanSql(USER)}`,
         [tenant.appId, tenant.environment, endUserId],
       ),
       this.machines.listForUser(tenant, endUserId),
     ]);
     const plan = subs[0] ?? null;
-    const window = plan?.period === "year" ? `${month.slice(0, 4)}-%` : month;
-    const [sum] = await this.db.query<{ runs: string | number; input: string | number | null; output: string | number | null; cache_read: string | number | null; cache_write: string | number | null; amount: string | number | null }>(
-      `SELECT count(*) FILTER (WHERE kind = 'run') AS runs, sum(input_tokens) AS input, sum(output_tokens) AS output, sum(cache_read_tokens) AS cache_read, sum(cache_write_tokens) AS cache_write, sum(amount_micros) AS amount
-         FROM usage_rows WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND period LIKE $4`,
-      [tenant.appId, tenant.environment, endUserId, window],
-    );
-    const usage = { runs: micros(sum.runs), inputTokens: micros(sum.input), outputTokens: micros(sum.output), cacheReadTokens: micros(sum.cache_read), cacheWriteTokens: micros(sum.cache_write), amountMicros: micros(sum.amount) };
-    const unit = plan?.allowance_unit ?? "runs";
+    // The plan's window and what it holds, and the usage its allowance counts: the run start's own rules (svc_user_usage).
+    const sum = await userUsage(this.db, { appId: tenant.appId, environment: tenant.environment, endUserId, period: month });
+    const usage = { runs: micros(sum.runs), inputTokens: micros(sum.input_tokens), outputTokens: micros(sum.output_tokens), cacheReadTokens: micros(sum.cache_read_tokens), cacheWriteTokens: micros(sum.cache_write_tokens), amountMicros: micros(sum.amount_micros) };
+    const unit = sum.unit;
     const limit = plan && plan.allowance !== null ? micros(plan.allowance) : null;
-    // A tokens plan counts every token the model processed: input, prompt-cache reads and writes, output.
-    const used = unit === "runs" ? usage.runs : usage.inputTokens + usage.cacheReadTokens + usage.cacheWriteTokens + usage.outputTokens;
+    const used = micros(sum.used);
     const online = machines.filter((m) => m.state !== "offline");
     return {
       id: externalId,
@@ -82,7 +81,7 @@ export class UserLedger {
             }
           : null,
       allowance: { unit, limit, used, remaining: limit === null ? null : Math.max(0, limit - used), reached: limit !== null && used >= limit },
-      usage: { period: plan?.period === "year" ? month.slice(0, 4) : month, ...usage },
+      usage: { period: sum.period, ...usage },
       connected: {
         machines: machines.length,
         online: online.length,
@@ -108,7 +107,7 @@ export class UserLedger {
       await tx.$queryRawUnsafe(`SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE`, endUserId);
       await tx.$executeRawUnsafe(
         `UPDATE subscriptions SET status = 'canceled', canceled_at = $4, updated_at = $4
-          WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND source = 'app' AND status IN ('active', 'trialing')`,
+          WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND source = 'app' AND ${subscriptionLiveSql("status")}`,
         tenant.appId, tenant.environment, endUserId, now,
       );
       if (plan) {

@@ -1,0 +1,16 @@
+CREATE OR REPLACE FUNCTION "svc_overage_micros"(p_app TEXT, p_env "Environment", p_user TEXT, p_period TEXT, p_tokens BIGINT)
+RETURNS BIGINT LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+  plan RECORD;
+  used BIGINT;
+BEGIN
+  IF p_tokens <= 0 THEN RETURN 0; END IF;
+  SELECT p.allowance_unit::text AS unit, p.allowance, p.overage, p.overage_price_micros AS price, p.period INTO plan FROM plans p
+   WHERE p.id = svc_user_plan(p_app, p_env, p_user);
+  IF NOT FOUND OR plan.unit <> 'tokens' OR NOT plan.overage OR plan.allowance IS NULL OR COALESCE(plan.price, 0) = 0 THEN RETURN 0; END IF;
+  PERFORM 1 FROM end_users WHERE id = p_user FOR UPDATE;
+  -- The tokens the plan's window (svc_plan_window) already counts (svc_usage_window).
+  SELECT w.used INTO used FROM svc_usage_window(p_app, p_env, p_user, svc_plan_window(plan.period, p_period), 'tokens') w;
+  RETURN GREATEST(0, LEAST(p_tokens, used + p_tokens - plan.allowance)) * plan.price / 1000;
+END;
+$$;

@@ -1,0 +1,6 @@
+CREATE OR REPLACE FUNCTION "svc_user_plan"(p_app TEXT, p_env "Environment", p_user TEXT)
+RETURNS TEXT LANGUAGE sql STABLE AS $$
+  SELECT COALESCE(
+    (SELECT s.plan_id FROM subscriptions s WHERE s.id = svc_user_subscription(p_app, p_env, p_user)),
+    (SELECT d.id FROM plans d WHERE d.app_id = p_app AND d.environment = p_env AND d.is_default AND d.archived_at IS NULL ORDER BY d.created_at LIMIT 1));
+$$;
