@@ -1,4 +1,4 @@
-import { ERROR_CODES, RUN_STOP_CODES, RUN_STOP_ERROR_TYPE, type ErrorCode, type ErrorEnvelope, type RunStopCode } from "@svc/contract";
+import { ERROR_CODES, RUN_STOP_ERROR_TYPE, type ErrorCode, type ErrorEnvelope, type RunStopCode } from "@svc/contract";
 
 /** What an envelope may carry besides its code and message: the field at fault, `slow_down`'s new interval. */
 export interface EnvelopeExtra {
@@ -49,9 +49,6 @@ export function errorEnvelope(code: ErrorCode, message: string | undefined, requ
 export function runFailureEnvelope(code: RunFailureCode, message: string, requestId: string) {
   return envelope(RUN_STOP_ERROR_TYPE, code, message, requestId);
 }
-
-/** The default message of a run stop code. */
-export const runStopMessage = (code: RunStopCode): string => RUN_STOP_CODES[code].message;
 
 /** A job's `failed` event the service itself makes (a lost link, svc/echo's runtime), its code from the run stop table. */
 export const jobFailed = (code: RunStopCode, message: string) => ({ type: "failed" as const, code, message });
