@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { RunFailureReason } from "./runs.js";
 
 /**
  * The one table of error codes: each code has exactly one HTTP status and one type.
@@ -81,6 +82,40 @@ export const errorCodes = Object.keys(ERROR_CODES) as [ErrorCode, ...ErrorCode[]
 export function statusOf(code: ErrorCode): number {
   return ERROR_CODES[code].status;
 }
+
+/**
+ * The other code table: why a run stopped (`run_failed.error.code`, and the run's
+ * `error.code`), each code with its stop reason (`run_failed.stopReason`) and its
+ * default message. The service ends a run only with one of these codes; a code a
+ * user's machine reports for its own failure (`api_error_<status>`, a runtime's
+ * own error kind) is relayed as it came, with stop reason `runtime_error`.
+ * On the wire both fields stay strings (a newer service may add codes).
+ */
+export const RUN_STOP_CODES = {
+  // the run's own limits and deadlines
+  max_turns: { stopReason: "max_turns", message: "The run reached its limit of model turns." },
+  tool_result_timeout: { stopReason: "tool_result_timeout", message: "No result for a tool call in time." },
+  approval_timeout: { stopReason: "approval_timeout", message: "No decision on an approval in time." },
+  turn_timeout: { stopReason: "turn_timeout", message: "A model turn passed its deadline; it was stopped." },
+  run_timeout: { stopReason: "run_timeout", message: "The agent run passed its deadline; it was stopped." },
+  limit_exceeded: { stopReason: "limit_exceeded", message: "The machine passed one of this run's limits; the run was stopped." },
+  conversation_too_large: { stopReason: "conversation_too_large", message: "The conversation is too large for the link to the machine." },
+  // the plan
+  spend_ceiling_reached: { stopReason: "spend_ceiling", message: "The user's spend this period reached the plan's ceiling." },
+  // the machine or its link
+  worker_lost: { stopReason: "worker_lost", message: "The link to the user's machine was lost; the run cannot go on." },
+  runtime_error: { stopReason: "runtime_error", message: "The user's runtime failed." },
+  // svc/echo's own runtime (its scripts)
+  invalid_script: { stopReason: "runtime_error", message: "The svc/echo script is not valid." },
+  script_failed: { stopReason: "runtime_error", message: "The svc/echo script failed the turn." },
+  // the service itself
+  internal_error: { stopReason: "internal_error", message: "The service failed while driving the run." },
+} as const satisfies Record<string, { stopReason: RunFailureReason; message: string }>;
+
+export type RunStopCode = keyof typeof RUN_STOP_CODES;
+
+/** The envelope `type` of a run's failure told as an error (a chat stream's last frame): a failure on the serving side, as for 5xx. */
+export const RUN_STOP_ERROR_TYPE = ERROR_CODES.internal_error.type;
 
 /**
  * The error envelope: `{"error":{"type","code","message","requestId"}}`.

@@ -100,7 +100,7 @@ export class ChatService {
 
   private streamed(runId: string, head: CompletionHead, includeUsage: boolean, res: Response, readFirst: boolean): Readable {
     const stream = new EventStreamWriter(res);
-    const writer = new ChunkWriter(head, includeUsage, (frame) => stream.write(frame));
+    const writer = new ChunkWriter(head, includeUsage, (frame) => stream.write(frame), res.req.id);
     writer.open();
     const end = (why: string) => stream.end(why === "slow_reader" ? SLOW_READER_COMMENT : undefined);
     const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end, readFirst, stream);
@@ -152,7 +152,7 @@ export class ChatService {
     ];
     if (body.stream) {
       const stream = new EventStreamWriter(res);
-      const writer = new ChunkWriter(head, body.stream_options?.include_usage === true, (frame) => stream.write(frame));
+      const writer = new ChunkWriter(head, body.stream_options?.include_usage === true, (frame) => stream.write(frame), res.req.id);
       writer.open();
       for (const e of events) writer.event(e);
       stream.end();

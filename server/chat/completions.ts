@@ -1,6 +1,7 @@
 import type { z } from "zod";
 import type { ChatCompletion, ChatCompletionChunk } from "@svc/contract";
 import type { StoredEvent } from "../runs/store.js";
+import { runFailureEnvelope, type RunFailureCode } from "../errors.js";
 
 type Chunk = z.infer<typeof ChatCompletionChunk>;
 type Completion = z.infer<typeof ChatCompletion>;
@@ -26,7 +27,7 @@ const usageOf = (u: { inputTokens: number; outputTokens: number }) => ({ prompt_
  * Turns a chat run's events into `chat.completion.chunk` frames, as OpenAI
  * streams them: the role first, content deltas, the tool calls whole, a
  * finish chunk, the usage chunk when asked for, `[DONE]`. A failure after the
- * stream began is a final error frame in the envelope's shape.
+ * stream began is a final error frame: the error envelope, with the request's id.
  */
 export class ChunkWriter {
   private started = false;
@@ -35,6 +36,8 @@ export class ChunkWriter {
     private readonly head: CompletionHead,
     private readonly includeUsage: boolean,
     private readonly write: (frame: string) => void,
+    /** The request's id (its `Request-Id` header), carried by an error frame as by every envelope. */
+    private readonly requestId: string,
   ) {}
 
   event(e: StoredEvent): void {
@@ -54,8 +57,8 @@ export class ChunkWriter {
       return this.write("data: [DONE]\n\n");
     }
     if (e.kind === "run_failed") {
-      const error = d.error as { code: string; message: string };
-      return this.write(`data: ${JSON.stringify({ error: { type: "api_error", code: error.code, message: `The user's runtime failed: ${error.message}` } })}\n\n`);
+      const error = d.error as { code: RunFailureCode; message: string };
+      return this.write(`data: ${JSON.stringify(runFailureEnvelope(error.code, `The user's runtime failed: ${error.message}`, this.requestId))}\n\n`);
     }
   }
 

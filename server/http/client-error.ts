@@ -1,7 +1,8 @@
 import { STATUS_CODES, type IncomingMessage, type RequestListener, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { ERROR_CODES, type ErrorCode } from "@svc/contract";
+import type { ErrorCode } from "@svc/contract";
 import { randomId } from "../crypto.js";
+import { ApiError } from "../errors.js";
 import type { Logger } from "../logger.js";
 
 /** What Node's HTTP parser refused, in the envelope's terms. */
@@ -40,31 +41,42 @@ export function answerClientError(logger: Logger) {
       return;
     }
     const { code, message } = codeFor(err);
-    const { status, type } = ERROR_CODES[code];
+    const refusal = new ApiError(code, message);
     const requestId = randomId("req_", 20);
-    const body = JSON.stringify({ error: { type, code, message, requestId } });
-    logger.info({ requestId, status, parserError: err.code }, "request refused by the HTTP parser");
+    logger.info({ requestId, status: refusal.status, parserError: err.code }, "request refused by the HTTP parser");
     socket.on("error", () => {});
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}\r\n` +
-        "Content-Type: application/json; charset=utf-8\r\n" +
-        `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Request-Id: ${requestId}\r\n` +
-        "Connection: close\r\n\r\n" +
-        body,
-    );
+    answerOnSocket(socket, refusal, requestId);
     // A peer that never reads the answer does not keep the socket.
     setTimeout(() => socket.destroy(), 5000).unref();
   };
 }
 
+/**
+ * One envelope answer written straight on a socket, where no HTTP response exists
+ * (the parser refused the request, a `CONNECT`, a refused WebSocket upgrade), then
+ * the connection closes. The request id is the one its caller logged the refusal with.
+ */
+export function answerOnSocket(socket: Duplex, err: ApiError, requestId: string): void {
+  const body = JSON.stringify(err.toEnvelope(requestId));
+  const head = [
+    `HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? "Error"}`,
+    "Content-Type: application/json; charset=utf-8",
+    `Content-Length: ${Buffer.byteLength(body)}`,
+    `Request-Id: ${requestId}`,
+    "Connection: close",
+  ];
+  if (err.status === 401) head.push('WWW-Authenticate: Bearer realm="svc"');
+  for (const [name, value] of Object.entries(err.extra.headers ?? {})) head.push(`${name}: ${value}`);
+  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
+}
+
 /** One envelope answer written straight on a Node response (before Express), then the connection closes. */
-function answer(res: ServerResponse, logger: Logger, code: ErrorCode, message: string, headers: Record<string, string> = {}): void {
-  const { status, type } = ERROR_CODES[code];
+function answer(res: ServerResponse, logger: Logger, code: ErrorCode, message: string): void {
+  const refusal = new ApiError(code, message);
   const requestId = randomId("req_", 20);
-  const body = JSON.stringify({ error: { type, code, message, requestId } });
-  logger.info({ requestId, status, method: res.req?.method }, "request refused before routing");
-  res.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body), "Request-Id": requestId, Connection: "close", ...headers });
+  const body = JSON.stringify(refusal.toEnvelope(requestId));
+  logger.info({ requestId, status: refusal.status, method: res.req?.method }, "request refused before routing");
+  res.writeHead(refusal.status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(body), "Request-Id": requestId, Connection: "close" });
   res.end(body);
 }
 
@@ -98,11 +110,10 @@ export function answerExpectation(logger: Logger) {
 /** `CONNECT`: this is no proxy. 405 in the envelope, then the connection closes (Node would drop it silently). */
 export function answerConnect(logger: Logger) {
   return (_req: IncomingMessage, socket: Duplex) => {
+    const refusal = new ApiError("method_not_allowed", "CONNECT is not allowed: this server is no proxy.");
     const requestId = randomId("req_", 20);
-    const { status, type } = ERROR_CODES.method_not_allowed;
-    const body = JSON.stringify({ error: { type, code: "method_not_allowed", message: "CONNECT is not allowed: this server is no proxy.", requestId } });
-    logger.info({ requestId, status, method: "CONNECT" }, "request refused before routing");
+    logger.info({ requestId, status: refusal.status, method: "CONNECT" }, "request refused before routing");
     socket.on("error", () => {});
-    socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nRequest-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+    answerOnSocket(socket, refusal, requestId);
   };
 }

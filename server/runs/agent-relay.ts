@@ -44,7 +44,7 @@ export class AgentRunDriver extends RunDriver {
   }
 
   protected async loop(): Promise<RunEnd> {
-    if (this.seq > 1) throw new RunStop("worker_lost", "worker_lost", "The instance driving this agent run was lost; an agent CLI's own loop cannot be resumed elsewhere.");
+    if (this.seq > 1) throw new RunStop("worker_lost", "The instance driving this agent run was lost; an agent CLI's own loop cannot be resumed elsewhere.");
     const { request } = this.run;
     const result = new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
       this.dispatch(
@@ -75,7 +75,7 @@ export class AgentRunDriver extends RunDriver {
             case "failed":
               if (e.code === "worker_lost" && !this.stoppedHere()) {
                 // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
-                return reject(new RunStop("worker_lost", "worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
+                return reject(new RunStop("worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
               }
               return reject(this.failure(e));
           }
@@ -173,7 +173,7 @@ export class AgentRunDriver extends RunDriver {
         this.asked.delete(approvalId);
         this.job?.answerPermission(open.requestId, a.decision === "allow", a.reason ?? (a.decision === "allow" ? undefined : "The app denied this."));
       } else if (a && open.deadline <= this.deps.clock.now().getTime()) {
-        throw new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${approvalId} in time.`);
+        throw new RunStop("approval_timeout", `No decision on approval ${approvalId} in time.`);
       }
     }
   }
@@ -192,7 +192,7 @@ export class AgentRunDriver extends RunDriver {
             this.job?.answerTool(call.workerId, `The user denied this call${a.reason ? `: ${a.reason}` : "."}`, true);
           }
         } else if (call.deadline <= now) {
-          throw new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${call.approvalId} (${call.spec.name}) in time.`);
+          throw new RunStop("approval_timeout", `No decision on approval ${call.approvalId} (${call.spec.name}) in time.`);
         }
         continue;
       }
@@ -202,7 +202,7 @@ export class AgentRunDriver extends RunDriver {
         const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);
         this.job?.answerTool(call.workerId, text, tc.is_error === true);
       } else if (call.deadline <= now) {
-        throw new RunStop("tool_result_timeout", "tool_result_timeout", `No result for tool call ${call.callId} (${call.spec.name}) in time.`);
+        throw new RunStop("tool_result_timeout", `No result for tool call ${call.callId} (${call.spec.name}) in time.`);
       }
     }
     return granted;

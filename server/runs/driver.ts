@@ -1,6 +1,7 @@
-import type { ApprovalDecision, Job, JobEvent, RunEvent, RunEventOf, RunFailureReason } from "@svc/contract";
+import { RUN_STOP_CODES, type ApprovalDecision, type Job, type JobEvent, type RunEvent, type RunEventOf, type RunFailureReason, type RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
+import type { ReportedStopCode, RunFailureCode } from "../errors.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
 import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
@@ -60,14 +61,24 @@ export interface RunEnd {
   completion?: Pick<RunEventOf<"run_completed">, "toolCalls">;
 }
 
-/** Ends a run with a reason (a limit, a failure, a cancel). */
+/**
+ * Ends a run as failed: its code from the contract's run stop table (`RUN_STOP_CODES`),
+ * which gives its stop reason and default message. Only a machine's own code for its
+ * failure is relayed outside the table (`RunStop.reported`).
+ */
 export class RunStop extends Error {
-  constructor(
-    readonly stopReason: RunFailureReason,
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
+  readonly code: RunFailureCode;
+  readonly stopReason: RunFailureReason;
+
+  constructor(code: RunStopCode, message?: string, relayed?: ReportedStopCode) {
+    super(message ?? RUN_STOP_CODES[code].message);
+    this.code = relayed ?? code;
+    this.stopReason = RUN_STOP_CODES[code].stopReason;
+  }
+
+  /** A job's `failed` event as reported: a lost link is `worker_lost`; any other code is the runtime's failure (`runtime_error`), its code relayed as it came. */
+  static reported(e: { code: string; message: string }): RunStop {
+    return e.code === "worker_lost" ? new RunStop("worker_lost", e.message) : new RunStop("runtime_error", e.message, e.code as ReportedStopCode);
   }
 }
 /** The run was cancelled on request. */
@@ -165,7 +176,7 @@ export abstract class RunDriver {
         this.emit("run_cancelled", { ...(err.reason ? { reason: err.reason } : {}), output: this.partialOutput() });
         await this.flush({ status: "cancelled", stopReason: "cancelled", output: this.partialOutput(), finished: true });
       } else {
-        const stop = err instanceof RunStop ? err : new RunStop("internal_error", "internal_error", "The service failed while driving the run.");
+        const stop = err instanceof RunStop ? err : new RunStop("internal_error");
         if (!(err instanceof RunStop)) this.deps.log.error({ err, runId: this.run.id }, "run driver failed");
         this.emit("run_failed", { error: { code: stop.code, message: stop.message }, stopReason: stop.stopReason });
         await this.flush({ status: "failed", stopReason: stop.stopReason, error: { code: stop.code, message: stop.message }, output: this.partialOutput(), finished: true });
@@ -267,7 +278,7 @@ export abstract class RunDriver {
   protected failure(e: { code: string; message: string }): RunStop {
     const stopped = this.stopped;
     this.stopped = null;
-    return stopped ?? new RunStop(e.code === "worker_lost" ? "worker_lost" : "runtime_error", e.code, e.message);
+    return stopped ?? RunStop.reported(e);
   }
 
   /** Was this `failed` event the service's own stop (a limit, a deadline), not the machine's? */
@@ -331,7 +342,7 @@ export abstract class RunDriver {
       handle?.cancel(why.message);
       onEvent({ type: "failed", code: why.code, message: why.message });
     };
-    const over = (what: string, limit: number) => new RunStop("limit_exceeded", "limit_exceeded", `The machine passed this run's limit of ${limit} ${what}; the run was stopped.`);
+    const over = (what: string, limit: number) => new RunStop("limit_exceeded", `The machine passed this run's limit of ${limit} ${what}; the run was stopped.`);
     const watch = (e: JobEvent, bytes: number) => {
       if (ended) return;
       const r = this.received;
@@ -347,17 +358,17 @@ export abstract class RunDriver {
       handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch);
     } catch (err) {
       finish();
-      if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", "conversation_too_large", err.message);
+      if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", err.message);
       // The machine is connected elsewhere now (or nowhere): its holder takes the run over.
       this.releaseLease();
       throw new Abandoned();
     }
     const own = this.run.request.limits;
-    const [ms, reason, what]: [number, RunFailureReason, string] =
+    const [ms, code, what]: [number, RunStopCode, string] =
       job.kind === "model_turn"
         ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
         : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
-    timer = setTimeout(() => stop(new RunStop(reason, reason, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`)), ms);
+    timer = setTimeout(() => stop(new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`)), ms);
     timer.unref();
     this.endJobWatch?.();
     this.endJobWatch = finish;

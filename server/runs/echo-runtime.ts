@@ -1,5 +1,6 @@
 import type { ChatMessage, Job, JobEvent } from "@svc/contract";
 import { randomId } from "../crypto.js";
+import { jobFailed } from "../errors.js";
 import type { JobHandle } from "../workers/hub.js";
 import { countWords, parseScript, ScriptError, stepsOfTurn } from "./echo-script.js";
 
@@ -30,9 +31,9 @@ export class EchoRuntime {
     void (async () => {
       // Never inside `dispatch`: the caller sets its watch up once the job is sent.
       await sleep(0);
-      if (job.kind !== "model_turn") return send({ type: "failed", code: "runtime_error", message: "svc/echo takes model turns only." });
+      if (job.kind !== "model_turn") return send(jobFailed("runtime_error", "svc/echo takes model turns only."));
       await this.turn(job.messages, (job.tools ?? []).map((t) => t.function.name), send, sleep, () => cancelled);
-    })().catch((err: unknown) => send({ type: "failed", code: "runtime_error", message: `svc/echo could not run the turn: ${(err as Error).message}` }));
+    })().catch((err: unknown) => send(jobFailed("runtime_error", `svc/echo could not run the turn: ${(err as Error).message}`)));
     return {
       jobId,
       cancel() {
@@ -53,7 +54,7 @@ export class EchoRuntime {
       steps = parseScript(prompt, tools);
     } catch (err) {
       // Checked at the run's start already; only a prompt changed since could get here.
-      if (err instanceof ScriptError) return send({ type: "failed", code: "invalid_script", message: err.message });
+      if (err instanceof ScriptError) return send(jobFailed("invalid_script", err.message));
       throw err;
     }
     const inputTokens = countWords(messages.map((m) => [textOf(m), ...(m.role === "assistant" ? (m.tool_calls ?? []) : []).map((c) => c.function.arguments)].join(" ")).join(" "));
@@ -83,7 +84,7 @@ export class EchoRuntime {
       } else if ("wait" in step) {
         await sleep(step.wait);
       } else if ("fail" in step) {
-        return send({ type: "failed", code: "script_failed", message: step.fail });
+        return send(jobFailed("script_failed", step.fail));
       } else {
         const args = JSON.stringify(step.arguments);
         send({ type: "tool_call", id: randomId("call_", 20), name: step.call, arguments: args });

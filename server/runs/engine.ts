@@ -163,8 +163,8 @@ export class RunEngine {
       const stop = run.cancel_requested_at
         ? new Cancelled(run.cancel_reason)
         : removed
-          ? new RunStop("worker_lost", "worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
-          : new RunStop("worker_lost", "worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
+          ? new RunStop("worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
+          : new RunStop("worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
       if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
       void driver.fail(stop).finally(() => this.drivers.delete(run.id));
     }

@@ -61,7 +61,7 @@ export class ModelRunDriver extends RunDriver {
     for (;;) {
       if (!fresh) await this.inputs();
       fresh = false;
-      if (turns >= this.limits.maxTurns) throw new RunStop("max_turns", "max_turns", `The run reached its limit of ${this.limits.maxTurns} model turns.`);
+      if (turns >= this.limits.maxTurns) throw new RunStop("max_turns", `The run reached its limit of ${this.limits.maxTurns} model turns.`);
       await this.checkSpendCeiling();
       const turn = turns + 1;
       const r = await this.modelTurn(turn, transcript);
@@ -82,7 +82,7 @@ export class ModelRunDriver extends RunDriver {
   private async restart(turn: number): Promise<void> {
     const before = await this.deps.store.restarts(this.run.id, turn);
     if (before >= MAX_TURN_RESTARTS) {
-      throw new RunStop("worker_lost", "worker_lost", `Turn ${turn} was cut off ${before + 1} times (the user's machine or the instance driving the run kept dropping); it is not run again.`);
+      throw new RunStop("worker_lost", `Turn ${turn} was cut off ${before + 1} times (the user's machine or the instance driving the run kept dropping); it is not run again.`);
     }
     this.emit("turn_restarted", { turn, reason: "the run's machine or its driving instance was lost mid-turn; the turn runs again" });
   }
@@ -92,7 +92,7 @@ export class ModelRunDriver extends RunDriver {
     const ceiling = this.run.request.spendCeilingMicros;
     if (ceiling === undefined) return;
     const spent = await this.deps.store.spend(this.run.end_user_id, this.run.request.spendPeriod ?? periodOf(this.deps.clock.now()));
-    if (spent >= BigInt(ceiling)) throw new RunStop("spend_ceiling", "spend_ceiling_reached", `The user's spend this period (${spent} micros) reached the plan's ceiling of ${ceiling} micros.`);
+    if (spent >= BigInt(ceiling)) throw new RunStop("spend_ceiling_reached", `The user's spend this period (${spent} micros) reached the plan's ceiling of ${ceiling} micros.`);
   }
 
   /** One model turn on the user's runtime; text streams out as it comes, a cancel stops it. */
@@ -219,9 +219,9 @@ export class ModelRunDriver extends RunDriver {
       }
       if (spec.needsApproval) {
         const a = inputs.approvals.get(approvalIdOf(call.id));
-        if (!a) throw new RunStop("internal_error", "internal_error", `The approval of call ${call.id} is missing.`);
+        if (!a) throw new RunStop("internal_error", `The approval of call ${call.id} is missing.`);
         if (!a.answered) {
-          waitOn(a.deadline_at, new RunStop("approval_timeout", "approval_timeout", `No decision on approval ${a.approval_id} (${name}) in time.`));
+          waitOn(a.deadline_at, new RunStop("approval_timeout", `No decision on approval ${a.approval_id} (${name}) in time.`));
           continue;
         }
         if (a.decision !== "allow") {
@@ -236,7 +236,7 @@ export class ModelRunDriver extends RunDriver {
         continue;
       }
       if (!tc.answered) {
-        waitOn(tc.deadline_at, new RunStop("tool_result_timeout", "tool_result_timeout", `No result for tool call ${call.id} (${name}) in time.`));
+        waitOn(tc.deadline_at, new RunStop("tool_result_timeout", `No result for tool call ${call.id} (${name}) in time.`));
         continue;
       }
       const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);

@@ -1,6 +1,7 @@
 import type { WebSocket } from "ws";
 import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
 import type { Logger } from "../logger.js";
+import { jobFailed } from "../errors.js";
 import type { MachineIdentity, MachineService } from "../machines/machines.js";
 import { KIND_LIMITS, TokenBucket, type ConnectionLimits } from "./limits.js";
 
@@ -139,7 +140,7 @@ export class WorkerConnection {
     for (const job of this.jobs.values()) if (job.timer) clearTimeout(job.timer);
     this.jobs.clear();
     for (const [jobId, listener] of waiting) {
-      listener.onEvent({ type: "failed", code: "worker_lost", message: `The machine's connection closed while job ${jobId} ran.` }, 0);
+      listener.onEvent(jobFailed("worker_lost", `The machine's connection closed while job ${jobId} ran.`), 0);
     }
   }
 

@@ -1,9 +1,10 @@
-import { STATUS_CODES, type IncomingMessage, type Server } from "node:http";
+import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, type Job, type JobEvent } from "@svc/contract";
 import { isDatabaseUnavailable } from "../db/outage.js";
 import { databaseUnavailable } from "../http/errors.js";
+import { answerOnSocket } from "../http/client-error.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
@@ -128,18 +129,29 @@ export class WorkerHub {
     // First: a client that resets while we answer must not crash the process.
     socket.on("error", () => {});
     const path = new URL(req.url ?? "/", "http://x").pathname;
-    if (path !== WORKER_CONNECT_PATH) return refuse(socket, new ApiError("route_not_found", `No WebSocket route ${path}.`));
+    if (path !== WORKER_CONNECT_PATH) return this.refuse(socket, new ApiError("route_not_found", `No WebSocket route ${path}.`));
     let identity;
     try {
       identity = await this.machines.verifyToken(bearerToken(req));
     } catch (err) {
-      if (err instanceof ApiError) return refuse(socket, err);
-      // The database unreachable for a moment: 503 with Retry-After (the worker reconnects with backoff), logged once per outage elsewhere.
-      if (isDatabaseUnavailable(err)) return refuse(socket, databaseUnavailable());
-      this.log.error({ err }, "worker handshake failed");
-      return refuse(socket, new ApiError("internal_error", "The service could not check the pairing token."));
+      if (err instanceof ApiError) return this.refuse(socket, err);
+      // The database unreachable for a moment: 503 with Retry-After (the worker reconnects with backoff), the outage itself logged once elsewhere.
+      if (isDatabaseUnavailable(err)) return this.refuse(socket, databaseUnavailable());
+      return this.refuse(socket, new ApiError("internal_error", "The service could not check the pairing token."), err);
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, identity));
+  }
+
+  /**
+   * Answers an upgrade request with a plain HTTP error in the envelope, then drops the socket.
+   * The refusal is logged with the request id its envelope and `Request-Id` header carry
+   * (a failure of the service's own, `cause`, with its error too).
+   */
+  private refuse(socket: Duplex, err: ApiError, cause?: unknown): void {
+    const requestId = randomId("req_", 20);
+    if (cause !== undefined) this.log.error({ err: cause, requestId }, "worker handshake failed");
+    this.log.info({ requestId, status: err.status, code: err.code }, "worker connection refused");
+    answerOnSocket(socket, err, requestId);
   }
 
   private accept(ws: WebSocket, identity: MachineIdentity): void {
@@ -200,13 +212,4 @@ function bearerToken(req: IncomingMessage): string {
   const kind = credentialKindOf(m[1]);
   if (kind !== "pairingToken") throw new ApiError(kind === null ? "invalid_credential" : "wrong_credential_kind", "The worker connection takes the pairing token (pt_svc_...).");
   return m[1];
-}
-
-/** Answers an upgrade request with a plain HTTP error in the envelope, then drops the socket. */
-function refuse(socket: Duplex, err: ApiError): void {
-  const body = JSON.stringify(err.toEnvelope(randomId("req_", 20)));
-  const head = [`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? "Error"}`, "Content-Type: application/json", `Content-Length: ${Buffer.byteLength(body)}`, "Connection: close"];
-  if (err.status === 401) head.push('WWW-Authenticate: Bearer realm="svc"');
-  for (const [name, value] of Object.entries(err.extra.headers ?? {})) head.push(`${name}: ${value}`);
-  socket.end(`${head.join("\r\n")}\r\n\r\n${body}`);
 }
