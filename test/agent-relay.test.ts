@@ -1,8 +1,8 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import type WebSocket from "ws";
 import { Svc, type RunEvent } from "@svc/sdk";
 import { workerMessage, type JobEvent } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -14,14 +14,13 @@ import { closeRawWorkers, connectRawWorker, type RawWorker } from "./helpers/raw
  * of the app's tools; the app (the SDK, with the same tool and approval handlers
  * as on a model run) answers; the answer reaches the machine as `tool_result`.
  */
-describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }) => {
+onEachDatabase("app tools on an agent run, on $db.name", (db) => {
   let server: TestServer;
   let svc: Svc;
   const open: WebSocket[] = [];
   let users = 0;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
   }, 60_000);
@@ -49,7 +48,7 @@ describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }
     return events;
   }
 
-  it.skipIf(skip)("the job carries the tools; a call becomes the SDK's tool call and its result goes back to the machine; an unknown tool is answered as an error without asking", async () => {
+  it("the job carries the tools; a call becomes the SDK's tool call and its result goes back to the machine; an unknown tool is answered as an error without asking", async () => {
     const { user, w } = await machine();
     const seen: unknown[] = [];
     const run = svc.runs.create({
@@ -82,7 +81,7 @@ describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }
     expect(all.at(-1)).toMatchObject({ kind: "run_completed", output: "Order 42 shipped." });
   });
 
-  it.skipIf(skip)("a tool marked needsApproval asks first: denied, the machine gets an error result and the app never sees a tool call", async () => {
+  it("a tool marked needsApproval asks first: denied, the machine gets an error result and the app never sees a tool call", async () => {
     const { user, w } = await machine();
     let ran = false;
     const asked: string[] = [];
@@ -106,7 +105,7 @@ describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }
     expect(all.find((e) => e.kind === "approval_request")).toMatchObject({ what: "tool", tool: "refund" });
   });
 
-  it.skipIf(skip)("allowed, the call goes to the app; a tool that throws answers the machine with isError", async () => {
+  it("allowed, the call goes to the app; a tool that throws answers the machine with isError", async () => {
     const { user, w } = await machine();
     const run = svc.runs.create({
       user,
@@ -126,7 +125,7 @@ describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }
     expect(all.map((e) => e.kind)).toEqual(expect.arrayContaining(["approval_request", "tool_call", "run_completed"]));
   });
 
-  it.skipIf(skip)("no result by the deadline fails the run with tool_result_timeout and stops the machine's job", async () => {
+  it("no result by the deadline fails the run with tool_result_timeout and stops the machine's job", async () => {
     const { user, w } = await machine();
     const res = await server.fetch("/v1/runs", {
       method: "POST",
@@ -143,7 +142,7 @@ describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }
     expect(text).toContain('"stopReason":"tool_result_timeout"');
   });
 
-  it.skipIf(skip)("a permission request the agent withdraws is no longer relayed, and the app is told", async () => {
+  it("a permission request the agent withdraws is no longer relayed, and the app is told", async () => {
     const { user, w } = await machine();
     let answer: (v: boolean) => void = () => {};
     const run = svc.runs.create({ user, prompt: "edit", model: "claude-code", onApproval: () => new Promise<boolean>((r) => (answer = r)) });
@@ -161,7 +160,7 @@ describe.each(DATABASES)("app tools on an agent run, on $db.name", ({ db, skip }
     expect(all.find((e) => e.kind === "activity")).toMatchObject({ summary: expect.stringContaining("withdrew its permission request") });
   });
 
-  it.skipIf(skip)("prompt-cache tokens are recorded apart from input, in the events and the ledger row, and a tokens plan counts them", async () => {
+  it("prompt-cache tokens are recorded apart from input, in the events and the ledger row, and a tokens plan counts them", async () => {
     const { user, w } = await machine();
     const app = { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" };
     const slug = `cache-${db.name}-${users}`;

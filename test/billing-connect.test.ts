@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
@@ -17,13 +17,12 @@ import type { NewKeys } from "../server/keys/keys.js";
  * Links, the bare id refused, one account per app, disconnecting, and the
  * account's own events. Both databases.
  */
-describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) => {
+onEachDatabase("billing: Stripe Connect on $db.name", (db) => {
   let server: TestServer;
   let stripe: StripeStandIn;
   let n = 0;
 
   beforeAll(async () => {
-    if (skip) return;
     stripe = await startStripeStandIn();
     server = await startTestServerOn(db, stripeEnv(stripe));
   });
@@ -41,7 +40,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
   const sha256 = (s: string) => createHash("sha256").update(s).digest("hex");
   const stateOf = (url: string) => new URL(url).searchParams.get("state")!;
 
-  it.skipIf(skip)("OAuth: the owner authorizes on Stripe, the callback exchanges the code on the Connect host and attaches the verified account; checkout then runs in it", async () => {
+  it("OAuth: the owner authorizes on Stripe, the callback exchanges the code on the Connect host and attaches the verified account; checkout then runs in it", async () => {
     const app = await newApp();
     const start = await startConnect(server, { mode: "oauth", returnUrl: "https://app.example/settings?tab=billing" }, app.appKey);
     expect(start.status, await start.clone().text()).toBe(200);
@@ -95,7 +94,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect(stripe.checkouts.at(-1)!.stripeAccount).toBe("acct_1OwnerOne");
   });
 
-  it.skipIf(skip)("the state is single-use, expires after ten minutes, is needed, and attaches only to the app and environment that started the flow", async () => {
+  it("the state is single-use, expires after ten minutes, is needed, and attaches only to the app and environment that started the flow", async () => {
     const app = await newApp();
     const other = await newApp();
     const live = await server.services.keys.createKeys(app.appId, "live");
@@ -139,7 +138,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     }
   });
 
-  it.skipIf(skip)("the owner declining, and Stripe refusing the code, attach nothing and say why (JSON, or a redirect to the returnUrl)", async () => {
+  it("the owner declining, and Stripe refusing the code, attach nothing and say why (JSON, or a redirect to the returnUrl)", async () => {
     const app = await newApp();
     const exchanges = stripe.tokenExchanges.length;
     const denied = await connectAccount(server, stripe, { appKey: app.appKey, account: "acct_1Decliner", answer: "deny" });
@@ -162,7 +161,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     await expectError(await server.fetch("/v1/billing/connect", { method: "POST", headers: { "content-type": "application/json" }, body: '{"mode":"oauth"}' }), 401, "missing_credential");
   });
 
-  it.skipIf(skip)("a bare account id is refused (410 connect_required, pointing at Connect) and attaches nothing", async () => {
+  it("a bare account id is refused (410 connect_required, pointing at Connect) and attaches nothing", async () => {
     const app = await newApp();
     const before = await tableCounts(server.db);
     for (const body of [{ stripeAccountId: "acct_1Someone" }, { stripeAccountId: 42 }, {}]) {
@@ -173,7 +172,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect((await account(app)).stripeAccountId).toBeNull();
   });
 
-  it.skipIf(skip)("two apps cannot hold one account: the second must prove ownership through OAuth, and then gets 409 account_in_use; the first keeps it and its access is not revoked", async () => {
+  it("two apps cannot hold one account: the second must prove ownership through OAuth, and then gets 409 account_in_use; the first keeps it and its access is not revoked", async () => {
     const first = await newApp();
     const second = await newApp();
     expect((await connectAccount(server, stripe, { appKey: first.appKey, account: "acct_1Shared" })).status).toBe(200);
@@ -212,7 +211,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect((await account(squatter)).stripeAccountId).toBeNull();
   });
 
-  it.skipIf(skip)("create: the platform creates a Standard account for the app and onboards it through Account Links; checkout waits for charges; a refreshed link, a resumed onboarding, then connected", async () => {
+  it("create: the platform creates a Standard account for the app and onboards it through Account Links; checkout waits for charges; a refreshed link, a resumed onboarding, then connected", async () => {
     const app = await newApp();
     const start = await startConnect(server, { mode: "create", returnUrl: "https://app.example/stripe" }, app.appKey);
     expect(start.status, await start.clone().text()).toBe(200);
@@ -276,7 +275,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect(await account(app)).toMatchObject({ chargesEnabled: false, requirements: { currentlyDue: ["individual.verification.document"], disabledReason: "requirements.pending_verification" } });
   });
 
-  it.skipIf(skip)("Connect events reach only the app that connected the account: subscriptions, account.updated, and the owner revoking the platform's access", async () => {
+  it("Connect events reach only the app that connected the account: subscriptions, account.updated, and the owner revoking the platform's access", async () => {
     const a = await newApp();
     const b = await newApp();
     expect((await connectAccount(server, stripe, { appKey: a.appKey, account: "acct_1EventsA" })).status).toBe(200);
@@ -313,7 +312,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect(await server.db.prisma.subscription.findUnique({ where: { stripeSubscriptionId: "sub_events_a" } })).toBeNull();
   });
 
-  it.skipIf(skip)("DELETE disconnects: an OAuth account is deauthorized at Stripe first (Stripe unreachable: 503, still connected); a created one is only detached; again, the same answer", async () => {
+  it("DELETE disconnects: an OAuth account is deauthorized at Stripe first (Stripe unreachable: 503, still connected); a created one is only detached; again, the same answer", async () => {
     const app = await newApp();
     expect((await connectAccount(server, stripe, { appKey: app.appKey, account: "acct_1Leaving" })).status).toBe(200);
     const del = () => server.fetch("/v1/billing/account", { method: "DELETE", headers: bearer(app.appKey) });
@@ -342,7 +341,7 @@ describe.each(DATABASES)("billing: Stripe Connect on $db.name", ({ db, skip }) =
     expect((await account(app)).stripeAccountId).toBeNull();
   });
 
-  it.skipIf(skip)("at most 20 flows in flight per app and environment (429 with Retry-After); expired states are purged", async () => {
+  it("at most 20 flows in flight per app and environment (429 with Retry-After); expired states are purged", async () => {
     const app = await newApp();
     for (let i = 0; i < 20; i++) expect((await startConnect(server, { mode: "oauth" }, app.appKey)).status).toBe(200);
     const refused = await startConnect(server, { mode: "oauth" }, app.appKey);

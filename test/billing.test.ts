@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
@@ -12,13 +12,12 @@ import { ACCOUNT, checkout, connectAccount, deliver, mintSession, portal, startC
  * /v1/billing/portal) through the real `stripe` library, against a stand-in
  * speaking Stripe's wire format, on each database.
  */
-describe.each(DATABASES)("billing: account, overview and checkout on $db.name", ({ db, skip }) => {
+onEachDatabase("billing: account, overview and checkout on $db.name", (db) => {
   let server: TestServer;
   let drop: () => Promise<void>;
   let stripe: StripeStandIn;
 
   beforeAll(async () => {
-    if (skip) return;
     const made = await db.create();
     drop = made.drop;
     stripe = await startStripeStandIn();
@@ -37,7 +36,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     return res.json();
   };
 
-  it.skipIf(skip)("checkout waits for the app's Stripe account (409 billing_not_connected, nothing sent to Stripe); the account is then connected per environment", async () => {
+  it("checkout waits for the app's Stripe account (409 billing_not_connected, nothing sent to Stripe); the account is then connected per environment", async () => {
     const { session } = await mintSession(server, "alice");
     const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
     expect(overview.checkoutAvailable).toBe(false);
@@ -63,7 +62,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(await server.db.prisma.billingAccount.count()).toBe(1);
   });
 
-  it.skipIf(skip)("creates the Checkout Session in the connected account, tagged with the user and the plan, with the plan's trial", async () => {
+  it("creates the Checkout Session in the connected account, tagged with the user and the plan, with the plan's trial", async () => {
     const { session } = await mintSession(server, "alice");
     const res = await checkout(server, session, { plan: "pro" });
     expect(res.status, await res.clone().text()).toBe(200);
@@ -95,7 +94,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(fields.cancel_url).toBe("https://app.example/settings/billing?tab=plan&checkout=cancel");
   });
 
-  it.skipIf(skip)("refuses what cannot be bought, in the envelope, and asks Stripe nothing", async () => {
+  it("refuses what cannot be bought, in the envelope, and asks Stripe nothing", async () => {
     const { session } = await mintSession(server, "bob");
     const before = stripe.checkouts.length;
     const counts = await tableCounts(server.db);
@@ -109,7 +108,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(await tableCounts(server.db)).toEqual(counts);
   });
 
-  it.skipIf(skip)("Stripe's refusal is a 409 saying why; Stripe unreachable is a 503", async () => {
+  it("Stripe's refusal is a 409 saying why; Stripe unreachable is a 503", async () => {
     const { session } = await mintSession(server, "carol");
     stripe.failNext(400, { type: "invalid_request_error", code: "resource_missing", message: "No such price: 'price_pro'" });
     const refused = await expectError(await checkout(server, session, { plan: "pro" }), 409, "plan_unavailable");
@@ -119,7 +118,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(server.logs.join("")).not.toContain("sk_test_standin");
   });
 
-  it.skipIf(skip)("the overview lists the plans on sale and the default, the user's plan, allowance and usage", async () => {
+  it("the overview lists the plans on sale and the default, the user's plan, allowance and usage", async () => {
     const { session } = await mintSession(server, "dave");
     const res = await server.fetch("/v1/billing", { headers: bearer(session) });
     expect(res.status, await res.clone().text()).toBe(200);
@@ -133,7 +132,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(body.current.usage).toMatchObject({ runs: 0, amountMicros: 0 });
   });
 
-  it.skipIf(skip)("the customer portal opens in the connected account for the customer of the user's subscription; no second checkout, of any plan, while it lives; after its deletion checkout works again", async () => {
+  it("the customer portal opens in the connected account for the customer of the user's subscription; no second checkout, of any plan, while it lives; after its deletion checkout works again", async () => {
     const { session } = await mintSession(server, "erin");
     const before = { checkouts: stripe.checkouts.length, portals: stripe.portals.length };
     expect((await expectError(await portal(server, session), 409, "no_subscription")).error.message).toMatch(/no Stripe subscription/);
@@ -190,7 +189,7 @@ describe.each(DATABASES)("billing: account, overview and checkout on $db.name", 
     expect(stripe.checkouts.length).toBe(before.checkouts + 1);
   });
 
-  it.skipIf(skip)("answers CORS for the browser routes only: any origin, the bearer header, no cookies", async () => {
+  it("answers CORS for the browser routes only: any origin, the bearer header, no cookies", async () => {
     const preflight = await server.fetch("/v1/billing/checkout", {
       method: "OPTIONS",
       headers: { origin: "https://app.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },

@@ -7,7 +7,7 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import { ChatOpenAI } from "@langchain/openai";
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool as lcTool } from "@langchain/core/tools";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -69,7 +69,7 @@ function sseData(body: string): (Record<string, unknown> | "[DONE]")[] {
     .map((d) => (d === "[DONE]" ? "[DONE]" : (JSON.parse(d) as Record<string, unknown>)));
 }
 
-describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain on $db.name", ({ db, skip }) => {
+onEachDatabase("chat completions with the Vercel AI SDK and LangChain on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
   let brittle: BrittleStandIn;
@@ -77,7 +77,6 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
   let bob: WorkerProcess;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     brittle = await startBrittleStandIn();
@@ -109,7 +108,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
     // `user` is a documented provider option of the OpenAI-compatible chat model, keyed by the provider's name.
     const as = (user: string) => ({ svc: { user } });
 
-    it.skipIf(skip)("generateText and streamText on svc/echo: the exact text, usage, the run id header, and `user` sent as the provider option", async () => {
+    it("generateText and streamText on svc/echo: the exact text, usage, the run id header, and `user` sent as the provider option", async () => {
       const svc = provider();
       const before = await runCount("eve");
       const plain = await generateText({ model: svc("svc/echo"), providerOptions: as("eve"), system: "be brief", prompt: "hello there" });
@@ -132,7 +131,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(await runCount("eve")).toBe(before + 2);
     });
 
-    it.skipIf(skip)("generateText and streamText on auto reach the user's runtime: the stand-in's text and usage, one run each", async () => {
+    it("generateText and streamText on auto reach the user's runtime: the stand-in's text and usage, one run each", async () => {
       const svc = provider();
       const before = await runCount("alice");
       const sent = model.requests.length;
@@ -151,7 +150,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(model.requests.length).toBe(sent + 2);
     });
 
-    it.skipIf(skip)("runs the tool loop itself: the SDK calls the tool with the model's arguments, sends the result back, gets the stand-in's answer", async () => {
+    it("runs the tool loop itself: the SDK calls the tool with the model's arguments, sends the result back, gets the stand-in's answer", async () => {
       const svc = provider();
       const calls: unknown[] = [];
       const weather = aiTool({
@@ -192,7 +191,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       }
     });
 
-    it.skipIf(skip)("the 409 handback surfaces as an APICallError with status 409 and the envelope's code and message; its retries with one Idempotency-Key are counted once", async () => {
+    it("the 409 handback surfaces as an APICallError with status 409 and the envelope's code and message; its retries with one Idempotency-Key are counted once", async () => {
       const svc = provider();
       // With retries off: one request, the error itself.
       const handled = answered(409);
@@ -225,7 +224,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect((await runsOf("ai-nobody-retried")).map((x) => x.id)).toEqual([ids[0]]);
     }, 30_000);
 
-    it.skipIf(skip)("a request without user is a 400 invalid_request naming the param, not retried", async () => {
+    it("a request without user is a 400 invalid_request naming the param, not retried", async () => {
       const svc = provider();
       const before = answered(400);
       const err = await generateText({ model: svc("svc/echo"), prompt: "hi" }).catch((e: unknown) => e);
@@ -238,7 +237,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(answered(400)).toBe(before + 1);
     });
 
-    it.skipIf(skip)("a runtime failure after streaming began reaches streamText as an error part after the text that came", async () => {
+    it("a runtime failure after streaming began reaches streamText as an error part after the text that came", async () => {
       const svc = provider();
       const before = await runCount("bob");
       const parts: { type: string; text?: string; error?: unknown }[] = [];
@@ -261,7 +260,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
     const chat = (modelName: string, user: string | undefined, fields: Record<string, unknown> = {}) =>
       new ChatOpenAI({ model: modelName, apiKey: server.dev.appKey, configuration: { baseURL: `${server.url}/v1` }, ...(user ? { user } : {}), ...fields });
 
-    it.skipIf(skip)("invoke on svc/echo and auto: the exact texts and usage; `user` via the documented field and via modelKwargs", async () => {
+    it("invoke on svc/echo and auto: the exact texts and usage; `user` via the documented field and via modelKwargs", async () => {
       const eve = await chat("svc/echo", "lc-eve").invoke([new HumanMessage("hello there")]);
       expect(eve).toBeInstanceOf(AIMessage);
       expect(eve.content).toBe("hello there");
@@ -280,7 +279,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(await runCount("alice")).toBe(before + 1);
     });
 
-    it.skipIf(skip)("stream: the chunks concatenate to the full text, with the usage", async () => {
+    it("stream: the chunks concatenate to the full text, with the usage", async () => {
       for (const [modelName, user, prompt, expected, usage] of [
         ["svc/echo", "lc-eve", "one two three", "one two three", { input_tokens: 3, output_tokens: 3, total_tokens: 6 }],
         ["auto", "alice", "hi", HELLO, { input_tokens: 12, output_tokens: 7, total_tokens: 19 }],
@@ -295,7 +294,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       }
     });
 
-    it.skipIf(skip)("bindTools: the AIMessage carries the parsed tool call; the ToolMessage sent back gets the stand-in's answer", async () => {
+    it("bindTools: the AIMessage carries the parsed tool call; the ToolMessage sent back gets the stand-in's answer", async () => {
       const weather = lcTool(async ({ city }: { city: string }) => `sunny in ${city}`, { name: "weather", description: "The weather in a city", schema: z.object({ city: z.string() }) });
       const withTools = chat("auto", "alice").bindTools([weather]);
       const before = await runCount("alice");
@@ -316,7 +315,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(await runCount("alice")).toBe(before + 2);
     });
 
-    it.skipIf(skip)("the 409 handback throws with status 409 and code serve_in_app; LangChain does not retry it: one request, one run", async () => {
+    it("the 409 handback throws with status 409 and code serve_in_app; LangChain does not retry it: one request, one run", async () => {
       const before = answered(409);
       // LangChain's default of 6 retries is left on: its caller refuses to retry a 409.
       const err = await chat("auto", "lc-nobody").invoke("hi").catch((e: unknown) => e);
@@ -334,7 +333,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(runs[0].usageRows.map((u) => [u.kind, u.costClass])).toEqual([["run", "app_served"]]);
     });
 
-    it.skipIf(skip)("a runtime failure after streaming began: the chunks that came, then the stream throws the error frame's message", async () => {
+    it("a runtime failure after streaming began: the chunks that came, then the stream throws the error frame's message", async () => {
       const before = await runCount("bob");
       const texts: unknown[] = [];
       const err = await (async () => {
@@ -347,7 +346,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
       expect(await runCount("bob")).toBe(before + 1);
     });
 
-    it.skipIf(skip)("a request without user throws a 400 invalid_request, not retried", async () => {
+    it("a request without user throws a 400 invalid_request, not retried", async () => {
       const before = answered(400);
       const err = await chat("svc/echo", undefined).invoke("hi").catch((e: unknown) => e);
       const e = err as Error & { status?: number; code?: string; param?: string };
@@ -367,7 +366,7 @@ describe.each(DATABASES)("chat completions with the Vercel AI SDK and LangChain 
         body: JSON.stringify(body),
       });
 
-    it.skipIf(skip)("streamed: the text that came, then a final error frame in the envelope's shape and no [DONE]; not streamed: 503 service_unavailable", async () => {
+    it("streamed: the text that came, then a final error frame in the envelope's shape and no [DONE]; not streamed: 503 service_unavailable", async () => {
       const chats = brittle.chats;
       const before = await runCount("bob");
       // A prompt of its own: an identical body within 10 s would be the same (failed) run, replayed.

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import OpenAI from "openai";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -12,14 +12,13 @@ import { expectError } from "./helpers/requests.js";
  * package pointed at the real server's base URL, on each database; `auto` goes
  * to a real worker process serving a model stand-in.
  */
-describe.each(DATABASES)("chat completions with the official openai client on $db.name", ({ db, skip }) => {
+onEachDatabase("chat completions with the official openai client on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
   let client: OpenAI;
   let worker: WorkerProcess;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     client = new OpenAI({ apiKey: server.dev.appKey, baseURL: `${server.url}/v1`, maxRetries: 2 });
@@ -39,7 +38,7 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     return u ? server.db.prisma.run.findMany({ where: { endUserId: u.id }, include: { usageRows: true } }) : [];
   };
 
-  it.skipIf(skip)("svc/echo answers plain and streamed, with usage in the last chunk; a run record and a free ledger row, nothing counted", async () => {
+  it("svc/echo answers plain and streamed, with usage in the last chunk; a run record and a free ledger row, nothing counted", async () => {
     const { data, response } = await client.chat.completions.create({ model: "svc/echo", user: "eve", messages: [{ role: "developer", content: "be brief" }, { role: "user", content: "hello there" }] }).withResponse();
     expect(data.object).toBe("chat.completion");
     expect(data.choices[0].message).toMatchObject({ role: "assistant", content: "hello there" });
@@ -58,7 +57,7 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     for (const r of runs) expect(r.usageRows.map((u) => [u.kind, u.costClass, Number(u.amountMicros)])).toEqual([["echo", "free", 0]]);
   });
 
-  it.skipIf(skip)("auto goes to the user's own model runtime: plain, streamed, and with tools coming back to the caller", async () => {
+  it("auto goes to the user's own model runtime: plain, streamed, and with tools coming back to the caller", async () => {
     const plain = await client.chat.completions.create({ model: "auto", user: "alice", messages: [{ role: "user", content: "hi" }] });
     expect(plain.choices[0].message.content).toBe("Hello from the stand-in model.");
     expect(plain.model).toBe("llama3.2:3b");
@@ -93,7 +92,7 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     for (const r of runs) expect(r.usageRows.filter((u) => u.kind === "run").map((u) => u.costClass)).toEqual(["user_hardware"]);
   });
 
-  it.skipIf(skip)("hands back with 409 serve_in_app that the client does not retry, counted once; a retry with the same Idempotency-Key is the same run", async () => {
+  it("hands back with 409 serve_in_app that the client does not retry, counted once; a retry with the same Idempotency-Key is the same run", async () => {
     const key = "chat-nobody-1";
     const err = await client.chat.completions.create({ model: "auto", user: "nobody", messages: [{ role: "user", content: "hi" }] }, { headers: { "Idempotency-Key": key } }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.ConflictError);
@@ -117,7 +116,7 @@ describe.each(DATABASES)("chat completions with the official openai client on $d
     expect(runs[0].usageRows.map((u) => [u.kind, u.costClass])).toEqual([["run", "app_served"]]);
   });
 
-  it.skipIf(skip)("refuses a request without user with a 400 the client reads, and lists the models the user can ask for", async () => {
+  it("refuses a request without user with a 400 the client reads, and lists the models the user can ask for", async () => {
     const err = await client.chat.completions.create({ model: "svc/echo", messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).code).toBe("invalid_request");

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError, requestInit, ROUTE_CASES, type RouteCase } from "./helpers/requests.js";
 import { SessionService } from "../server/sessions/sessions.js";
@@ -18,13 +18,12 @@ const ROUTES_NOT_BUILT = new Set(Object.entries(contract).filter(([, r]) => (r.m
  * the credential its spec line names: with it the request passes (501 while the
  * route is not built), with anything else it is refused in the envelope and changes nothing.
  */
-describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
+onEachDatabase("credential matrix on $db.name", (db) => {
   let server: TestServer;
   const creds: Record<string, string> = {};
   const pk: Record<string, string> = {};
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
     const { keys } = server.services;
     creds.appKey = server.dev.appKey;
@@ -88,7 +87,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
 
   const headerRoutes = ROUTE_CASES.filter((c) => c.auth === "appKey" || c.auth === "session");
 
-  describe.skipIf(skip)("routes taking a bearer credential", () => {
+  describe("routes taking a bearer credential", () => {
     it.each(headerRoutes)("$method $path ($auth): only its own valid credential passes", async (c) => {
       const own = c.auth === "appKey" ? "appKey" : "session";
       await passes(c, await send(c, bearer(creds[own])));
@@ -127,7 +126,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
 
   const pathRoutes = ROUTE_CASES.filter((c) => c.auth === "connectKey");
 
-  describe.skipIf(skip)("routes taking the connect key in the path", () => {
+  describe("routes taking the connect key in the path", () => {
     it.each(pathRoutes)("$method $path: a live connect key and no header passes", async (c) => {
       await passes(c, await send(c, {}, pk.valid));
       await passes(c, await send(c, { cookie: creds.ownerCookie }, pk.valid));
@@ -145,7 +144,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
 
   const openRoutes = ROUTE_CASES.filter((c) => c.auth === "none");
 
-  describe.skipIf(skip)("routes taking no credential", () => {
+  describe("routes taking no credential", () => {
     it.each(openRoutes)("$method $path: refuses any credential", async (c) => {
       await passes(c, await send(c, {}));
       await passes(c, await send(c, { cookie: creds.ownerCookie }));
@@ -155,7 +154,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
 
   const ownerRoutes = ROUTE_CASES.filter((c) => c.auth === "owner");
 
-  describe.skipIf(skip)("routes taking the dashboard's session cookie", () => {
+  describe("routes taking the dashboard's session cookie", () => {
     it.each(ownerRoutes)("$method $path: only a live owner session passes, with X-CSRF-Token unless a GET", async (c) => {
       // A fresh owner each time: signing out and changing the password end sessions.
       const o = await signInOwner(server);
@@ -183,7 +182,7 @@ describe.each(DATABASES)("credential matrix on $db.name", ({ db, skip }) => {
     });
   });
 
-  it.skipIf(skip)("401 answers say how to authenticate", async () => {
+  it("401 answers say how to authenticate", async () => {
     const res = await server.fetch("/v1/plans");
     expect(res.headers.get("www-authenticate")).toMatch(/^Bearer/);
     await expectError(res, 401, "missing_credential");

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { ConfigError, parseConfig } from "../server/config.js";
-import { DATABASES, postgresAvailable, withClient } from "./helpers/databases.js";
+import { onEachDatabase, DATABASES, postgresAvailable, withClient } from "./helpers/databases.js";
 import { startTestServerOn } from "./helpers/server.js";
 import { removeTempDirs, startServerProcess, stopAll, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
@@ -28,7 +28,7 @@ describe("SVC_DEV_APP", () => {
   });
 });
 
-describe.each(DATABASES)("the development app on $db.name", ({ db, skip }) => {
+onEachDatabase("the development app on $db.name", (db) => {
   const start = async (flag: "" | "0" | "1") => {
     const server = await startTestServerOn(db, { SVC_DEV_APP: flag });
     const apps = await server.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM apps`);
@@ -37,7 +37,7 @@ describe.each(DATABASES)("the development app on $db.name", ({ db, skip }) => {
     return { printed, apps: apps[0].n };
   };
 
-  it.skipIf(skip)(`unset: ${db.name === "pglite" ? "created and printed on the first start" : "none created, no key printed"}`, async () => {
+  it(`unset: ${db.name === "pglite" ? "created and printed on the first start" : "none created, no key printed"}`, async () => {
     const { printed, apps } = await start("");
     if (db.name === "pglite") {
       expect(printed).toMatch(/A local development app was created/);
@@ -48,11 +48,11 @@ describe.each(DATABASES)("the development app on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("SVC_DEV_APP=0: none, on any database", async () => {
+  it("SVC_DEV_APP=0: none, on any database", async () => {
     expect(await start("0")).toEqual({ printed: "", apps: 0 });
   });
 
-  it.skipIf(skip)("SVC_DEV_APP=1: created and printed on an empty database, on any database", async () => {
+  it("SVC_DEV_APP=1: created and printed on an empty database, on any database", async () => {
     const { printed, apps } = await start("1");
     expect(printed).toMatch(/app key\s+sk_svc_/);
     expect(apps).toBe(1);

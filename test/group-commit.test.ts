@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupCommit } from "../server/db/group-commit.js";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 
 describe("group commit", () => {
@@ -39,17 +39,16 @@ describe("group commit", () => {
 });
 
 /** `svc/echo` answers under concurrency: one run and one ledger row per answer, never more or fewer, however they were grouped. */
-describe.each(DATABASES)("svc/echo records by group commit on $db.name", ({ db, skip }) => {
+onEachDatabase("svc/echo records by group commit on $db.name", (db) => {
   let server: TestServer;
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
   }, 60_000);
   afterAll(async () => {
     await server?.close();
   });
 
-  it.skipIf(skip)("200 concurrent answers: 200 runs and 200 rows, each answer's run id among them", async () => {
+  it("200 concurrent answers: 200 runs and 200 rows, each answer's run id among them", async () => {
     const answers = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
         server.fetch("/v1/chat/completions", {

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { Svc } from "@svc/sdk";
 import { WORKER_CLOSE, WORKER_MAX_JOB_FRAME_BYTES, serverMessage, workerMessage, type JobEvent, type WorkerMessage } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
@@ -54,7 +54,7 @@ interface RunView {
   output: string | null;
 }
 
-describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
+onEachDatabase("a hostile machine on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
   let svc: Svc;
@@ -64,7 +64,6 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
   const memory: Record<string, number> = {};
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, LIMITS, { runningClock: true });
     model = await startModelStandIn();
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
@@ -119,7 +118,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     return { runId: started.runId!, jobId: job.payload.jobId };
   }
 
-  it.skipIf(skip)("20,000 small text deltas become far fewer stored events, with the text whole and in order", async () => {
+  it("20,000 small text deltas become far fewer stored events, with the text whole and in order", async () => {
     const { user, w } = await hostile();
     const { runId, jobId } = await modelRun(user, w);
     const N = 20_000;
@@ -140,7 +139,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     expect(w.ws.readyState).toBe(WebSocket.OPEN);
   });
 
-  it.skipIf(skip)("per-run limits: bytes, stored events, permission requests and tool calls each fail the run with limit_exceeded and cancel the job", async () => {
+  it("per-run limits: bytes, stored events, permission requests and tool calls each fail the run with limit_exceeded and cancel the job", async () => {
     const { user, w } = await hostile();
 
     // Bytes: 4 MiB of events at most.
@@ -184,7 +183,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     expect(w.ws.readyState).toBe(WebSocket.OPEN);
   });
 
-  it.skipIf(skip)("deadlines: a model turn past its deadline fails turn_timeout, an agent run past its own run_timeout; each job is cancelled", async () => {
+  it("deadlines: a model turn past its deadline fails turn_timeout, an agent run past its own run_timeout; each job is cancelled", async () => {
     const { user, w } = await hostile();
     const turn = await modelRun(user, w, { limits: { turnTimeoutMs: 1000 } });
     const r1 = await ended(turn.runId);
@@ -199,7 +198,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     expect((await w.next("cancel")).payload.jobId).toBe(agent.jobId);
   });
 
-  it.skipIf(skip)("per-connection limits: heartbeats, runtimes lists, error reports, messages and bytes each close it with 4029; a frame over 1 MiB with 1009; rows and memory stay bounded; another user's run beside it completes", async () => {
+  it("per-connection limits: heartbeats, runtimes lists, error reports, messages and bytes each close it with 4029; a frame over 1 MiB with 1009; rows and memory stay bounded; another user's run beside it completes", async () => {
     // Another user's machine: a real svc-worker serving the model stand-in.
     const bobUser = `bob-${++users}`;
     const bob = await pairViaApi(server, server.dev, bobUser, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
@@ -270,7 +269,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     console.log(`[hostile-machine on ${db.name}] ${JSON.stringify(memory)}`);
   }, 180_000);
 
-  it.skipIf(skip)("a runtime at its advertised maxConcurrentJobs is busy: runs go back to the app or get no_compute until a job ends, and a resumed turn waits for a slot", async () => {
+  it("a runtime at its advertised maxConcurrentJobs is busy: runs go back to the app or get no_compute until a job ends, and a resumed turn waits for a slot", async () => {
     const { user, w } = await hostile(1);
     const first = await modelRun(user, w);
     const noCompute = await startRun({ user, prompt: "again", route: { prefer: ["user-hardware"] } });
@@ -302,7 +301,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     expect(await ended(waiting.runId)).toMatchObject({ status: "completed", output: "after the tool" });
   });
 
-  it.skipIf(skip)("a conversation over the link's frame limit fails its run conversation_too_large; the frame is never sent and the link stays up", async () => {
+  it("a conversation over the link's frame limit fails its run conversation_too_large; the frame is never sent and the link stays up", async () => {
     const { user, w } = await hostile();
     const { runId, jobId } = await modelRun(user, w, { prompt: "p".repeat(600_000), tools: [{ name: "big" }] });
     w.send(event(jobId, { type: "tool_call", id: "c1", name: "big", arguments: "{}" }));
@@ -319,7 +318,7 @@ describe.each(DATABASES)("a hostile machine on $db.name", ({ db, skip }) => {
     expect(w.ws.readyState).toBe(WebSocket.OPEN);
   });
 
-  it.skipIf(skip)("on a real svc-worker: the oversized conversation fails cleanly, with no reconnect, and the machine serves the next run", async () => {
+  it("on a real svc-worker: the oversized conversation fails cleanly, with no reconnect, and the machine serves the next run", async () => {
     const user = `olga-${++users}`;
     const m = await pairViaApi(server, server.dev, user, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
     const worker = spawnWorker(["start"], m.home);

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -13,7 +13,7 @@ import { expectError } from "./helpers/requests.js";
  * (a run start: the same run, its stream or its handback), counted once; the same
  * key with another body is 409; no key, no idempotency (two runs, counted twice).
  */
-describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
+onEachDatabase("Idempotency-Key on $db.name", (db) => {
   let a: TestServer;
   /** A second instance on the same database (Postgres only; on PGlite the same one). */
   let b: TestServer;
@@ -22,7 +22,6 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
   let worker: WorkerProcess;
 
   beforeAll(async () => {
-    if (skip) return;
     const made = await db.create();
     drop = made.drop;
     a = await startTestServer(made.target, {}, { runningClock: true });
@@ -49,7 +48,7 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
     return { runs: runs.map((r) => r.id), ledgerRuns: rows[0].n };
   };
 
-  it.skipIf(skip)("a handed-back run start repeated, and repeated at once on both instances, is one run and one ledger row; the same answer each time", async () => {
+  it("a handed-back run start repeated, and repeated at once on both instances, is one run and one ledger row; the same answer each time", async () => {
     const body = { user: "hugo", prompt: "hello", route: { prefer: ["app"] } };
     const first = await post(a, "/v1/runs", body, "start-hugo-1");
     await expectError(first, 409, "serve_in_app");
@@ -66,7 +65,7 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
     expect(await runsOf("hugo")).toEqual({ runs: [runId], ledgerRuns: 1 });
   });
 
-  it.skipIf(skip)("concurrent first requests with one key, spread over both instances, start one run", async () => {
+  it("concurrent first requests with one key, spread over both instances, start one run", async () => {
     const body = { user: "ines", prompt: "hello", route: { prefer: ["app"] } };
     const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => post(i % 2 ? b : a, "/v1/runs", body, "start-ines-1")));
     const ids = new Set(answers.map((r) => r.headers.get("service-run-id")));
@@ -78,7 +77,7 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
     expect(ledgerRuns).toBe(1);
   });
 
-  it.skipIf(skip)("the same key with another body (or another path) is 409 idempotency_key_reused and creates nothing", async () => {
+  it("the same key with another body (or another path) is 409 idempotency_key_reused and creates nothing", async () => {
     await expectError(await post(a, "/v1/runs", { user: "hugo", prompt: "something else", route: { prefer: ["app"] } }, "start-hugo-1"), 409, "idempotency_key_reused");
     await expectError(await post(b, "/v1/chat/completions", { model: "svc/echo", user: "hugo", messages: [{ role: "user", content: "x" }] }, "start-hugo-1"), 409, "idempotency_key_reused");
     expect((await runsOf("hugo")).runs).toHaveLength(1);
@@ -88,7 +87,7 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
     expect((await runsOf("hugo")).runs).toHaveLength(1);
   });
 
-  it.skipIf(skip)("without a key nothing is idempotent: two identical run starts and two identical chat completions are four runs, counted four times", async () => {
+  it("without a key nothing is idempotent: two identical run starts and two identical chat completions are four runs, counted four times", async () => {
     const run = { user: "jon", prompt: "hello", route: { prefer: ["app"] } };
     const chat = { model: "auto", user: "jon", messages: [{ role: "user", content: "hi" }] };
     const ids = new Set<string | null>();
@@ -110,7 +109,7 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
     expect((await runsOf("jon")).runs).toHaveLength(5);
   });
 
-  it.skipIf(skip)("a streamed run start repeated with its key re-attaches to the same run: the same events from the first, while it runs and after", async () => {
+  it("a streamed run start repeated with its key re-attaches to the same run: the same events from the first, while it runs and after", async () => {
     const body = { user: "mia", prompt: "Tell me [slow]", route: { prefer: ["user-hardware"] } };
     const read = async (res: Response) => {
       const frames: SseFrame[] = [];
@@ -134,7 +133,7 @@ describe.each(DATABASES)("Idempotency-Key on $db.name", ({ db, skip }) => {
     expect(await runsOf("mia")).toEqual({ runs: [runId], ledgerRuns: 1 });
   });
 
-  it.skipIf(skip)("any POST: a plan created with a key is created once; its repeat gets the 201 again, not plan_exists", async () => {
+  it("any POST: a plan created with a key is created once; its repeat gets the 201 again, not plan_exists", async () => {
     const plan = { slug: "idem-pro", name: "Pro", allowance: { unit: "runs", limit: 10 } };
     const first = await post(a, "/v1/plans", plan, "plan-1");
     expect(first.status).toBe(201);

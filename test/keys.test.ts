@@ -1,16 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase, onPostgres } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
 
 /** Key rotation (with its grace period), revocation, and secrets at rest. Time moves by the test clock, not by sleeping. */
-describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
+onEachDatabase("keys on $db.name", (db) => {
   let server: TestServer;
   let drop: () => Promise<void>;
 
   beforeAll(async () => {
-    if (skip) return;
     const made = await db.create();
     drop = made.drop;
     server = await startTestServer(made.target);
@@ -30,7 +29,7 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
       body: JSON.stringify({ hostname: "h", platform: "linux", arch: "x64", client: "t" }),
     });
 
-  it.skipIf(skip)("a rotated app key keeps working for its grace period, then stops; the new one works", async () => {
+  it("a rotated app key keeps working for its grace period, then stops; the new one works", async () => {
     const app = await server.services.keys.createApp("Rotate", "test");
     const rotated = await server.services.keys.rotate(app.appKey, 3600);
     expect(rotated.key).not.toBe(app.appKey);
@@ -47,7 +46,7 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     expect(current.lastUsedAt).toBe(server.clock.now().toISOString());
   });
 
-  it.skipIf(skip)("a revoked app key stops at once and cannot be revoked or rotated again", async () => {
+  it("a revoked app key stops at once and cannot be revoked or rotated again", async () => {
     const app = await server.services.keys.createApp("Revoke", "live");
     await accepted(app.appKey);
     await server.services.keys.revoke(app.appKey);
@@ -56,7 +55,7 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     await expect(server.services.keys.rotate(app.appKey)).rejects.toThrow(/already revoked/);
   });
 
-  it.skipIf(skip)("connect keys rotate and revoke the same way on the pairing path", async () => {
+  it("connect keys rotate and revoke the same way on the pairing path", async () => {
     const app = await server.services.keys.createApp("Connect", "test");
     expect((await pairing(app.connectKey)).status).toBe(200);
     const rotated = await server.services.keys.rotate(app.connectKey, 60);
@@ -68,7 +67,7 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     await expectError(await pairing(rotated.key), 401, "revoked_credential");
   });
 
-  it.skipIf(skip)("keys of one app are independent of another's", async () => {
+  it("keys of one app are independent of another's", async () => {
     const a = await server.services.keys.createApp("A", "test");
     const b = await server.services.keys.createApp("B", "test");
     await server.services.keys.revoke(a.appKey);
@@ -80,7 +79,7 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     await refused(`${aId}.${bSecret}`, "invalid_credential");
   });
 
-  it.skipIf(skip)("no secret is stored in clear: not app key secrets, not session tokens", async () => {
+  it("no secret is stored in clear: not app key secrets, not session tokens", async () => {
     const app = await server.services.keys.createApp("Secrets", "test");
     const session = await server.services.sessions.mint({ appId: app.appId, environment: "test" }, "user-1");
     const secrets = [app.appKey.split(".")[1], session.token, session.token.slice(4)];
@@ -102,7 +101,7 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
     expect(await tableCounts(server.db)).toEqual(before);
   });
 
-  it.skipIf(skip)("log lines never carry a credential, even of refused requests", async () => {
+  it("log lines never carry a credential, even of refused requests", async () => {
     const app = await server.services.keys.createApp("Logs", "test");
     const session = await server.services.sessions.mint({ appId: app.appId, environment: "test" }, "user-2");
     await accepted(app.appKey);
@@ -119,14 +118,12 @@ describe.each(DATABASES)("keys on $db.name", ({ db, skip }) => {
  * Verified app keys are cached for a few seconds on each instance: a change made
  * on another instance must still stop the key at once (it is announced).
  */
-const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
-describe.skipIf(postgres.skip)("a key changed on one instance, on another sharing the Postgres", () => {
+onPostgres("a key changed on one instance, on another sharing the Postgres", (postgres) => {
   let a: TestServer;
   let b: TestServer;
   let drop: () => Promise<void>;
   beforeAll(async () => {
-    if (postgres.skip) return;
-    const made = await postgres.db.create();
+    const made = await postgres.create();
     drop = made.drop;
     a = await startTestServer(made.target);
     b = await startTestServer(made.target);

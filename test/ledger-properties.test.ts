@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import fc from "fast-check";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 
@@ -49,13 +49,12 @@ const PLANS = {
   tokmeter: { unit: "tokens", limit: 100, overage: true, price: 1_234 },
 } as const;
 
-describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
+onEachDatabase("ledger properties on $db.name", (db) => {
   let server: TestServer;
   let api: ReturnType<typeof apiClient>;
   let users = 0;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
     api = apiClient(server, server.dev.appKey);
     await api("POST", "/v1/plans", { slug: "runs3", name: "Three", allowance: { unit: "runs", limit: 3 }, isDefault: true });
@@ -70,7 +69,7 @@ describe.each(DATABASES)("ledger properties on $db.name", ({ db, skip }) => {
 
   const start = (user: string) => api("POST", "/v1/runs", { user, model: "auto", prompt: "p", route: { prefer: ["app"] } });
 
-  it.skipIf(skip)("every sequence of starts, retries, reports, failures and bursts leaves sums equal to rows, no row twice, no allowance overshoot", async () => {
+  it("every sequence of starts, retries, reports, failures and bursts leaves sums equal to rows, no row twice, no allowance overshoot", async () => {
     await fc.assert(
       fc.asyncProperty(fc.array(action, { minLength: 1, maxLength: 14 }), async (actions) => {
         const user = `prop-${++users}`;

@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { workerMessage } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 import { pairViaApi } from "./helpers/worker.js";
@@ -30,13 +30,12 @@ interface UsageRow {
   amountMicros: number;
 }
 
-describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
+onEachDatabase("the ledger's truth on $db.name", (db) => {
   let server: TestServer;
   let api: ReturnType<typeof apiClient>;
   const workers: WorkerDouble[] = [];
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
     api = apiClient(server, server.dev.appKey);
   }, 60_000);
@@ -60,7 +59,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
       .fetch("/v1/runs", { method: "POST", headers: { ...bearer(server.dev.appKey), "content-type": "application/json" }, body: JSON.stringify(body) })
       .then(async (res) => ({ status: res.status, runId: res.headers.get("service-run-id"), text: await res.text() }));
 
-  it.skipIf(skip)("a machine advertising wrong cost classes changes nothing: every row, event and read carries the service's class", async () => {
+  it("a machine advertising wrong cost classes changes nothing: every row, event and read carries the service's class", async () => {
     const user = "liar";
     const m = await pairViaApi(server, server.dev, user);
     // A model runtime claiming to be free, an agent CLI claiming to be the user's hardware.
@@ -138,7 +137,7 @@ describe.each(DATABASES)("the ledger's truth on $db.name", ({ db, skip }) => {
    * written at the same moment are priced exactly as one after another would be.
    * On PGlite (one connection) the writes are serial anyway; on Postgres they race.
    */
-  it.skipIf(skip)("concurrent token rows of one user price overage from a total that counts each other (no under-billing)", async () => {
+  it("concurrent token rows of one user price overage from a total that counts each other (no under-billing)", async () => {
     const user = "racer";
     const allowance = 120;
     const price = 1_500; // micros per 1,000 tokens: 1.5 µ a token, so rounding per row shows too

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { apiClient } from "./helpers/api.js";
 import { tableCounts } from "./helpers/snapshot.js";
@@ -11,12 +11,11 @@ import { tableCounts } from "./helpers/snapshot.js";
  * usage report, overage priced, spend ceilings, yearly windows, plans set by
  * the app, and the usage rows paged and filtered.
  */
-describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
+onEachDatabase("ledger and plans on $db.name", (db) => {
   let server: TestServer;
   let api: ReturnType<typeof apiClient>;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
     api = apiClient(server, server.dev.appKey);
   }, 60_000);
@@ -28,7 +27,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
   const handback = (user: string) => api("POST", "/v1/runs", { user, model: "auto", prompt: "hi", route: { prefer: ["app"] } });
   const runIdOf = (r: { headers: Headers }) => r.headers.get("service-run-id")!;
 
-  it.skipIf(skip)("plans: created, listed, changed field by field, one default at a time, archived; bad input changes nothing", async () => {
+  it("plans: created, listed, changed field by field, one default at a time, archived; bad input changes nothing", async () => {
     const free = await api("POST", "/v1/plans", { slug: "free", name: "Free", allowance: { unit: "runs", limit: 3 }, isDefault: true });
     expect(free.status).toBe(201);
     expect(free.body).toMatchObject({ slug: "free", priceMicros: 0, currency: "usd", period: "month", allowance: { unit: "runs", limit: 3 }, overage: false, isDefault: true, archived: false });
@@ -79,7 +78,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     return (await keys.createKeys(server.dev.appId, "live")).appKey;
   }
 
-  it.skipIf(skip)("a run is counted at its start, handback included; the run that would pass a stopping allowance gets 402 and nothing is written", async () => {
+  it("a run is counted at its start, handback included; the run that would pass a stopping allowance gets 402 and nothing is written", async () => {
     for (let i = 0; i < 3; i++) expect((await handback("ann")).status).toBe(409);
     const before = await tableCounts(server.db);
     const refused = await handback("ann");
@@ -104,7 +103,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("GET", "/v1/users/nobody")).status).toBe(404);
   });
 
-  it.skipIf(skip)("a plan set by the app changes the allowance at once; null puts the user back on the default", async () => {
+  it("a plan set by the app changes the allowance at once; null puts the user back on the default", async () => {
     const set = await api("PUT", "/v1/users/ann/plan", { plan: "pro" });
     expect(set.status).toBe(200);
     expect(set.body).toMatchObject({ plan: { slug: "pro" }, subscription: { status: "active", source: "app" }, allowance: { limit: 100, used: 3, remaining: 97, reached: false } });
@@ -115,7 +114,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("PUT", "/v1/users/ann/plan", { plan: "nope" })).status).toBe(404);
   });
 
-  it.skipIf(skip)("a token plan stays exact after a handback: the usage the app reports counts, and the next run past it gets 402", async () => {
+  it("a token plan stays exact after a handback: the usage the app reports counts, and the next run past it gets 402", async () => {
     await api("POST", "/v1/plans", { slug: "tokens", name: "Tokens", allowance: { unit: "tokens", limit: 100 } });
     await api("PUT", "/v1/users/tom/plan", { plan: "tokens" });
     const first = await handback("tom");
@@ -133,7 +132,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect(rows.reduce((s: number, r: { amountMicros: number }) => s + r.amountMicros, 0)).toBe(tom.usage.amountMicros);
   });
 
-  it.skipIf(skip)("an overage plan runs past its allowance at the overage price, until the spend ceiling stops new runs (402)", async () => {
+  it("an overage plan runs past its allowance at the overage price, until the spend ceiling stops new runs (402)", async () => {
     await api("POST", "/v1/plans", { slug: "metered", name: "Metered", allowance: { unit: "runs", limit: 1 }, overage: true, overagePriceMicros: 400_000, spendCeilingMicros: 1_000_000 });
     await api("PUT", "/v1/users/olga/plan", { plan: "metered" });
     expect((await handback("olga")).status).toBe(409); // within the allowance: 0
@@ -147,7 +146,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("GET", "/v1/users/olga")).body).toMatchObject({ allowance: { limit: 1, used: 3, remaining: 0, reached: true }, usage: { amountMicros: 800_000 } });
   });
 
-  it.skipIf(skip)("a tokens plan with overage prices the tokens past its allowance per 1,000, reported by the app or run on the user's compute, up to the spend ceiling", async () => {
+  it("a tokens plan with overage prices the tokens past its allowance per 1,000, reported by the app or run on the user's compute, up to the spend ceiling", async () => {
     await api("POST", "/v1/plans", { slug: "tokmeter", name: "Token meter", allowance: { unit: "tokens", limit: 1000 }, overage: true, overagePriceMicros: 2_000, spendCeilingMicros: 10_000 });
     await api("PUT", "/v1/users/tina/plan", { plan: "tokmeter" });
     const first = await handback("tina");
@@ -165,7 +164,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect(refused.body.error.code).toBe("spend_ceiling_reached");
   });
 
-  it.skipIf(skip)("a monthly allowance starts again next month; a yearly one counts the whole year", async () => {
+  it("a monthly allowance starts again next month; a yearly one counts the whole year", async () => {
     await api("POST", "/v1/plans", { slug: "yearly", name: "Yearly", period: "year", allowance: { unit: "runs", limit: 2 } });
     await api("PUT", "/v1/users/yuri/plan", { plan: "yearly" });
     await api("PUT", "/v1/users/mia/plan", { plan: "free" });
@@ -182,7 +181,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect(nov).toHaveLength(3);
   });
 
-  it.skipIf(skip)("usage rows: paged by cursor with no row twice, filtered, amounts as integers; wrong environment 403, bad cursor 400", async () => {
+  it("usage rows: paged by cursor with no row twice, filtered, amounts as integers; wrong environment 403, bad cursor 400", async () => {
     const all: { id: string }[] = [];
     let cursor: string | null = null;
     do {
@@ -203,7 +202,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("GET", "/v1/usage?costClass=gold")).status).toBe(400);
   });
 
-  it.skipIf(skip)("numbers past what JSON carries exactly, a cursor past BIGINT, and strings Postgres cannot store are 400s that change nothing", async () => {
+  it("numbers past what JSON carries exactly, a cursor past BIGINT, and strings Postgres cannot store are 400s that change nothing", async () => {
     const before = await tableCounts(server.db);
     expect((await api("GET", "/v1/usage?cursor=9999999999999999999")).status).toBe(400);
     expect((await api("POST", "/v1/plans", { slug: "huge", name: "Huge", priceMicros: 2 ** 60 })).status).toBe(400);
@@ -225,7 +224,7 @@ describe.each(DATABASES)("ledger and plans on $db.name", ({ db, skip }) => {
     expect((await api("POST", "/v1/runs/run_any/usage", { inputTokens: 1e20, outputTokens: 1 })).status).toBe(400);
   });
 
-  it.skipIf(skip)("allowance.reached is recorded once per user and window for the app's webhook endpoints", async () => {
+  it("allowance.reached is recorded once per user and window for the app's webhook endpoints", async () => {
     await server.db.query(
       `INSERT INTO webhook_endpoints (id, app_id, environment, url, secret, event_types) VALUES ('we_ledger', $1, 'test', 'http://127.0.0.1:9/hook', 'sealed', ARRAY['allowance.reached'])`,
       [server.dev.appId],

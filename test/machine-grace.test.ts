@@ -1,10 +1,10 @@
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WORKER_CONNECT_PATH, workerMessage } from "@svc/contract";
 import { MAX_TURN_RESTARTS } from "../server/runs/model-loop.js";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase, onPostgres } from "./helpers/databases.js";
 import { freePort } from "./helpers/balancer.js";
 import { startLink, type Link } from "./helpers/link.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
@@ -55,7 +55,7 @@ function followRun(res: Response, onFrame: (f: SseFrame, runId: string) => void 
   return reader;
 }
 
-describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.name", ({ db, skip }) => {
+onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) => {
   let model: ModelStandIn;
   let link: Link;
   let server: TestServer;
@@ -69,7 +69,6 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
   const call = (path: string, init: RequestInit = {}) => fetch(`${direct}${path}`, { ...init, headers: { ...headers(), ...(init.headers ?? {}) } });
 
   beforeAll(async () => {
-    if (skip) return;
     model = await startModelStandIn();
     link = await startLink();
     const port = await freePort();
@@ -167,7 +166,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     expect(run).toMatchObject({ status, turns, input_tokens: String(12 * turns), output_tokens: String(7 * turns), last_seq: lastSeq });
   }
 
-  it.skipIf(skip)("silent for longer than the heartbeat timeout, back within the grace: offline meanwhile; all three runs (one older than the grace) carry on, the turn in flight re-run once behind turn_restarted; each event and each turn's ledger row once", async () => {
+  it("silent for longer than the heartbeat timeout, back within the grace: offline meanwhile; all three runs (one older than the grace) carry on, the turn in flight re-run once behind turn_restarted; each event and each turn's ledger row once", async () => {
     const slow = "word ".repeat(200);
     const tags = [tagged(), tagged(), tagged()];
     // This one is older than the grace when the link goes silent (the app took its time with the tool result), in its second turn.
@@ -226,7 +225,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     }
   }, 120_000);
 
-  it.skipIf(skip)("its network changes (the old path dead for good, new connections go through): the worker notices by itself and reconnects well within the grace; its runs carry on", async () => {
+  it("its network changes (the old path dead for good, new connections go through): the worker notices by itself and reconnects well within the grace; its runs carry on", async () => {
     const tags = [tagged(), tagged()];
     const readers = [await startRun({ prompt: `Go on [slow] ${tags[0]}` }), await startRun({ prompt: `And on [slow] ${tags[1]}` })];
     await pollUntil(async () => readers.map(deltasOfLastTurn), (n) => n.every((k) => k >= 3), 30_000, "every run mid-turn");
@@ -252,7 +251,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     link.restore();
   }, 120_000);
 
-  it.skipIf(skip)("an agent run (Claude Code) whose link goes silent fails worker_lost at the heartbeat timeout, with its reason, not after the grace: a CLI's own loop cannot be resumed", async () => {
+  it("an agent run (Claude Code) whose link goes silent fails worker_lost at the heartbeat timeout, with its reason, not after the grace: a CLI's own loop cannot be resumed", async () => {
     const dir = tempDir("svc-grace-clis-");
     const bin = writeFakeClis(dir);
     const workdir = fs.mkdtempSync(path.join(dir, "project-"));
@@ -285,7 +284,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     await pollUntil(machineState, (st) => st === "online", 20_000, "wanderer's machine online again");
   }, 90_000);
 
-  it.skipIf(skip)("silent past the grace: the runs fail worker_lost once the grace has passed, not before; the machine back afterwards changes nothing", async () => {
+  it("silent past the grace: the runs fail worker_lost once the grace has passed, not before; the machine back afterwards changes nothing", async () => {
     const tags = [tagged(), tagged(), tagged()];
     const readers = [await startRun({ prompt: `A long one [slow] ${tags[0]}` }), await startRun({ prompt: `And another [slow] ${tags[1]}` })];
     const cancelled = await startRun({ prompt: `Never mind [slow] ${tags[2]}` });
@@ -333,7 +332,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     }
   }, 120_000);
 
-  it.skipIf(skip)("the worker is back on a new connection while the server still holds its old, half-dead one: the new one replaces it and the run is taken over at once, not when the old socket finally closes", async () => {
+  it("the worker is back on a new connection while the server still holds its old, half-dead one: the new one replaces it and the run is taken over at once, not when the old socket finally closes", async () => {
     const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "roamer");
     const old = connectAndTakeJob(m.token);
     await pollUntil(() => stateOfUser("roamer"), (st) => st === "online", 10_000, "the double online");
@@ -361,7 +360,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     b.ws.terminate();
   }, 60_000);
 
-  it.skipIf(skip)("a machine that keeps dropping off mid-turn (a test double speaking the protocol): the turn runs at most 1 + MAX_TURN_RESTARTS times, then the run fails worker_lost, saying why", async () => {
+  it("a machine that keeps dropping off mid-turn (a test double speaking the protocol): the turn runs at most 1 + MAX_TURN_RESTARTS times, then the run fails worker_lost, saying why", async () => {
     const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "flapper");
     const first = connectAndTakeJob(m.token);
     await pollUntil(() => stateOfUser("flapper"), (st) => st === "online", 10_000, "the double online");
@@ -396,7 +395,7 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
     await expectStored(r.runId, r.frames.length, 0, "failed");
   }, 120_000);
 
-  it.skipIf(skip)("a machine removed while a run is mid-turn: the run fails at once, without waiting out the grace", async () => {
+  it("a machine removed while a run is mid-turn: the run fails at once, without waiting out the grace", async () => {
     const tag = tagged();
     const r = await startRun({ prompt: `Keep talking [slow] ${tag}` });
     await pollUntil(async () => deltasOfLastTurn(r), (n) => n >= 3, 30_000, "the run mid-turn");
@@ -415,9 +414,8 @@ describe.each(DATABASES)("a machine silent past the heartbeat timeout, on $db.na
   }, 60_000);
 });
 
-const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
 
-describe.skipIf(postgres.skip)("a machine silent on instance A comes back through instance B within the grace (two instances on one Postgres)", () => {
+onPostgres("a machine silent on instance A comes back through instance B within the grace (two instances on one Postgres)", (postgres) => {
   let model: ModelStandIn;
   let link: Link;
   let a: TestServer;
@@ -432,8 +430,7 @@ describe.skipIf(postgres.skip)("a machine silent on instance A comes back throug
     fetch(`http://127.0.0.1:${port}${p}`, { ...init, headers: { authorization: `Bearer ${keys.appKey}`, "content-type": "application/json", ...(init.headers ?? {}) } });
 
   beforeAll(async () => {
-    if (postgres.skip) return;
-    const made = await postgres.db.create();
+    const made = await postgres.create();
     drop = made.drop;
     model = await startModelStandIn();
     link = await startLink();

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { openDatabase, type Database } from "../server/db/open.js";
 import { migrate, readMigrations } from "../server/db/migrate.js";
 
@@ -33,13 +33,12 @@ describe("migrations", () => {
     expectedSql = schemaSql();
   });
 
-  describe.each(DATABASES)("on $db.name", ({ db, skip }) => {
+  onEachDatabase("on $db.name", (db) => {
     let fromMigrations: Database;
     let fromSchema: Database;
     const drops: (() => Promise<void>)[] = [];
 
     beforeAll(async () => {
-      if (skip) return;
       const a = await db.create();
       const b = await db.create();
       drops.push(a.drop, b.drop);
@@ -52,7 +51,7 @@ describe("migrations", () => {
       for (const d of drops) await d();
     });
 
-    it.skipIf(skip)("the committed migrations produce exactly the schema of prisma/schema.prisma", async () => {
+    it("the committed migrations produce exactly the schema of prisma/schema.prisma", async () => {
       expect(await migrate(fromMigrations)).toEqual(readMigrations().map((m) => m.name));
       await fromSchema.exec(expectedSql);
       const got = await describeSchema(fromMigrations);
@@ -61,20 +60,20 @@ describe("migrations", () => {
       expect(got).toEqual(want);
     });
 
-    it.skipIf(skip)("applies nothing twice, and refuses a migration edited after it was applied", async () => {
+    it("applies nothing twice, and refuses a migration edited after it was applied", async () => {
       expect(await migrate(fromMigrations)).toEqual([]);
       const edited = readMigrations().map((m, i) => (i === 0 ? { ...m, checksum: "0".repeat(64) } : m));
       await expect(migrate(fromMigrations, edited)).rejects.toThrow(/changed after it was applied/);
     });
 
-    it.skipIf(skip)("a failing migration leaves nothing half-applied", async () => {
+    it("a failing migration leaves nothing half-applied", async () => {
       const bad = [...readMigrations(), { name: "29991231000000_broken", sql: `CREATE TABLE "half" (id int); SELECT no_such_function();`, checksum: "x" }];
       await expect(migrate(fromMigrations, bad)).rejects.toThrow(/29991231000000_broken failed/);
       expect(await fromMigrations.query(`SELECT 1 FROM information_schema.tables WHERE table_name = 'half'`)).toEqual([]);
       expect(await fromMigrations.query(`SELECT 1 FROM "_svc_migrations" WHERE name = '29991231000000_broken'`)).toEqual([]);
     });
 
-    it.skipIf(skip)("the ledger is append-only: UPDATE, DELETE and TRUNCATE are refused", async () => {
+    it("the ledger is append-only: UPDATE, DELETE and TRUNCATE are refused", async () => {
       const p = fromMigrations.prisma;
       await p.app.create({ data: { id: "app_l", name: "Ledger" } });
       await p.endUser.create({ data: { id: "eu_l", appId: "app_l", environment: "test", externalId: "u" } });
@@ -91,7 +90,7 @@ describe("migrations", () => {
       expect(await p.usageRow.count()).toBe(1);
     });
 
-    it.skipIf(skip)("rows cannot point across apps or environments", async () => {
+    it("rows cannot point across apps or environments", async () => {
       const p = fromMigrations.prisma;
       await p.app.create({ data: { id: "app_a", name: "A" } });
       await p.app.create({ data: { id: "app_b", name: "B" } });

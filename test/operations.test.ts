@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { parseConfig } from "../server/config.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer } from "./helpers/requests.js";
@@ -43,7 +43,7 @@ describe("SVC_METRICS_TOKEN and SVC_METRICS_ADDR", () => {
   });
 });
 
-describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
+onEachDatabase("operations on $db.name", (db) => {
   let server: TestServer;
   let receiver: Receiver;
   const open: WebSocket[] = [];
@@ -54,7 +54,6 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
   };
 
   beforeAll(async () => {
-    if (skip) return;
     // The receiver refuses the first delivery: one attempt retrying, the next delivered.
     receiver = await startReceiver((n) => (n === 1 ? 500 : 200));
     server = await startTestServerOn(db, { SVC_METRICS_TOKEN: TOKEN, WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", WEBHOOK_TIMEOUT_MS: "1000", WEBHOOK_PRIVATE_ADDRESSES: "test" }, { runningClock: true });
@@ -65,7 +64,7 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
     await receiver?.close();
   });
 
-  it.skipIf(skip)("/healthz and /readyz answer 200 {status: ok} with no credential", async () => {
+  it("/healthz and /readyz answer 200 {status: ok} with no credential", async () => {
     for (const path of ["/healthz", "/readyz"]) {
       const res = await server.fetch(path);
       expect(res.status, path).toBe(200);
@@ -75,7 +74,7 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
     expect((await server.fetch("/healthz", { method: "POST" })).status).toBe(405);
   });
 
-  it.skipIf(skip)("/metrics refuses a missing or wrong token with 401 in the envelope", async () => {
+  it("/metrics refuses a missing or wrong token with 401 in the envelope", async () => {
     const missing = await server.fetch("/metrics");
     expect(missing.status).toBe(401);
     expect((await missing.json()).error).toMatchObject({ code: "missing_credential", type: "authentication_error" });
@@ -92,7 +91,7 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
     expect(ok.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
   });
 
-  it.skipIf(skip)("counts requests by route pattern and status (never a raw id), the ledger, runs, webhooks, the pool and the process", async () => {
+  it("counts requests by route pattern and status (never a raw id), the ledger, runs, webhooks, the pool and the process", async () => {
     const before = await scrape();
     const ledgerBefore = sample(before, "svc_ledger_rows_written_total")!;
     expect(ledgerBefore).not.toBeNull();
@@ -140,7 +139,7 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
     expect(sample(after, "nodejs_heap_size_used_bytes")).toBeGreaterThan(0);
   });
 
-  it.skipIf(skip)("machines online, open streams and running runs follow a real machine and a run's stream", async () => {
+  it("machines online, open streams and running runs follow a real machine and a run's stream", async () => {
     const quiet = await scrape();
     expect(sample(quiet, "svc_machines_online")).toBe(0);
     expect(sample(quiet, "svc_open_streams")).toBe(0);
@@ -163,7 +162,7 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
     await pollUntil(scrape, (t) => sample(t, "svc_machines_online") === 0, 10_000, "the machine gone");
   });
 
-  it.skipIf(skip)("metrics are per server: a second instance counts only its own requests", async () => {
+  it("metrics are per server: a second instance counts only its own requests", async () => {
     const other = await startTestServerOn(db, { SVC_METRICS_TOKEN: TOKEN });
     try {
       const text = await (await other.fetch("/metrics", { headers: bearer(TOKEN) })).text();
@@ -174,7 +173,7 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("a request's log line names its full path, without the query string", async () => {
+  it("a request's log line names its full path, without the query string", async () => {
     await server.fetch("/docs/?token=secret-in-query");
     await server.fetch("/v1/runs/run_logged?user=secret-user", { headers: bearer(server.dev.appKey) });
     const lines = server.logs.flatMap((l) => l.split("\n")).filter(Boolean).map((l) => JSON.parse(l)).filter((l) => l.msg === "request");
@@ -186,8 +185,8 @@ describe.each(DATABASES)("operations on $db.name", ({ db, skip }) => {
   });
 });
 
-describe.each(DATABASES)("readiness and metrics access on $db.name", ({ db, skip }) => {
-  it.skipIf(skip)("without SVC_METRICS_TOKEN, /metrics on the public listener is 404 in the envelope; SVC_METRICS_ADDR serves it with no token", async () => {
+onEachDatabase("readiness and metrics access on $db.name", (db) => {
+  it("without SVC_METRICS_TOKEN, /metrics on the public listener is 404 in the envelope; SVC_METRICS_ADDR serves it with no token", async () => {
     const server = await startTestServerOn(db, { SVC_METRICS_ADDR: "127.0.0.1:0" });
     try {
       const res = await server.fetch("/metrics", { headers: bearer(TOKEN) });
@@ -205,7 +204,7 @@ describe.each(DATABASES)("readiness and metrics access on $db.name", ({ db, skip
     }
   });
 
-  it.skipIf(skip)("/readyz is 503 database_unavailable with Retry-After once the database stops answering; /healthz stays 200", async () => {
+  it("/readyz is 503 database_unavailable with Retry-After once the database stops answering; /healthz stays 200", async () => {
     const server = await startTestServerOn(db);
     try {
       expect((await server.fetch("/readyz")).status).toBe(200);

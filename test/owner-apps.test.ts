@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { signInOwner, type SignedInOwner } from "./helpers/owner.js";
 import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
@@ -10,7 +10,7 @@ import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
  * may not do (403), and keys made, rotated and revoked from the dashboard
  * working (and stopping) on the app's own routes.
  */
-describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip }) => {
+onEachDatabase("owner apps, keys and members on $db.name", (db) => {
   let server: TestServer;
   let owner: SignedInOwner;
   let member: SignedInOwner;
@@ -18,7 +18,6 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
   const dev = () => server.dev.appId;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
     owner = await signInOwner(server);
     member = await signInOwner(server, { role: "member" });
@@ -35,13 +34,13 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
   };
   const plans = (key: string) => server.fetch("/v1/plans", { headers: bearer(key) });
 
-  it.skipIf(skip)("an owner lists the apps they are a member of, with their role", async () => {
+  it("an owner lists the apps they are a member of, with their role", async () => {
     expect((await json(await owner.fetch("/v1/owner/apps"))).data).toEqual([expect.objectContaining({ id: dev(), role: "owner", name: "Local development app" })]);
     expect((await json(await member.fetch("/v1/owner/apps"))).data).toEqual([expect.objectContaining({ id: dev(), role: "member" })]);
     expect((await json(await stranger.fetch("/v1/owner/apps"))).data).toEqual([]);
   });
 
-  it.skipIf(skip)("creating an app makes its creator its owner and returns its test keys once; they work", async () => {
+  it("creating an app makes its creator its owner and returns its test keys once; they work", async () => {
     const created = await json(await stranger.fetch("/v1/owner/apps", { method: "POST", body: { name: "Stranger's app" } }), 201);
     expect(created.app).toMatchObject({ name: "Stranger's app", role: "owner" });
     const [appKey, connectKey] = created.keys;
@@ -53,7 +52,7 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
     expect(JSON.stringify(listed)).not.toContain(appKey.secret.split(".")[1]);
   });
 
-  it.skipIf(skip)("another owner's app answers exactly like an app that does not exist, on every per-app route", async () => {
+  it("another owner's app answers exactly like an app that does not exist, on every per-app route", async () => {
     const theirs = (await json(await stranger.fetch("/v1/owner/apps"))).data[0].id as string;
     const routes: [string, string, unknown?][] = [
       ["GET", "/keys"],
@@ -73,7 +72,7 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
     expect(await json(await stranger.fetch(`/v1/owner/apps/${theirs}/keys`))).toEqual(before);
   });
 
-  it.skipIf(skip)("keys: listed for both environments without secrets; created, rotated with a grace period, revoked; each change shows on the app's routes", async () => {
+  it("keys: listed for both environments without secrets; created, rotated with a grace period, revoked; each change shows on the app's routes", async () => {
     const listed = (await json(await owner.fetch(`/v1/owner/apps/${dev()}/keys`))).data;
     expect(listed.map((k: { kind: string }) => k.kind).sort()).toEqual(["app", "connect"]);
     const text = JSON.stringify(listed);
@@ -106,7 +105,7 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
     await expectError(await owner.fetch(`/v1/owner/apps/${dev()}/keys/${rotated.key.id}`, { method: "DELETE" }), 400, "invalid_request");
   });
 
-  it.skipIf(skip)("another app's key id through one's own app is not found, and stays untouched", async () => {
+  it("another app's key id through one's own app is not found, and stays untouched", async () => {
     const theirs = (await json(await stranger.fetch("/v1/owner/apps"))).data[0].id as string;
     const theirKeys = (await json(await stranger.fetch(`/v1/owner/apps/${theirs}/keys`))).data as { id: string }[];
     for (const k of theirKeys) {
@@ -116,7 +115,7 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
     expect((await json(await stranger.fetch(`/v1/owner/apps/${theirs}/keys`))).data).toEqual(theirKeys);
   });
 
-  it.skipIf(skip)("a member reads keys and members but may not change keys, invite or remove (403)", async () => {
+  it("a member reads keys and members but may not change keys, invite or remove (403)", async () => {
     await json(await member.fetch(`/v1/owner/apps/${dev()}/keys`));
     await json(await member.fetch(`/v1/owner/apps/${dev()}/members`));
     const key = (await json(await owner.fetch(`/v1/owner/apps/${dev()}/keys`))).data.find((k: { kind: string; revokedAt: string | null }) => k.kind === "app" && !k.revokedAt);
@@ -128,7 +127,7 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
     expect((await json(await owner.fetch(`/v1/owner/apps/${dev()}/keys`))).data.find((k: { id: string }) => k.id === key.id).revokedAt).toBeNull();
   });
 
-  it.skipIf(skip)("members: listed with open invitations; an owner removes a member; the last owner stays (409 last_owner)", async () => {
+  it("members: listed with open invitations; an owner removes a member; the last owner stays (409 last_owner)", async () => {
     const list = await json(await owner.fetch(`/v1/owner/apps/${dev()}/members`));
     expect(list.data.map((m: { owner: { id: string }; role: string }) => `${m.owner.id}:${m.role}`)).toEqual(expect.arrayContaining([`${owner.ownerId}:owner`, `${member.ownerId}:member`]));
     const after = await json(await owner.fetch(`/v1/owner/apps/${dev()}/members/${member.ownerId}`, { method: "DELETE" }));
@@ -145,7 +144,7 @@ describe.each(DATABASES)("owner apps, keys and members on $db.name", ({ db, skip
     await expectError(await owner.fetch(`/v1/owner/apps/${dev()}/members`), 404, "not_found");
   });
 
-  it.skipIf(skip)("an owner route with an app key, a session or nothing is refused; the owner cookie is no credential on app routes", async () => {
+  it("an owner route with an app key, a session or nothing is refused; the owner cookie is no credential on app routes", async () => {
     await expectError(await server.fetch("/v1/owner/apps", { headers: bearer(server.dev.appKey) }), 401, "wrong_credential_kind");
     await expectError(await server.fetch("/v1/plans", { headers: { cookie: stranger.cookie } }), 401, "missing_credential");
   });

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { cookieOf, ownerClient, signInOwner, type SignedInOwner } from "./helpers/owner.js";
 import { expectError } from "./helpers/requests.js";
@@ -14,7 +14,7 @@ const PASSWORD = "correct horse battery staple";
  * The dashboard's account side through real HTTP: signing in (password, one-time
  * link, invitation), the session cookie and its lifetimes, CSRF, signing out.
  */
-describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
+onEachDatabase("owner accounts on $db.name", (db) => {
   let server: TestServer;
   let addresses = 0;
   /** Each test its own client address: the per-address sign-in limit never decides another test's answer. */
@@ -22,7 +22,6 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
   const email = () => `owner-${randomBytes(5).toString("hex")}@example.com`;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, { TRUST_PROXY: "true" });
   });
   afterAll(async () => {
@@ -38,7 +37,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     return o;
   }
 
-  it.skipIf(skip)("password sign-in sets the session cookie (HttpOnly, SameSite=Strict, Path=/, Max-Age of the absolute lifetime) and answers the owner and the CSRF token", async () => {
+  it("password sign-in sets the session cookie (HttpOnly, SameSite=Strict, Path=/, Max-Age of the absolute lifetime) and answers the owner and the CSRF token", async () => {
     const e = email();
     await account(e);
     const res = await post("/v1/owner/sign_in", { email: e.toUpperCase(), password: PASSWORD }, address());
@@ -56,7 +55,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect(Date.parse(me.sessionExpiresAt) - server.clock.now().getTime()).toBe(OWNER_SESSION_ABSOLUTE_SECONDS * 1000);
   });
 
-  it.skipIf(skip)("a wrong password and an unknown email are the same 401; an account without a password cannot sign in by password", async () => {
+  it("a wrong password and an unknown email are the same 401; an account without a password cannot sign in by password", async () => {
     const e = email();
     await account(e);
     const h = address();
@@ -68,7 +67,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect(none.error.message).toBe(wrong.error.message);
   });
 
-  it.skipIf(skip)("failed sign-ins are limited per email (10 per 15 minutes), then even the right password waits", async () => {
+  it("failed sign-ins are limited per email (10 per 15 minutes), then even the right password waits", async () => {
     const e = email();
     await account(e);
     for (let i = 0; i < 10; i++) await expectError(await post("/v1/owner/sign_in", { email: e, password: `wrong ${i}` }, address()), 401, "invalid_credential");
@@ -79,7 +78,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     await ownerClient(server, await post("/v1/owner/sign_in", { email: e, password: PASSWORD }, address()));
   });
 
-  it.skipIf(skip)("failed sign-ins are limited per client address (30 per 15 minutes), whatever the emails", async () => {
+  it("failed sign-ins are limited per client address (30 per 15 minutes), whatever the emails", async () => {
     const h = address();
     for (let i = 0; i < 30; i++) await expectError(await post("/v1/owner/sign_in", { email: email(), password: "wrong" }, h), 401, "invalid_credential");
     await expectError(await post("/v1/owner/sign_in", { email: email(), password: "wrong" }, h), 429, "rate_limited");
@@ -89,7 +88,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     server.clock.advance(15 * 60 + 1);
   });
 
-  it.skipIf(skip)("the cookie is the only credential: an Authorization header is the wrong kind, none is missing, an unknown one invalid", async () => {
+  it("the cookie is the only credential: an Authorization header is the wrong kind, none is missing, an unknown one invalid", async () => {
     const o = await signInOwner(server);
     await expectError(await server.fetch("/v1/owner/me"), 401, "missing_credential");
     await expectError(await server.fetch("/v1/owner/me", { headers: { cookie: "other=1" } }), 401, "missing_credential");
@@ -99,7 +98,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect((await o.fetch("/v1/owner/me")).status).toBe(200);
   });
 
-  it.skipIf(skip)("a request that changes something needs X-CSRF-Token equal to the session's, and no cross-site Origin", async () => {
+  it("a request that changes something needs X-CSRF-Token equal to the session's, and no cross-site Origin", async () => {
     const o = await signInOwner(server);
     const noToken = await expectError(await server.fetch("/v1/owner/sign_out", { method: "POST", headers: { cookie: o.cookie } }), 403, "forbidden");
     expect(noToken.error.message).toMatch(/X-CSRF-Token/);
@@ -116,7 +115,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect(await res.json()).toEqual({ signedOut: 1 });
   });
 
-  it.skipIf(skip)("sign-out ends this session and clears the cookie; the other sessions stay", async () => {
+  it("sign-out ends this session and clears the cookie; the other sessions stay", async () => {
     const e = email();
     await account(e);
     const a = await ownerClient(server, await post("/v1/owner/sign_in", { email: e, password: PASSWORD }, address()));
@@ -129,7 +128,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect((await b.fetch("/v1/owner/me")).status).toBe(200);
   });
 
-  it.skipIf(skip)("sign-out-everywhere ends every session of the owner, this one included", async () => {
+  it("sign-out-everywhere ends every session of the owner, this one included", async () => {
     const e = email();
     await account(e);
     const sessions = [];
@@ -142,7 +141,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect((await bystander.fetch("/v1/owner/me")).status).toBe(200);
   });
 
-  it.skipIf(skip)("changing the password needs the current one and ends the other sessions", async () => {
+  it("changing the password needs the current one and ends the other sessions", async () => {
     const e = email();
     await account(e);
     const a = await ownerClient(server, await post("/v1/owner/sign_in", { email: e, password: PASSWORD }, address()));
@@ -158,7 +157,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     await ownerClient(server, await post("/v1/owner/sign_in", { email: e, password: "another long password" }, address()));
   });
 
-  it.skipIf(skip)("an account made by a link sets its first password without a current one", async () => {
+  it("an account made by a link sets its first password without a current one", async () => {
     const o = await signInOwner(server);
     expect((await (await o.fetch("/v1/owner/me")).json()).owner.hasPassword).toBe(false);
     const res = await o.fetch("/v1/owner/password", { method: "PUT", body: { newPassword: PASSWORD } });
@@ -166,7 +165,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     await ownerClient(server, await post("/v1/owner/sign_in", { email: o.email, password: PASSWORD }, address()));
   });
 
-  it.skipIf(skip)("a session ends after 24 hours without a request, and 7 days after it began whatever happens", async () => {
+  it("a session ends after 24 hours without a request, and 7 days after it began whatever happens", async () => {
     const idle = await signInOwner(server);
     const busy = await signInOwner(server);
     server.clock.advance(OWNER_SESSION_IDLE_SECONDS - 60);
@@ -186,7 +185,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     await expectError(await busy.fetch("/v1/owner/me"), 401, "session_expired");
   });
 
-  it.skipIf(skip)("a sign-in link is single use and lives 15 minutes", async () => {
+  it("a sign-in link is single use and lives 15 minutes", async () => {
     const { owners } = server.services;
     const o = await owners.accounts.create({ email: email() });
     const once = await owners.links.create(o.id);
@@ -203,7 +202,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     expect(answers.map((r) => r.status).sort()).toEqual([200, 401]);
   });
 
-  it.skipIf(skip)("the first start prints a sign-in link for a local owner of the dev app, in the fragment", async () => {
+  it("the first start prints a sign-in link for a local owner of the dev app, in the fragment", async () => {
     const banner = server.printed.join("");
     const link = /dashboard\s+(\S+)/.exec(banner)![1];
     expect(link).toMatch(new RegExp(`^${server.url}/dashboard/sign-in#token=olt_[A-Za-z0-9_-]{43}$`));
@@ -219,7 +218,6 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
   describe("invitations", () => {
     let owner: SignedInOwner;
     beforeAll(async () => {
-      if (skip) return;
       owner = await signInOwner(server);
     });
     const invite = async (body: Record<string, unknown>) => {
@@ -231,7 +229,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
       return { ...inv, token: inv.url.split("#token=")[1] as string };
     };
 
-    it.skipIf(skip)("a new email makes its account (a password is required), joins with the invited role and is signed in; the link is single use", async () => {
+    it("a new email makes its account (a password is required), joins with the invited role and is signed in; the link is single use", async () => {
       const inv = await invite({ role: "member" });
       expect(Date.parse(inv.expiresAt) - server.clock.now().getTime()).toBe(INVITE_SECONDS * 1000);
       const e = email();
@@ -250,7 +248,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
       expect(after.data).toContainEqual(expect.objectContaining({ owner: expect.objectContaining({ email: e }), role: "member" }));
     });
 
-    it.skipIf(skip)("an existing account proves itself with its own password; a wrong one does not spend the invitation", async () => {
+    it("an existing account proves itself with its own password; a wrong one does not spend the invitation", async () => {
       const other = await server.services.owners.accounts.create({ email: email(), password: PASSWORD });
       const app = await server.services.keys.createApp("Elsewhere", "test");
       await server.services.owners.members.add(app.appId, other.id, "owner");
@@ -262,7 +260,7 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
       expect(apps).toEqual([`${app.appId}:owner`, `${server.dev.appId}:owner`].sort());
     });
 
-    it.skipIf(skip)("an invitation bound to an email takes only that email; an expired one nobody", async () => {
+    it("an invitation bound to an email takes only that email; an expired one nobody", async () => {
       const bound = email();
       const inv = await invite({ role: "member", email: bound.toUpperCase() });
       expect(inv.email).toBe(bound);
@@ -275,14 +273,14 @@ describe.each(DATABASES)("owner accounts on $db.name", ({ db, skip }) => {
     });
   });
 
-  it.skipIf(skip)("without a live invitation nothing is said about an email: no password needed to learn it has no account", async () => {
+  it("without a live invitation nothing is said about an email: no password needed to learn it has no account", async () => {
     const fake = `oin_${"C".repeat(43)}`;
     await expectError(await post("/v1/owner/invites/accept", { token: fake, email: email() }), 401, "invalid_credential");
     const existing = await account();
     await expectError(await post("/v1/owner/invites/accept", { token: fake, email: existing.email }), 401, "invalid_credential");
   });
 
-  it.skipIf(skip)("no email, password, session token, link or CSRF token reaches the log", async () => {
+  it("no email, password, session token, link or CSRF token reaches the log", async () => {
     const logs = server.logs.join("");
     expect(logs.length).toBeGreaterThan(0);
     expect(logs).not.toMatch(/@example\.com|@svc\.localhost/);

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer } from "./helpers/requests.js";
 import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiver.js";
@@ -16,7 +16,7 @@ import { conversions } from "../server/billing/conversions.js";
  * usage, Stripe's events through the stand-in, webhooks to a real receiver),
  * what the owner's reads say. The other environment sees none of it.
  */
-describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
+onEachDatabase("owner data services on $db.name", (db) => {
   let server: TestServer;
   let stripe: StripeStandIn;
   let receiver: Receiver;
@@ -29,7 +29,6 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
   };
 
   beforeAll(async () => {
-    if (skip) return;
     stripe = await startStripeStandIn();
     receiver = await startReceiver();
     server = await startTestServerOn(db, { ...stripeEnv(stripe), WEBHOOK_RETRY_SCHEDULE: "0.2", WEBHOOK_TIMEOUT_MS: "1000", WEBHOOK_PRIVATE_ADDRESSES: "test" }, { runningClock: true });
@@ -46,7 +45,7 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     await receiver?.close();
   });
 
-  it.skipIf(skip)("users: searched by id or email, newest first, paged; one user with machines and sessions", async () => {
+  it("users: searched by id or email, newest first, paged; one user with machines and sessions", async () => {
     await server.services.users.assignPlan(test, "bob", "manual");
     await chat("bob");
     await chat('odd,"user"\nx');
@@ -72,7 +71,7 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     expect((await directory.list(live, { limit: 50 })).data).toEqual([]);
   });
 
-  it.skipIf(skip)("usage: summary by day and cost class with top users; the CSV of the range, escaped", async () => {
+  it("usage: summary by day and cost class with top users; the CSV of the range, escaped", async () => {
     const range = dayRange({}, server.clock.now());
     await expect.poll(async () => (await usageSummary(server.db, test, range)).totals.runs).toBe(2);
     const summary = await usageSummary(server.db, test, range);
@@ -100,7 +99,7 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     expect(() => dayRange({ from: "2026-11-10", to: "2026-11-01" }, server.clock.now())).toThrow(/after/);
   });
 
-  it.skipIf(skip)("runs: filtered and paged newest first; one run with events, ledger, and the usage reported after a handback", async () => {
+  it("runs: filtered and paged newest first; one run with events, ledger, and the usage reported after a handback", async () => {
     await server.services.users.assignPlan(test, "carol", "manual");
     expect((await startHandback(server, "carol")).code).toBe("serve_in_app");
     const { runInspector } = server.services;
@@ -127,7 +126,7 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     await expect(runInspector.get(live, id)).rejects.toMatchObject({ code: "not_found" });
   });
 
-  it.skipIf(skip)("conversions: a trial that converts and is paid (payment once per invoice), a trial cancelled", async () => {
+  it("conversions: a trial that converts and is paid (payment once per invoice), a trial cancelled", async () => {
     const now = unixNow(server);
     const trial = (id: string, user: string) =>
       subscriptionObject({ id, customer: `cus_${user}`, status: "trialing", price: "price_pro", periodStart: now, periodEnd: now + 14 * 86400, trialEnd: now + 14 * 86400, metadata: { svc_app: server.dev.appId, svc_environment: "test", svc_user: user, svc_plan: "pro" } });
@@ -160,7 +159,7 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     expect(empty).toMatchObject({ perPlan: [], series: [], payments: [] });
   });
 
-  it.skipIf(skip)("webhooks: a test ping reaches only that endpoint whatever its filter; a resend is the same payload and webhook-id, a new attempt; a removed endpoint is 409", async () => {
+  it("webhooks: a test ping reaches only that endpoint whatever its filter; a resend is the same payload and webhook-id, a new attempt; a removed endpoint is 409", async () => {
     const { webhooks } = server.services;
     const other = await startReceiver();
     try {
@@ -188,7 +187,7 @@ describe.each(DATABASES)("owner data services on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("through HTTP as a signed-in owner: the same data; the live environment empty; another app's owner refused", async () => {
+  it("through HTTP as a signed-in owner: the same data; the live environment empty; another app's owner refused", async () => {
     const owner: SignedInOwner = await signInOwner(server);
     const env = `/v1/owner/apps/${server.dev.appId}/env`;
     const users = await owner.fetch(`${env}/test/users?q=ann`);

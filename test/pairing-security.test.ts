@@ -1,7 +1,7 @@
 import { createHash, randomInt } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { USER_CODE_ALPHABET } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 import { tableCounts } from "./helpers/snapshot.js";
@@ -107,13 +107,12 @@ function clientsOf(server: TestServer) {
   };
 }
 
-describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
+onEachDatabase("pairing security on $db.name", (db) => {
   let server: TestServer;
   let drop: () => Promise<void>;
   let c: ReturnType<typeof clientsOf>;
 
   beforeAll(async () => {
-    if (skip) return;
     const made = await db.create();
     drop = made.drop;
     // Behind a "proxy" on loopback, so each request can say which client address it is from.
@@ -139,7 +138,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
   };
   const deviceRows = (appId: string) => server.db.query(`SELECT * FROM device_authorizations WHERE app_id = $1 ORDER BY id`, [appId]);
 
-  describe.skipIf(skip)("apps and environments are sealed from each other", () => {
+  describe("apps and environments are sealed from each other", () => {
     it("another app's or environment's session cannot see, approve or deny a code; another connect key cannot redeem it", async () => {
       const appA = await newApp("App A");
       const appB = await newApp("App B");
@@ -178,7 +177,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("users of one app are sealed from each other", () => {
+  describe("users of one app are sealed from each other", () => {
     it("the approving session's user owns the machine, whatever the machine calls itself", async () => {
       const appA = await newApp("Owners A");
       const appB = await newApp("Owners B");
@@ -223,7 +222,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("session lifetime", () => {
+  describe("session lifetime", () => {
     it("a session works on every browser endpoint until 599 s and on none from 600 s", async () => {
       const app = await newApp("Lifetime");
       const ip = freshAddress();
@@ -254,7 +253,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("guessing user codes", () => {
+  describe("guessing user codes", () => {
     it("a session gets 10 wrong codes, then nothing (not even the right code) until the window ends", async () => {
       const app = await newApp("Guess per session");
       const ip = freshAddress();
@@ -360,7 +359,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("minting device codes", () => {
+  describe("minting device codes", () => {
     it("an address gets 20 device codes per 10 minutes, whatever the app", async () => {
       const app = await newApp("Codes per address");
       const other = await newApp("Codes elsewhere");
@@ -417,7 +416,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("secrets at rest", () => {
+  describe("secrets at rest", () => {
     it("no table and no log line holds a device code, user code, session or pairing token in clear", async () => {
       const app = await newApp("Secrets");
       const ip = freshAddress();
@@ -449,7 +448,7 @@ describe.each(DATABASES)("pairing security on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("without TRUST_PROXY", () => {
+  describe("without TRUST_PROXY", () => {
     it("X-Forwarded-For is ignored: spoofing it escapes neither per-address limit", async () => {
       // Its own server and database: every request here is from the one loopback address.
       const made = await db.create();

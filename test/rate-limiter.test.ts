@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { TestClock } from "./helpers/server.js";
 import { openDatabase, type Database } from "../server/db/open.js";
 import { migrate } from "../server/db/migrate.js";
@@ -21,14 +21,13 @@ describe("client address keys", () => {
 });
 
 /** The shared fixed-window counters behind pairing's limits, on each database. */
-describe.each(DATABASES)("rate limiter on $db.name", ({ db, skip }) => {
+onEachDatabase("rate limiter on $db.name", (db) => {
   let database: Database;
   let drop: () => Promise<void>;
   const clock = new TestClock();
   let limiter: RateLimiter;
 
   beforeAll(async () => {
-    if (skip) return;
     const made = await db.create();
     drop = made.drop;
     database = await openDatabase(made.target);
@@ -43,7 +42,7 @@ describe.each(DATABASES)("rate limiter on $db.name", ({ db, skip }) => {
   const bucket = (key: string, max = 5, windowSeconds = 60): Bucket => ({ key, limit: { max, windowSeconds }, what: "tries" });
   const refusal = (p: Promise<unknown>) => p.then(() => null, (e: unknown) => e as ApiError);
 
-  describe.skipIf(skip)("", () => {
+  describe("", () => {
     it("take: the hit past the limit is 429 with Retry-After to the end of the window; the next window starts afresh", async () => {
       const b = bucket("t:1");
       for (let i = 0; i < 5; i++) await limiter.take([b]);

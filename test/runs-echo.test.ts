@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { expectError } from "./helpers/requests.js";
 import { sseFrames, type SseFrame } from "./helpers/sse.js";
@@ -11,12 +11,11 @@ import { sseFrames, type SseFrame } from "./helpers/sse.js";
  * approvals, driven by the SDK's run loop; through the same engine as any run
  * (events, answers, cancel, deadlines, ledger rows).
  */
-describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
+onEachDatabase("runs on svc/echo on $db.name", (db) => {
   let server: TestServer;
   let svc: Svc;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
   }, 60_000);
@@ -33,7 +32,7 @@ describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
     return events;
   }
 
-  it.skipIf(skip)("without a script, echoes the prompt and calls no tool; route service, cost class free, one echo row and one tokens row", async () => {
+  it("without a script, echoes the prompt and calls no tool; route service, cost class free, one echo row and one tokens row", async () => {
     const run = svc.runs.create({ user: "echo-alice", model: "svc/echo", prompt: "hello there, world", tools: [{ name: "never", run: () => { throw new Error("not called"); } }] });
     const events = await collect(run);
     const result = await run.result();
@@ -51,7 +50,7 @@ describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
     expect(read).toMatchObject({ status: "completed", route: "service", costClass: "free", machineId: null, output: "hello there, world" });
   });
 
-  it.skipIf(skip)("a script calls the app's tool; the next step runs after the result; the answer includes it; a row per turn, exactly once", async () => {
+  it("a script calls the app's tool; the next step runs after the result; the answer includes it; a row per turn, exactly once", async () => {
     const seen: unknown[] = [];
     const run = svc.runs.create({
       user: "echo-alice",
@@ -77,7 +76,7 @@ describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
     expect({ inputTokens: sum[0], outputTokens: sum[1] }).toEqual(result.usage);
   });
 
-  it.skipIf(skip)("a call of a tool that needs approval goes through the approval flow: approved, it runs; denied, the script gets the denial", async () => {
+  it("a call of a tool that needs approval goes through the approval flow: approved, it runs; denied, the script gets the denial", async () => {
     const script = JSON.stringify({ script: [{ call: "send_mail", arguments: { to: "bob" } }, { say: "Mail: {{result}}" }] });
     const sent: unknown[] = [];
     const tools = [{ name: "send_mail", needsApproval: true, run: (args: unknown) => (sent.push(args), "sent") }];
@@ -95,7 +94,7 @@ describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
     expect(sent).toHaveLength(1);
   });
 
-  it.skipIf(skip)("a bad script is a 400 in the envelope at the start, naming the prompt; no run, no user, no ledger row", async () => {
+  it("a bad script is a 400 in the envelope at the start, naming the prompt; no run, no user, no ledger row", async () => {
     const before = { runs: await server.db.prisma.run.count(), rows: await server.db.prisma.usageRow.count() };
     const cases: [unknown, RegExp][] = [
       ["[{\"say\": ", /not JSON/],
@@ -115,7 +114,7 @@ describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
     expect(await server.db.prisma.endUser.count({ where: { externalId: "echo-nobody" } })).toBe(0);
   });
 
-  it.skipIf(skip)("cancel mid-run (during a wait step) ends the run cancelled with what was said; a fail step fails it; the turn deadline applies", async () => {
+  it("cancel mid-run (during a wait step) ends the run cancelled with what was said; a fail step fails it; the turn deadline applies", async () => {
     const run = svc.runs.create({ user: "echo-alice", model: "svc/echo", prompt: JSON.stringify([{ say: "working" }, { wait: 60_000 }, { say: " never" }]) });
     const kinds: string[] = [];
     for await (const e of run) {
@@ -138,7 +137,7 @@ describe.each(DATABASES)("runs on svc/echo on $db.name", ({ db, skip }) => {
     expect(await slow.result()).toMatchObject({ status: "failed", stopReason: "turn_timeout" });
   });
 
-  it.skipIf(skip)("raw HTTP: Service-Run-Id, the tool_call frame answered with tool_result, whatever route.prefer asks; listed in GET /v1/models", async () => {
+  it("raw HTTP: Service-Run-Id, the tool_call frame answered with tool_result, whatever route.prefer asks; listed in GET /v1/models", async () => {
     const res = await post("/v1/runs", { user: "echo-bob", model: "svc/echo", route: { prefer: ["app"] }, prompt: JSON.stringify([{ call: "lookup", arguments: { q: 1 } }]), tools: [{ name: "lookup" }] });
     expect(res.status).toBe(200);
     const runId = res.headers.get("service-run-id")!;

@@ -1,6 +1,6 @@
 import pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES, withClient } from "./helpers/databases.js";
+import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
+import { withClient, onPostgres } from "./helpers/databases.js";
 import { pollUntil, removeTempDirs, startServerProcess, stopAll, tempDir, type ServerProcess } from "./helpers/process.js";
 import { sseFrames, textOf, type SseFrame } from "./helpers/sse.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
@@ -15,7 +15,6 @@ import { freePort, startBalancer, type Balancer } from "./helpers/balancer.js";
  * the driving instance killed outright, its runs taken over by the survivor.
  */
 
-const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
 
 type Keys = { appKey: string; connectKey: string };
 type Target = { url: string; fetch(p: string, init?: RequestInit): Promise<Response> };
@@ -199,7 +198,7 @@ async function expectStored(databaseUrl: string, runId: string, lastSeq: number,
   });
 }
 
-describe.skipIf(postgres.skip)("a run across three instances (A starts it, B holds the worker, C takes the answers)", () => {
+onPostgres("a run across three instances (A starts it, B holds the worker, C takes the answers)", (postgres) => {
   let a: ServerProcess;
   let b: ServerProcess;
   let c: ServerProcess;
@@ -211,8 +210,7 @@ describe.skipIf(postgres.skip)("a run across three instances (A starts it, B hol
   const user = "traveller";
 
   beforeAll(async () => {
-    if (postgres.skip) return;
-    const made = await postgres.db.create();
+    const made = await postgres.create();
     drop = made.drop;
     databaseUrl = (made.target as { url: string }).url;
     // One after another: the first creates the schema and the dev app.
@@ -373,7 +371,7 @@ describe.skipIf(postgres.skip)("a run across three instances (A starts it, B hol
   });
 });
 
-describe.skipIf(postgres.skip)("kill -9 of the instance driving a run (two instances behind a TCP balancer, 2 s leases)", () => {
+onPostgres("kill -9 of the instance driving a run (two instances behind a TCP balancer, 2 s leases)", (postgres) => {
   let balancer: Balancer;
   let keys: Keys;
   let databaseUrl: string;
@@ -387,8 +385,7 @@ describe.skipIf(postgres.skip)("kill -9 of the instance driving a run (two insta
   const leased = (port: number) => instance(databaseUrl, { PUBLIC_URL: balancer.url, RUN_LEASE_SECONDS: "2" }, port);
 
   beforeAll(async () => {
-    if (postgres.skip) return;
-    const made = await postgres.db.create();
+    const made = await postgres.create();
     drop = made.drop;
     databaseUrl = (made.target as { url: string }).url;
     balancer = await startBalancer();

@@ -1,8 +1,8 @@
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, PaymentRequiredError, ServeInAppError, ConflictError, NotFoundError, type RunEvent } from "@svc/sdk";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
@@ -14,7 +14,7 @@ import { expectError } from "./helpers/requests.js";
  * `svc-worker start` process serving a model stand-in (and a fake Claude Code
  * CLI), and the app's side driven by the SDK's run driver.
  */
-describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
+onEachDatabase("runs through the SDK on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
   let svc: Svc;
@@ -22,7 +22,6 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
   const workers: WorkerProcess[] = [];
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     const dir = tempDir("svc-run-standins-");
@@ -52,7 +51,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     return events;
   }
 
-  it.skipIf(skip)("runs several tool calls on the user's model runtime; a tool's exception reaches the model as an error; every turn is metered", async () => {
+  it("runs several tool calls on the user's model runtime; a tool's exception reaches the model as an error; every turn is metered", async () => {
     const calls: unknown[] = [];
     const run = svc.runs.create({
       user: "alice",
@@ -94,7 +93,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     expect(stored).toMatchObject({ status: "completed", turns: 4, usage: { inputTokens: 48, outputTokens: 28 }, output: result.output, lastEventId: events.length });
   });
 
-  it.skipIf(skip)("asks the app before tools that need approval: a grant runs the tool, a denial reaches the model with its reason", async () => {
+  it("asks the app before tools that need approval: a grant runs the tool, a denial reaches the model with its reason", async () => {
     const asked: string[] = [];
     const run = svc.runs.create({
       user: "alice",
@@ -123,7 +122,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     ]);
   });
 
-  it.skipIf(skip)("cancels a run mid-stream: the worker's job stops, the text so far stays, the stream ends with run_cancelled", async () => {
+  it("cancels a run mid-stream: the worker's job stops, the text so far stays, the stream ends with run_cancelled", async () => {
     const run = svc.runs.create({ user: "alice", prompt: "Write a long essay [slow]" });
     const events: RunEvent[] = [];
     let cancelled = false;
@@ -148,7 +147,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     await expect(svc.runs.cancel(await run.runId)).rejects.toBeInstanceOf(ConflictError);
   });
 
-  it.skipIf(skip)("hands a run back when the user has nothing reachable: counted, served by the app, its usage recorded once", async () => {
+  it("hands a run back when the user has nothing reachable: counted, served by the app, its usage recorded once", async () => {
     const run = svc.runs.create({
       user: "dave",
       prompt: "Hello",
@@ -172,14 +171,14 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     expect((err as ServeInAppError & { runId?: string }).runId).toMatch(/^run_/);
   });
 
-  it.skipIf(skip)("answers no_compute when the route does not allow the app, and counts nothing", async () => {
+  it("answers no_compute when the route does not allow the app, and counts nothing", async () => {
     const before = await server.db.prisma.usageRow.count();
     const err = await svc.runs.create({ user: "erin", prompt: "Hi", route: { prefer: ["user-hardware", "user-subscription"] } }).result().catch((e: unknown) => e);
     expect(err).toMatchObject({ status: 409, code: "no_compute" });
     expect(await server.db.prisma.usageRow.count()).toBe(before);
   });
 
-  it.skipIf(skip)("stops at the plan's allowance: 402 once used, nothing run or handed back; concurrent starts never pass it", async () => {
+  it("stops at the plan's allowance: 402 once used, nothing run or handed back; concurrent starts never pass it", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     await server.db.prisma.plan.create({ data: { id: "plan_free", ...tenant, slug: "free", name: "Free", allowanceUnit: "runs", allowance: 5n, overage: false, isDefault: true } });
     try {
@@ -199,7 +198,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("checks the plan's spend ceiling between turns: spend reached meanwhile stops the run before its next turn", async () => {
+  it("checks the plan's spend ceiling between turns: spend reached meanwhile stops the run before its next turn", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     await server.db.prisma.plan.create({ data: { id: "plan_capped", ...tenant, slug: "capped", name: "Capped", allowance: null, overage: true, spendCeilingMicros: 1000n, isDefault: true } });
     try {
@@ -222,7 +221,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns", async () => {
+  it("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     // No tokens included, 1,000 µ per 1,000 tokens (1 µ a token), a ceiling 1 µ above what alice spent so far: the first turn's tokens reach it.
     const [spent] = await server.db.query<{ s: string | number | null }>(`SELECT sum(u.amount_micros) AS s FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id WHERE e.external_id = 'alice'`);
@@ -243,7 +242,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("re-attaches after a dropped stream: the rest arrives with no gap and no duplicate, and the run went on meanwhile", async () => {
+  it("re-attaches after a dropped stream: the rest arrives with no gap and no duplicate, and the run went on meanwhile", async () => {
     // A fetch that cuts the run's first stream right after its first tool call.
     let cut = false;
     const cutting: typeof fetch = async (input, init) => {
@@ -281,7 +280,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     expect(await collect(svc.runs.events(await run.runId))).toEqual(events);
   });
 
-  it.skipIf(skip)("relays an agent runtime's run: its permission request becomes an approval, the CLI gets the answer", async () => {
+  it("relays an agent runtime's run: its permission request becomes an approval, the CLI gets the answer", async () => {
     for (const allow of [true, false]) {
       const run = svc.runs.create({
         user: "carol",
@@ -303,7 +302,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     }
   });
 
-  it.skipIf(skip)("stops at its limits with a reason: turns, and the deadline of a tool result", async () => {
+  it("stops at its limits with a reason: turns, and the deadline of a tool result", async () => {
     const turns = svc.runs.create({ user: "alice", prompt: "loop", limits: { maxTurns: 2 }, tools: ["a", "b", "c"].map((name) => ({ name, run: () => "ok" })) });
     await collect(turns);
     expect(await turns.result()).toMatchObject({ status: "failed", stopReason: "max_turns", error: { code: "max_turns" } });
@@ -318,7 +317,7 @@ describe.each(DATABASES)("runs through the SDK on $db.name", ({ db, skip }) => {
     expect(text).toMatch(/event: run_failed\ndata: .*"stopReason":"tool_result_timeout"/);
   });
 
-  it.skipIf(skip)("refuses answers that do not fit, with a clear 4xx, changing nothing", async () => {
+  it("refuses answers that do not fit, with a clear 4xx, changing nothing", async () => {
     let runId = "";
     let callId = "";
     const run = svc.runs.create({ user: "alice", prompt: "x", tools: [{ name: "t", run: async (_a, ctx) => ((runId = ctx.runId), (callId = ctx.callId), "fine") }] });

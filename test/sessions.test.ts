@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { bearer, expectError } from "./helpers/requests.js";
 
@@ -8,11 +8,10 @@ import { bearer, expectError } from "./helpers/requests.js";
 const WORKER_VERSION = (JSON.parse(fs.readFileSync(new URL("../worker/package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 /** End-user sessions as the app's server mints and ends them (spec endpoints 9 and 10). */
-describe.each(DATABASES)("end-user sessions on $db.name", ({ db, skip }) => {
+onEachDatabase("end-user sessions on $db.name", (db) => {
   let server: TestServer;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
   });
   afterAll(async () => {
@@ -23,7 +22,7 @@ describe.each(DATABASES)("end-user sessions on $db.name", ({ db, skip }) => {
     server.fetch("/v1/end_users/session", { method: "POST", headers: { "content-type": "application/json", ...bearer(appKey) }, body: JSON.stringify(body) });
   const connect = (est: string) => server.fetch("/v1/connect", { headers: bearer(est) });
 
-  describe.skipIf(skip)("", () => {
+  describe("", () => {
     it("mints {session, expires_in, url}: ten minutes, the token only in the URL fragment, the user known from then on", async () => {
       const res = await mint({ user: "alice", email: "alice@example.com" });
       expect(res.status).toBe(200);

@@ -1,5 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -13,7 +13,7 @@ import { bearer } from "./helpers/requests.js";
  * before anything starts; another app is not affected, and a closed stream frees
  * its slot at once.
  */
-describe.each(DATABASES)("event streams per app on $db.name", ({ db, skip }) => {
+onEachDatabase("event streams per app on $db.name", (db) => {
   const MAX = 3;
   let server: TestServer;
   let model: ModelStandIn;
@@ -21,7 +21,6 @@ describe.each(DATABASES)("event streams per app on $db.name", ({ db, skip }) => 
   const open: AbortController[] = [];
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, { MAX_STREAMS_PER_APP: String(MAX) }, { runningClock: true });
     model = await startModelStandIn();
     const alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
@@ -44,7 +43,7 @@ describe.each(DATABASES)("event streams per app on $db.name", ({ db, skip }) => 
     return { runs: runs[0].n, rows: rows[0].n };
   };
 
-  it.skipIf(skip)("past the limit a run start, a re-attach and a streamed chat completion are 429 with Retry-After and create nothing; another app is not affected; a closed stream frees its slot", async () => {
+  it("past the limit a run start, a re-attach and a streamed chat completion are 429 with Retry-After and create nothing; another app is not affected; a closed stream frees its slot", async () => {
     const runIds: string[] = [];
     for (let i = 0; i < MAX; i++) {
       const c = new AbortController();

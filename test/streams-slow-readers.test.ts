@@ -1,9 +1,9 @@
 import net from "node:net";
 import v8 from "node:v8";
 import { runInNewContext } from "node:vm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -118,7 +118,7 @@ function frameIds(text: string): number[] {
 
 const consecutive = (ids: number[], from: number) => ids.every((id, i) => id === from + i);
 
-describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, skip }) => {
+onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
   let svc: Svc;
@@ -126,7 +126,6 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
   const auth = () => ({ authorization: `Bearer ${server.dev.appKey}` });
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
@@ -150,7 +149,7 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
     return frames;
   }
 
-  it.skipIf(skip)("re-attaching at or past the end of a finished run answers its final event again and closes at once; the SDK takes it as the run's end", async () => {
+  it("re-attaching at or past the end of a finished run answers its final event again and closes at once; the SDK takes it as the run's end", async () => {
     const run = svc.runs.create({ user: "alice", prompt: "Hello" });
     const seen: RunEvent[] = [];
     for await (const e of run) seen.push(e);
@@ -190,7 +189,7 @@ describe.each(DATABASES)("slow readers of a run's stream on $db.name", ({ db, sk
     }
   });
 
-  it.skipIf(skip)(`${SLOW_READERS} readers that never read a large run: memory stays bounded, each is closed as slow with a reason and re-attaches losing nothing; a reader beside them gets everything; catch-up waits for the socket`, async () => {
+  it(`${SLOW_READERS} readers that never read a large run: memory stays bounded, each is closed as slow with a reason and re-attaches losing nothing; a reader beside them gets everything; catch-up waits for the socket`, async () => {
     const { runStore, runBus } = server.services;
     // A run leased to this instance, which the test drives as a run's driver does.
     const tenant = { appId: server.dev.appId, environment: "test" as const };

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type PairedMachine, type WorkerProcess } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
@@ -17,7 +17,7 @@ type Event = { type: string; timestamp: string; data: Record<string, unknown> };
  * killed (offline), and runs served on its model runtime (run.finished). Each
  * webhook is checked with the standardwebhooks library.
  */
-describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
+onEachDatabase("webhook facts on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
   let hook: Receiver;
@@ -26,7 +26,6 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
   let worker: WorkerProcess | null = null;
 
   beforeAll(async () => {
-    if (skip) return;
     // The receivers are on this machine: test endpoints may reach private addresses (refused by default).
     server = await startTestServerOn(db, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", WEBHOOK_PRIVATE_ADDRESSES: "test" }, { runningClock: true });
     model = await startModelStandIn();
@@ -65,7 +64,7 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
   const waitForEvent = (type: string, count = 1) =>
     pollUntil(async () => eventsOf(type), (es) => es.length >= count, 20_000, `${count} ${type} webhook(s)`);
 
-  it.skipIf(skip)("reports machine.paired when the machine gets its token, machine.online when its worker says hello", async () => {
+  it("reports machine.paired when the machine gets its token, machine.online when its worker says hello", async () => {
     alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } }, "alice-laptop");
     const [paired] = await waitForEvent("machine.paired");
     expect(paired.data).toEqual({ machineId: alice.machineId, user: "alice", hostname: "alice-laptop", platform: "linux" });
@@ -76,7 +75,7 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
     expect(online.data).toEqual({ machineId: alice.machineId, user: "alice" });
   });
 
-  it.skipIf(skip)("reports run.finished once per run, with its outcome and usage, for a run and a chat completion", async () => {
+  it("reports run.finished once per run, with its outcome and usage, for a run and a chat completion", async () => {
     const chat = await server.fetch("/v1/chat/completions", {
       method: "POST",
       headers: { ...bearer(server.dev.appKey), "content-type": "application/json" },
@@ -111,7 +110,7 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
     expect(eventsOf("run.finished")).toHaveLength(2);
   });
 
-  it.skipIf(skip)("reports machine.offline when the worker's connection ends, and for a connection whose instance died", async () => {
+  it("reports machine.offline when the worker's connection ends, and for a connection whose instance died", async () => {
     await kill(worker!);
     const [offline] = await waitForEvent("machine.offline");
     expect(offline.data).toEqual({ machineId: alice.machineId, user: "alice" });
@@ -148,7 +147,7 @@ describe.each(DATABASES)("webhook facts on $db.name", ({ db, skip }) => {
     expect(new Set(hook.received.map((r) => r.headers["webhook-id"])).size).toBe(hook.received.length);
   });
 
-  it.skipIf(skip)("reports machine.offline once when the app revokes a machine that is connected", async () => {
+  it("reports machine.offline once when the app revokes a machine that is connected", async () => {
     worker = spawnWorker(["start"], alice.home);
     await worker.waitFor(/Connected/);
     await waitForEvent("machine.online", 3);

@@ -1,26 +1,25 @@
 import { randomBytes } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onPostgres } from "./helpers/databases.js";
 import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
 import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiver.js";
 
-const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
 
 /**
  * Two instances on one Postgres, both dispatching: every attempt is sent by one
  * of them only (claims skip rows the other holds), the same fact reported on
  * both is one delivery, and a retry is one more attempt, not one per instance.
  */
-describe.skipIf(postgres.skip)("webhooks across instances on postgres", () => {
+onPostgres("webhooks across instances on postgres", (postgres) => {
   let a: TestServer;
   let b: TestServer;
   let drop: () => Promise<void>;
   const receivers: Receiver[] = [];
 
   beforeAll(async () => {
-    const made = await postgres.db.create();
+    const made = await postgres.create();
     drop = made.drop;
     // Instances sharing a database share the sealing key (README: Webhooks to your app).
     // The receivers are on this machine: test endpoints may reach private addresses (refused by default).

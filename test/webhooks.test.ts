@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebhookVerificationError, Webhook } from "standardwebhooks";
 import type { z } from "zod";
 import type { WebhookDelivery, WebhookDeliveryPage } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
@@ -16,12 +16,11 @@ type Delivery = z.infer<typeof WebhookDelivery>;
  * schedule and timeout), real HTTP receivers, and facts made through the real
  * endpoints (pairing a machine is `machine.paired`). Each test has its own app.
  */
-describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
+onEachDatabase("webhooks to the app on $db.name", (db) => {
   let server: TestServer;
   const receivers: Receiver[] = [];
 
   beforeAll(async () => {
-    if (skip) return;
     // The receivers are on this machine: the operator lets test endpoints reach private addresses (refused by default).
     server = await startTestServerOn(db, { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4,0.8", WEBHOOK_TIMEOUT_MS: "400", WEBHOOK_PRIVATE_ADDRESSES: "test" }, { runningClock: true });
   });
@@ -52,7 +51,7 @@ describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
   const settled = (appKey: string, count: number, query = "") =>
     pollUntil(() => deliveries(appKey, query), (p) => p.data.length >= count && p.data.every((d) => d.status !== "pending"), 20_000, "deliveries settled");
 
-  it.skipIf(skip)("shows the secret once and stores it sealed; a machine.paired webhook verifies with standardwebhooks, a tampered one does not", async () => {
+  it("shows the secret once and stores it sealed; a machine.paired webhook verifies with standardwebhooks, a tampered one does not", async () => {
     const keys = await newApp("Signed");
     const hook = await receiver();
     const created = await createEndpoint(keys.appKey, hook.url, ["machine.paired"]);
@@ -93,7 +92,7 @@ describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
     expect(hook.received).toHaveLength(1);
   });
 
-  it.skipIf(skip)("retries a failing receiver with the same webhook-id and backoff; the delivery log shows every attempt and the outcome", async () => {
+  it("retries a failing receiver with the same webhook-id and backoff; the delivery log shows every attempt and the outcome", async () => {
     const keys = await newApp("Retries");
     // Fails twice, then takes it.
     const flaky = await receiver((n) => (n <= 2 ? 500 : 200));
@@ -145,7 +144,7 @@ describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
     expect((await deliveries(keys.appKey, `?endpoint=${a.id}`)).data.map((d) => d.id)).toEqual([of(a.id).id]);
   });
 
-  it.skipIf(skip)("sends only the event types an endpoint asked for; a deleted endpoint gets nothing more and its pending delivery stops", async () => {
+  it("sends only the event types an endpoint asked for; a deleted endpoint gets nothing more and its pending delivery stops", async () => {
     const keys = await newApp("Filtering");
     const runsOnly = await receiver();
     const paired = await receiver();
@@ -194,7 +193,7 @@ describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
     expect((await call(keys.appKey, "DELETE", `/v1/webhook_endpoints/${e3.id}`)).status).toBe(200);
   });
 
-  it.skipIf(skip)("another app or environment cannot read or delete an endpoint or its log (404, as unknown)", async () => {
+  it("another app or environment cannot read or delete an endpoint or its log (404, as unknown)", async () => {
     const owner = await newApp("Owner");
     const other = await newApp("Other");
     const live = await server.services.keys.createKeys(owner.appId, "live");
@@ -214,7 +213,7 @@ describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
     expect((await (await call(owner.appKey, "GET", "/v1/webhook_endpoints")).json()).data[0]).toMatchObject({ id: e.id, disabled: false });
   });
 
-  it.skipIf(skip)("pages the log newest first with a cursor", async () => {
+  it("pages the log newest first with a cursor", async () => {
     const keys = await newApp("Pages");
     const hook = await receiver();
     await createEndpoint(keys.appKey, hook.url, ["machine.paired"]);
@@ -230,7 +229,7 @@ describe.each(DATABASES)("webhooks to the app on $db.name", ({ db, skip }) => {
     expect(new Set(all.map((d) => d.id)).size).toBe(3);
   });
 
-  it.skipIf(skip)("refuses bad input with a 4xx in the envelope", async () => {
+  it("refuses bad input with a 4xx in the envelope", async () => {
     const keys = await newApp("Bad input");
     const post = (body: unknown) => call(keys.appKey, "POST", "/v1/webhook_endpoints", body);
     expect((await expectError(await post({}), 400, "invalid_request")).error.param).toBe("url");

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import type { WebSocket } from "ws";
-import { DATABASES } from "./helpers/databases.js";
+import { onPGlite } from "./helpers/databases.js";
 import { startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi } from "./helpers/worker.js";
 import { removeTempDirs } from "./helpers/process.js";
@@ -12,7 +12,7 @@ import { answerNothing, closeRawWorkers, connectWorkerDouble } from "./helpers/r
  * taken for a flood. A bucket fixed at one beat per 3 s closed it (4029) after
  * about 15 s. The bucket is in memory: one database is enough.
  */
-describe.each(DATABASES.slice(0, 1))("heartbeats at the interval told, on $db.name", ({ db }) => {
+onPGlite("heartbeats at the interval told, on $db.name", (db) => {
   let server: TestServer;
   const open: WebSocket[] = [];
 

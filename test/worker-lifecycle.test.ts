@@ -5,7 +5,7 @@ import { startTestServer, type TestServer } from "./helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
 import { bearer } from "./helpers/requests.js";
-import { DATABASES } from "./helpers/databases.js";
+import { onPostgres } from "./helpers/databases.js";
 import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
 
 /**
@@ -158,15 +158,13 @@ describe("a server restart", () => {
   });
 });
 
-const postgres = DATABASES.find((d) => d.db.name === "postgres")!;
 
-describe.skipIf(postgres.skip)("several instances sharing one Postgres", () => {
+onPostgres("several instances sharing one Postgres", (postgres) => {
   let a: TestServer;
   let b: TestServer;
   let drop: () => Promise<void>;
   beforeAll(async () => {
-    if (postgres.skip) return;
-    const made = await postgres.db.create();
+    const made = await postgres.create();
     drop = made.drop;
     a = await startTestServer(made.target, {}, { runningClock: true });
     b = await startTestServer(made.target, {}, { runningClock: true });

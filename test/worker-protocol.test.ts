@@ -3,7 +3,7 @@ import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, workerMessage } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
+import { onEachDatabase } from "./helpers/databases.js";
 import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
 import { pairViaApi, type PairedMachine } from "./helpers/worker.js";
 import { pollUntil, removeTempDirs } from "./helpers/process.js";
@@ -39,13 +39,12 @@ interface MachineList {
 /** A well-formed pairing token nobody was given. */
 const unknownToken = () => `pt_svc_${randomBytes(32).toString("base64url")}`;
 
-describe.each(DATABASES)("worker protocol on $db.name", ({ db, skip }) => {
+onEachDatabase("worker protocol on $db.name", (db) => {
   let server: TestServer;
   const open: WebSocket[] = [];
   let users = 0;
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db);
   });
   afterEach(() => closeAll(open));
@@ -79,7 +78,7 @@ describe.each(DATABASES)("worker protocol on $db.name", ({ db, skip }) => {
     return c;
   };
 
-  describe.skipIf(skip)("the handshake", () => {
+  describe("the handshake", () => {
     it("refuses every wrong credential with a 401 envelope before the upgrade, and changes nothing", async () => {
       const m = await pair();
       const session = m.session;
@@ -155,7 +154,7 @@ describe.each(DATABASES)("worker protocol on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("a valid connection", () => {
+  describe("a valid connection", () => {
     it("must say hello first; after hello it is welcomed, online, with its runtimes", async () => {
       const m = await pair();
       const c = await connect(m.token);
@@ -191,7 +190,7 @@ describe.each(DATABASES)("worker protocol on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("bad frames", () => {
+  describe("bad frames", () => {
     it("each gets an error message; the connection stays open and heartbeats still work", async () => {
       const m = await pair();
       const c = await online(m);
@@ -254,7 +253,7 @@ describe.each(DATABASES)("worker protocol on $db.name", ({ db, skip }) => {
     });
   });
 
-  describe.skipIf(skip)("live state", () => {
+  describe("live state", () => {
     it("a second connection of the same machine that says hello replaces the first (4002); the machine stays online", async () => {
       const m = await pair();
       const first = await online(m);

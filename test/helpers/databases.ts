@@ -1,5 +1,5 @@
 import pg from "pg";
-import { inject } from "vitest";
+import { describe, inject } from "vitest";
 import { randomId } from "../../server/crypto.js";
 import type { DatabaseTarget } from "../../server/db/open.js";
 
@@ -50,3 +50,29 @@ export const DATABASES: { db: TestDatabase; skip: boolean }[] = [
 
 export const postgresAvailable = postgresUrl !== null;
 export const postgresAdminUrl = postgresUrl;
+
+/**
+ * The suite `body` once per database, each in its own `describe` titled `title` with
+ * `$db.name` replaced by the database's name (or " on <name>" appended). The skip rule is
+ * applied here, once: without a reachable Postgres its `describe` is skipped, so vitest
+ * still counts and reports its tests as skipped, and its hooks do not run. Tests inside
+ * use plain `it`.
+ */
+export function onEachDatabase(title: string, body: (db: TestDatabase) => void): void {
+  for (const { db, skip } of DATABASES) describe.skipIf(skip)(titled(title, db), () => body(db));
+}
+
+/** The suite `body` on Postgres only (several server instances sharing one database); skipped without one. */
+export function onPostgres(title: string, body: (db: TestDatabase) => void): void {
+  describe.skipIf(!postgresAvailable)(title, () => body(postgres));
+}
+
+/** The suite `body` on PGlite only (what does not depend on the database, run once). */
+export function onPGlite(title: string, body: (db: TestDatabase) => void): void {
+  describe(titled(title, pglite), () => body(pglite));
+}
+
+function titled(title: string, db: TestDatabase): string {
+  return title.includes("$db.name") ? title.replace("$db.name", db.name) : `${title} on ${db.name}`;
+}
+
