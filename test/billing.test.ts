@@ -18,7 +18,7 @@ onEachDatabase("billing: account, overview and checkout on $db.name", (db) => {
   let stripe: StripeStandIn;
 
   beforeAll(async () => {
-    const made = await db.create();
+    const made = await db.create({ migrated: true });
     drop = made.drop;
     stripe = await startStripeStandIn();
     server = await startTestServer(made.target, stripeEnv(stripe));

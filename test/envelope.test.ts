@@ -11,7 +11,7 @@ onEachDatabase("error envelope on $db.name", (db) => {
   let key: Record<string, string>;
 
   beforeAll(async () => {
-    const made = await db.create();
+    const made = await db.create({ migrated: true });
     drop = made.drop;
     server = await startTestServer(made.target, { MAX_BODY_BYTES: "4096" });
     key = bearer(server.dev.appKey);

@@ -22,7 +22,7 @@ onEachDatabase("Idempotency-Key on $db.name", (db) => {
   let worker: WorkerProcess;
 
   beforeAll(async () => {
-    const made = await db.create();
+    const made = await db.create({ migrated: true });
     drop = made.drop;
     a = await startTestServer(made.target, {}, { runningClock: true });
     b = made.target.kind === "postgres" ? await startTestServer(made.target, { SVC_DEV_APP: "" }, { runningClock: true }) : a;

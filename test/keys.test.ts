@@ -10,7 +10,7 @@ onEachDatabase("keys on $db.name", (db) => {
   let drop: () => Promise<void>;
 
   beforeAll(async () => {
-    const made = await db.create();
+    const made = await db.create({ migrated: true });
     drop = made.drop;
     server = await startTestServer(made.target);
   });

@@ -113,7 +113,7 @@ onEachDatabase("pairing security on $db.name", (db) => {
   let c: ReturnType<typeof clientsOf>;
 
   beforeAll(async () => {
-    const made = await db.create();
+    const made = await db.create({ migrated: true });
     drop = made.drop;
     // Behind a "proxy" on loopback, so each request can say which client address it is from.
     server = await startTestServer(made.target, { TRUST_PROXY: "loopback" });
@@ -451,7 +451,7 @@ onEachDatabase("pairing security on $db.name", (db) => {
   describe("without TRUST_PROXY", () => {
     it("X-Forwarded-For is ignored: spoofing it escapes neither per-address limit", async () => {
       // Its own server and database: every request here is from the one loopback address.
-      const made = await db.create();
+      const made = await db.create({ migrated: true });
       const direct = await startTestServer(made.target);
       try {
         const d = clientsOf(direct);

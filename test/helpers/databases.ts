@@ -2,26 +2,32 @@ import pg from "pg";
 import { describe, inject } from "vitest";
 import { randomId } from "../../server/crypto.js";
 import type { DatabaseTarget } from "../../server/db/open.js";
+import { pgliteCopy } from "./templates.js";
 
 export interface TestDatabase {
   name: "pglite" | "postgres";
-  /** A fresh, empty database for one suite, and how to drop it. */
-  create(): Promise<{ target: DatabaseTarget; drop(): Promise<void> }>;
+  /**
+   * A fresh database for one suite, and how to drop it: empty, or with `migrated` a copy of
+   * the migrated template (see templates.ts), for a suite whose server would only migrate it.
+   */
+  create(options?: { migrated?: boolean }): Promise<{ target: DatabaseTarget; drop(): Promise<void> }>;
 }
 
 const postgresUrl = inject("postgresUrl");
+const postgresTemplate = inject("postgresTemplate");
+export const pgliteTemplate = inject("pgliteTemplate");
 
 const pglite: TestDatabase = {
   name: "pglite",
-  create: async () => ({ target: { kind: "pglite", dataDir: null }, drop: async () => {} }),
+  create: async ({ migrated = false } = {}) => (migrated ? pgliteCopy(pgliteTemplate) : { target: { kind: "pglite", dataDir: null }, drop: async () => {} }),
 };
 
 const postgres: TestDatabase = {
   name: "postgres",
-  create: async () => {
+  create: async ({ migrated = false } = {}) => {
     const admin = postgresUrl!;
     const name = randomId("svc_test_", 12);
-    await withClient(admin, (c) => c.query(`CREATE DATABASE ${name}`));
+    await withClient(admin, (c) => c.query(`CREATE DATABASE ${name}${migrated ? ` TEMPLATE ${postgresTemplate}` : ""}`));
     const url = new URL(admin);
     url.pathname = `/${name}`;
     return {
