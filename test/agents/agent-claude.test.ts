@@ -3,14 +3,14 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
 import type { Job, JobEvent } from "@svc/contract";
-import { ClaudeCodeRuntime } from "../worker/src/runtimes/claude-code.js";
-import type { AgentProcess, AgentRuntimeOptions, JobContext } from "../worker/src/runtimes/runtime.js";
-import { machinePolicy } from "../worker/src/policy/index.js";
-import { Policy } from "../worker/src/policy/schema.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
-import { DEFAULT_ANSWER, startAnthropicStandIn, USAGE, type AnthropicStandIn } from "./helpers/anthropic-standin.js";
+import { ClaudeCodeRuntime } from "../../worker/src/runtimes/claude-code.js";
+import type { AgentProcess, AgentRuntimeOptions, JobContext } from "../../worker/src/runtimes/runtime.js";
+import { machinePolicy } from "../../worker/src/policy/index.js";
+import { Policy } from "../../worker/src/policy/schema.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { DEFAULT_ANSWER, startAnthropicStandIn, USAGE, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
 
 /** The real Claude Code CLI (a pinned dev dependency). */
 const CLAUDE = path.join(ROOT, "node_modules", ".bin", "claude");

@@ -3,11 +3,11 @@ import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs, ROOT } from "./helpers/process.js";
-import { detectSandbox } from "../worker/src/policy/sandbox.js";
-import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "./helpers/responses-standin.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs, ROOT } from "../helpers/process.js";
+import { detectSandbox } from "../../worker/src/policy/sandbox.js";
+import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "../helpers/responses-standin.js";
 
 const CODEX = path.join(ROOT, "node_modules/.bin/codex");
 

@@ -2,11 +2,11 @@ import fs from "node:fs";
 import path from "node:path";
 import { PassThrough } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
-import { spawnWorker } from "./helpers/worker.js";
-import { removeTempDirs, tempDir } from "./helpers/process.js";
-import { machinePolicy } from "../worker/src/policy/index.js";
-import { Policy } from "../worker/src/policy/schema.js";
-import { confirmAtTerminal } from "../worker/src/policy/confirm.js";
+import { spawnWorker } from "../helpers/worker.js";
+import { removeTempDirs, tempDir } from "../helpers/process.js";
+import { machinePolicy } from "../../worker/src/policy/index.js";
+import { Policy } from "../../worker/src/policy/schema.js";
+import { confirmAtTerminal } from "../../worker/src/policy/confirm.js";
 
 /**
  * The end user's policy for agent CLIs: `svc-worker policy` (a real process on a

@@ -2,11 +2,11 @@ import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import type WebSocket from "ws";
 import { Svc, type RunEvent } from "@svc/sdk";
 import { workerMessage, type JobEvent } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { closeRawWorkers, connectRawWorker, type RawWorker } from "./helpers/raw-worker.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { closeRawWorkers, connectRawWorker, type RawWorker } from "../helpers/raw-worker.js";
 
 /**
  * The service's side of an agent run's app tools: the machine (a raw worker

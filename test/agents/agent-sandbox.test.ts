@@ -7,13 +7,13 @@ import path from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startToolBridge } from "../worker/src/mcp/bridge-host.js";
-import { machinePolicy } from "../worker/src/policy/index.js";
-import { detectSandbox, launchAgent } from "../worker/src/policy/sandbox.js";
-import { seatbeltProfile } from "../worker/src/policy/sandbox-macos.js";
-import { Policy } from "../worker/src/policy/schema.js";
-import type { AgentProcess, Launched } from "../worker/src/runtimes/runtime.js";
-import { pollUntil, removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
+import { startToolBridge } from "../../worker/src/mcp/bridge-host.js";
+import { machinePolicy } from "../../worker/src/policy/index.js";
+import { detectSandbox, launchAgent } from "../../worker/src/policy/sandbox.js";
+import { seatbeltProfile } from "../../worker/src/policy/sandbox-macos.js";
+import { Policy } from "../../worker/src/policy/schema.js";
+import type { AgentProcess, Launched } from "../../worker/src/runtimes/runtime.js";
+import { pollUntil, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
 
 /**
  * The operating-system sandbox around agent CLIs, with real bubblewrap and real

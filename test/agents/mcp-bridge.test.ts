@@ -2,7 +2,7 @@ import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { startToolBridge, type ToolBridge } from "../worker/src/mcp/bridge-host.js";
+import { startToolBridge, type ToolBridge } from "../../worker/src/mcp/bridge-host.js";
 
 /**
  * The worker's tool bridge, driven by the official MCP client over stdio, as an

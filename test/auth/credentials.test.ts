@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { bearer, expectError, requestInit, ROUTE_CASES, type RouteCase } from "./helpers/requests.js";
-import { SessionService } from "../server/sessions/sessions.js";
-import { tableCounts } from "./helpers/snapshot.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { bearer, expectError, requestInit, ROUTE_CASES, type RouteCase } from "../helpers/requests.js";
+import { SessionService } from "../../server/sessions/sessions.js";
+import { tableCounts } from "../helpers/snapshot.js";
 import { contract, type RouteMetadata } from "@svc/contract";
-import { signInOwner } from "./helpers/owner.js";
-import { OwnerSessions, OWNER_SESSION_ABSOLUTE_SECONDS } from "../server/owners/sessions.js";
+import { signInOwner } from "../helpers/owner.js";
+import { OwnerSessions, OWNER_SESSION_ABSOLUTE_SECONDS } from "../../server/owners/sessions.js";
 
 /** Routes taking no header credential because their body is one (a password, a sign-in link, an invitation): the fixture's made-up one is 401 `invalid_credential`. */
 const BODY_CREDENTIAL = new Set(["ownerSignIn", "ownerSignInWithLink", "ownerAcceptInvite"]);

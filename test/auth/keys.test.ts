@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase, onPostgres } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
-import { tableCounts } from "./helpers/snapshot.js";
+import { onEachDatabase, onPostgres } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
+import { tableCounts } from "../helpers/snapshot.js";
 
 /** Key rotation (with its grace period), revocation, and secrets at rest. Time moves by the test clock, not by sleeping. */
 onEachDatabase("keys on $db.name", (db) => {

@@ -1,11 +1,11 @@
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { bearer, expectError } from "./helpers/requests.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { bearer, expectError } from "../helpers/requests.js";
 
 /** The worker version the service speaks: worker/package.json's. */
-const WORKER_VERSION = (JSON.parse(fs.readFileSync(new URL("../worker/package.json", import.meta.url), "utf8")) as { version: string }).version;
+const WORKER_VERSION = (JSON.parse(fs.readFileSync(new URL("../../worker/package.json", import.meta.url), "utf8")) as { version: string }).version;
 
 /** End-user sessions as the app's server mints and ends them (spec endpoints 9 and 10). */
 onEachDatabase("end-user sessions on $db.name", (db) => {

@@ -2,10 +2,10 @@ import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { completedCheckout, nested, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { ACCOUNT, connectAccount, deliver, getUser, mintSession, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
+import { chromiumAvailable, launchBrowser } from "../helpers/browser.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { completedCheckout, nested, startStripeStandIn, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { ACCOUNT, connectAccount, deliver, getUser, mintSession, stripeEnv, unixNow, writePlans } from "../helpers/billing.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";

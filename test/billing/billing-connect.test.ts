@@ -1,12 +1,12 @@
 import { createHash } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
-import { bearer, expectError } from "./helpers/requests.js";
-import { tableCounts } from "./helpers/snapshot.js";
-import { accountObject, STANDIN_CLIENT_ID, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { checkout, connectAccount, deliver, follow, mintSession, startConnect, stripeEnv, unixNow } from "./helpers/billing.js";
-import type { NewKeys } from "../server/keys/keys.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServer, startTestServerOn, type TestServer } from "../helpers/server.js";
+import { bearer, expectError } from "../helpers/requests.js";
+import { tableCounts } from "../helpers/snapshot.js";
+import { accountObject, STANDIN_CLIENT_ID, startStripeStandIn, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { checkout, connectAccount, deliver, follow, mintSession, startConnect, stripeEnv, unixNow } from "../helpers/billing.js";
+import type { NewKeys } from "../../server/keys/keys.js";
 
 /**
  * Attaching an app's Stripe account through Stripe Connect only, driven by the

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { tableCounts } from "./helpers/snapshot.js";
-import { signedDelivery, stripeEvent, completedCheckout, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, unixNow, WEBHOOK_SECRET, writePlans } from "./helpers/billing.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { tableCounts } from "../helpers/snapshot.js";
+import { signedDelivery, stripeEvent, completedCheckout, startStripeStandIn, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { ACCOUNT, connectAccount, deliver, getUser, startHandback, stripeEnv, unixNow, WEBHOOK_SECRET, writePlans } from "../helpers/billing.js";
 
 /**
  * Stripe's signed webhooks set the entitlement: verified over the raw body,

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { bearer, expectError } from "./helpers/requests.js";
-import { tableCounts } from "./helpers/snapshot.js";
-import { nested, startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { ACCOUNT, checkout, connectAccount, deliver, mintSession, portal, startConnect, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { bearer, expectError } from "../helpers/requests.js";
+import { tableCounts } from "../helpers/snapshot.js";
+import { nested, startStripeStandIn, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { ACCOUNT, checkout, connectAccount, deliver, mintSession, portal, startConnect, stripeEnv, unixNow, writePlans } from "../helpers/billing.js";
 
 /**
  * The app's Stripe account, what the components read (GET /v1/billing),
@@ -53,7 +53,7 @@ onEachDatabase("billing: account, overview and checkout on $db.name", (db) => {
     expect(stripe.portals).toHaveLength(0);
 
     expect(await getAccount()).toMatchObject({ environment: "test", stripeAccountId: null, connectedVia: null, webhookUrl: `${server.url}/v1/stripe/webhook` });
-    // Through Stripe Connect only (test/billing-connect.test.ts has the rest).
+    // Through Stripe Connect only (test/billing/billing-connect.test.ts has the rest).
     const first = await connectAccount(server, stripe, { account: "acct_first" });
     expect(first.status, await first.clone().text()).toBe(200);
     expect((await first.json()).account).toMatchObject({ environment: "test", stripeAccountId: "acct_first", connectedVia: "oauth", webhookUrl: `${server.url}/v1/stripe/webhook` });

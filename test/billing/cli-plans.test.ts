@@ -1,8 +1,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { jsonOf, removeTempDirs, runCli, tempDir } from "./helpers/process.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { jsonOf, removeTempDirs, runCli, tempDir } from "../helpers/process.js";
 
 /**
  * `svc plans ...` as an app developer runs it: the CLI in a child process,

@@ -1,12 +1,12 @@
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { workerMessage } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { apiClient } from "./helpers/api.js";
-import { pairViaApi } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
-import { answerNothing, connectWorkerDouble, type WorkerDouble } from "./helpers/raw-worker.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { apiClient } from "../helpers/api.js";
+import { pairViaApi } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { answerNothing, connectWorkerDouble, type WorkerDouble } from "../helpers/raw-worker.js";
 
 /**
  * The ledger's truth (issue 14): the cost class of every row is the service's

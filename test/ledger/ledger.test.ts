@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { apiClient } from "./helpers/api.js";
-import { tableCounts } from "./helpers/snapshot.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { apiClient } from "../helpers/api.js";
+import { tableCounts } from "../helpers/snapshot.js";
 
 /**
  * The ledger's reads and the plans' rules through the real HTTP API, on each
@@ -73,7 +73,7 @@ onEachDatabase("ledger and plans on $db.name", (db) => {
   });
 
   async function liveKey(): Promise<string> {
-    const { KeyService } = await import("../server/keys/keys.js");
+    const { KeyService } = await import("../../server/keys/keys.js");
     const keys = new KeyService(server.db.prisma, server.clock, server.db);
     return (await keys.createKeys(server.dev.appId, "live")).appKey;
   }

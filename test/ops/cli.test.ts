@@ -2,10 +2,10 @@ import fs from "node:fs";
 import path from "node:path";
 import { spawnSync } from "node:child_process";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { lockDataDir } from "../server/data-dir-lock.js";
-import { DATABASES } from "./helpers/databases.js";
-import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
-import { jsonOf, removeTempDirs, runCli, startServerProcess, stopAll, tempDir, type ServerProcess } from "./helpers/process.js";
+import { lockDataDir } from "../../server/data-dir-lock.js";
+import { DATABASES } from "../helpers/databases.js";
+import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
+import { jsonOf, removeTempDirs, runCli, startServerProcess, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
 
 /**
  * The `svc` CLI as a person runs it: `node bin/svc.js ...` in a child process, on

@@ -1,6 +1,6 @@
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { ConfigError, parseConfig, baseUrlOf } from "../server/config.js";
+import { ConfigError, parseConfig, baseUrlOf } from "../../server/config.js";
 
 describe("configuration", () => {
   it("defaults to the embedded database in ./.data on port 4000", () => {

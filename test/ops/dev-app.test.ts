@@ -1,9 +1,9 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { ConfigError, parseConfig } from "../server/config.js";
-import { onEachDatabase, DATABASES, postgresAvailable, withClient } from "./helpers/databases.js";
-import { startTestServerOn } from "./helpers/server.js";
-import { removeTempDirs, startServerProcess, stopAll, tempDir } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
+import { ConfigError, parseConfig } from "../../server/config.js";
+import { onEachDatabase, DATABASES, postgresAvailable, withClient } from "../helpers/databases.js";
+import { startTestServerOn } from "../helpers/server.js";
+import { removeTempDirs, startServerProcess, stopAll, tempDir } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
 import { Svc } from "@svc/sdk";
 
 /**

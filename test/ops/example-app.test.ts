@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { ROOT } from "./helpers/process.js";
+import { DATABASES } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { ROOT } from "../helpers/process.js";
 
 /**
  * The example app (`examples/app/server.ts`, `npm run example`) as a real

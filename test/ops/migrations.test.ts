@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { openDatabase, type Database } from "../server/db/open.js";
-import { migrate, readMigrations } from "../server/db/migrate.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { openDatabase, type Database } from "../../server/db/open.js";
+import { migrate, readMigrations } from "../../server/db/migrate.js";
 
 /** What the catalog says about the schema: tables, columns, constraints, indexes, enums. */
 async function describeSchema(db: Database) {

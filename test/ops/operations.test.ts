@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { parseConfig } from "../server/config.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { bearer } from "./helpers/requests.js";
-import { pairInto } from "./helpers/pair-via-api.js";
-import { answerNothing, closeRawWorkers, connectWorkerDouble } from "./helpers/raw-worker.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { parseConfig } from "../../server/config.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { bearer } from "../helpers/requests.js";
+import { pairInto } from "../helpers/pair-via-api.js";
+import { answerNothing, closeRawWorkers, connectWorkerDouble } from "../helpers/raw-worker.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 import type WebSocket from "ws";
 
 /**

@@ -2,12 +2,12 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
-import { openDatabase } from "../server/db/open.js";
-import { lockDataDir } from "../server/data-dir-lock.js";
-import { SessionService } from "../server/sessions/sessions.js";
-import { systemClock } from "../server/clock.js";
-import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
-import { jsonOf, removeTempDirs, runCli, runServerToExit, spawnServer, startServerProcess, stopAll, tempDir, until, type ServerProcess } from "./helpers/process.js";
+import { openDatabase } from "../../server/db/open.js";
+import { lockDataDir } from "../../server/data-dir-lock.js";
+import { SessionService } from "../../server/sessions/sessions.js";
+import { systemClock } from "../../server/clock.js";
+import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
+import { jsonOf, removeTempDirs, runCli, runServerToExit, spawnServer, startServerProcess, stopAll, tempDir, until, type ServerProcess } from "../helpers/process.js";
 
 /**
  * The server as it runs in production: `node server/main.ts` in a child process,

@@ -3,9 +3,9 @@ import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { ROOT, removeTempDirs, tempDir } from "./helpers/process.js";
+import { DATABASES } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { ROOT, removeTempDirs, tempDir } from "../helpers/process.js";
 
 /**
  * README's "Quick start for app developers", as written: its `sh` blocks, in

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
-import { jsonOf, removeTempDirs, runCli, startServerProcess, stopAll, tempDir, type ServerProcess } from "./helpers/process.js";
-import { ownerClient } from "./helpers/owner.js";
+import { jsonOf, removeTempDirs, runCli, startServerProcess, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
+import { ownerClient } from "../helpers/owner.js";
 
 /**
  * `svc dashboard` as a person runs it: on a free data folder (it opens the database

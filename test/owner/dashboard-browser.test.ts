@@ -2,9 +2,9 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser } from "playwright-core";
-import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { axeViolations, openWatched, SHOTS } from "./helpers/page-checks.js";
+import { chromiumAvailable, launchBrowser } from "../helpers/browser.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { axeViolations, openWatched, SHOTS } from "../helpers/page-checks.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";

@@ -2,16 +2,16 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, Page } from "playwright-core";
 import { Svc } from "@svc/sdk";
-import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { axeViolations, contextAt, fitsWidth, overflowing, SHOTS, watch, type Watched } from "./helpers/page-checks.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { startStripeStandIn, completedCheckout, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { ACCOUNT, deliver, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
-import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
-import { signInOwner } from "./helpers/owner.js";
+import { chromiumAvailable, launchBrowser } from "../helpers/browser.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { axeViolations, contextAt, fitsWidth, overflowing, SHOTS, watch, type Watched } from "../helpers/page-checks.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { startStripeStandIn, completedCheckout, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { ACCOUNT, deliver, stripeEnv, unixNow, writePlans } from "../helpers/billing.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+import { signInOwner } from "../helpers/owner.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";

@@ -4,12 +4,12 @@ import path from "node:path";
 import express from "express";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DASHBOARD_DIST, dashboardRouter } from "../server/dashboard/dashboard.js";
-import { errorHandler } from "../server/http/errors.js";
-import { requestContext } from "../server/http/request-context.js";
-import { createLogger } from "../server/logger.js";
+import { DASHBOARD_DIST, dashboardRouter } from "../../server/dashboard/dashboard.js";
+import { errorHandler } from "../../server/http/errors.js";
+import { requestContext } from "../../server/http/request-context.js";
+import { createLogger } from "../../server/logger.js";
 import { Writable } from "node:stream";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const built = fs.existsSync(path.join(DASHBOARD_DIST, "index.html"));
 

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { signInOwner, type SignedInOwner } from "./helpers/owner.js";
-import { bearer, expectAccepted, expectError } from "./helpers/requests.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { signInOwner, type SignedInOwner } from "../helpers/owner.js";
+import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
 
 /**
  * The dashboard's apps, keys and members through real HTTP: who sees which app

@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { cookieOf, ownerClient, signInOwner, type SignedInOwner } from "./helpers/owner.js";
-import { expectError } from "./helpers/requests.js";
-import { OWNER_SESSION_ABSOLUTE_SECONDS, OWNER_SESSION_IDLE_SECONDS } from "../server/owners/sessions.js";
-import { SIGN_IN_LINK_SECONDS } from "../server/owners/links.js";
-import { INVITE_SECONDS } from "../server/owners/invites.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { cookieOf, ownerClient, signInOwner, type SignedInOwner } from "../helpers/owner.js";
+import { expectError } from "../helpers/requests.js";
+import { OWNER_SESSION_ABSOLUTE_SECONDS, OWNER_SESSION_IDLE_SECONDS } from "../../server/owners/sessions.js";
+import { SIGN_IN_LINK_SECONDS } from "../../server/owners/links.js";
+import { INVITE_SECONDS } from "../../server/owners/invites.js";
 
 const PASSWORD = "correct horse battery staple";
 

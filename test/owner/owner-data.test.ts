@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { bearer } from "./helpers/requests.js";
-import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiver.js";
-import { completedCheckout, startStripeStandIn, subscriptionObject, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { connectAccount, deliver, startHandback, stripeEnv, unixNow, writePlans } from "./helpers/billing.js";
-import type { Tenant } from "../server/keys/keys.js";
-import { signInOwner, type SignedInOwner } from "./helpers/owner.js";
-import { dayRange, usageCsv, usageSummary } from "../server/ledger/usage-summary.js";
-import { conversions } from "../server/billing/conversions.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { bearer } from "../helpers/requests.js";
+import { startReceiver, verified, type Receiver } from "../helpers/webhook-receiver.js";
+import { completedCheckout, startStripeStandIn, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { connectAccount, deliver, startHandback, stripeEnv, unixNow, writePlans } from "../helpers/billing.js";
+import type { Tenant } from "../../server/keys/keys.js";
+import { signInOwner, type SignedInOwner } from "../helpers/owner.js";
+import { dayRange, usageCsv, usageSummary } from "../../server/ledger/usage-summary.js";
+import { conversions } from "../../server/billing/conversions.js";
 
 /**
  * The dashboard's data, at the service level, on both databases: after real

@@ -3,12 +3,12 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { Browser, BrowserContext, Page } from "playwright-core";
-import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { pairViaApi, spawnPair, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
+import { chromiumAvailable, launchBrowser } from "../helpers/browser.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { pairViaApi, spawnPair, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";
@@ -97,7 +97,7 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
 
     expect(await page.locator("#app-name").textContent()).toBe(appName);
     const command = (await page.locator("#pairing-command").textContent()) ?? "";
-    // The worker from this service by its URL (test/worker-served.test.ts runs this very command), no registry name.
+    // The worker from this service by its URL (test/worker/worker-served.test.ts runs this very command), no registry name.
     expect(command).toMatch(new RegExp(`^npx --yes ${server.url.replace(/[.]/g, "\\.")}/worker/svc-worker-\\d+\\.\\d+\\.\\d+\\.tgz pair `));
     expect(command).toContain(`--connect-key ${server.dev.connectKey}`);
     expect(command).toContain(`--server ${server.url}`);

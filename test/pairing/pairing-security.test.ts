@@ -1,10 +1,10 @@
 import { createHash, randomInt } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { USER_CODE_ALPHABET } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { bearer, expectError } from "./helpers/requests.js";
-import { tableCounts } from "./helpers/snapshot.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { bearer, expectError } from "../helpers/requests.js";
+import { tableCounts } from "../helpers/snapshot.js";
 
 /**
  * Pairing as an attacker sees it: codes and sessions of one app (or environment,

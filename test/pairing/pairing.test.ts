@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { USER_CODE_ALPHABET } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { bearer, expectError } from "./helpers/requests.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { bearer, expectError } from "../helpers/requests.js";
 
 /**
  * The RFC 8628 device flow, state by state, against the real server on each

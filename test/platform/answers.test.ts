@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import OpenAI from "openai";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { expectError } from "./helpers/requests.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { expectError } from "../helpers/requests.js";
 
 /**
  * Answers that say what happened, as a developer meets them: the request id where

@@ -1,18 +1,18 @@
 import { createHash, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { contract, type RouteMetadata } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { apiClient } from "./helpers/api.js";
-import { pairInto } from "./helpers/pair-via-api.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { callFirstTool, connectWorkerDouble, type WorkerDouble } from "./helpers/raw-worker.js";
-import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
-import { tenantFingerprint } from "./helpers/snapshot.js";
-import { bearer, callRoute, contractAccepts, idSlots, type Answer } from "./helpers/requests.js";
-import { startStripeStandIn, type StripeStandIn } from "./helpers/stripe-standin.js";
-import { connectAccount, stripeEnv } from "./helpers/billing.js";
-import { parseAppKey } from "../server/keys/format.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { apiClient } from "../helpers/api.js";
+import { pairInto } from "../helpers/pair-via-api.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { callFirstTool, connectWorkerDouble, type WorkerDouble } from "../helpers/raw-worker.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+import { tenantFingerprint } from "../helpers/snapshot.js";
+import { bearer, callRoute, contractAccepts, idSlots, type Answer } from "../helpers/requests.js";
+import { startStripeStandIn, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { connectAccount, stripeEnv } from "../helpers/billing.js";
+import { parseAppKey } from "../../server/keys/format.js";
 
 /**
  * The cross-tenant matrix, generated from the contract: every route, with every
@@ -465,7 +465,7 @@ describe("the matrix is generated from the contract", () => {
     const problems: string[] = [];
     for (const { name, route, fixture } of ROUTES) {
       if (!fixture) {
-        problems.push(`${name}: no cross-tenant fixture (add one to FIXTURES in test/cross-tenant.test.ts)`);
+        problems.push(`${name}: no cross-tenant fixture (add one to FIXTURES in test/platform/cross-tenant.test.ts)`);
         continue;
       }
       const slots = idSlots(route);
@@ -919,7 +919,7 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
       expect(after, `${name} changed another tenant's data`).toEqual(before);
       lastChecked = after;
     });
-    if (!fixture) it(`${route.method} ${route.path} (${name}) has a cross-tenant fixture`, () => expect.fail(`no fixture for ${name} in test/cross-tenant.test.ts`));
+    if (!fixture) it(`${route.method} ${route.path} (${name}) has a cross-tenant fixture`, () => expect.fail(`no fixture for ${name} in test/platform/cross-tenant.test.ts`));
   }
 
   it("a machine naming another tenant's job is answered like an unknown job, and changes nothing", async () => {

@@ -4,11 +4,11 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postgresAvailable, withClient } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { postgresAvailable, withClient } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 import http from "node:http";
 import { Svc, ServiceUnavailableError } from "@svc/sdk";
-import { apiClient } from "../worker/src/api.js";
+import { apiClient } from "../../worker/src/api.js";
 
 /**
  * A database outage under load, on a private Postgres cluster of this suite's own

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Browser } from "playwright-core";
-import { chromiumAvailable, launchBrowser } from "./helpers/browser.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { chromiumAvailable, launchBrowser } from "../helpers/browser.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";

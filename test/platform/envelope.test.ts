@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { bearer, expectError } from "./helpers/requests.js";
-import { tableCounts } from "./helpers/snapshot.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { bearer, expectError } from "../helpers/requests.js";
+import { tableCounts } from "../helpers/snapshot.js";
 
 /** Bad input of every kind gets the right 4xx in the envelope, never HTML or a stack trace, and changes nothing. */
 onEachDatabase("error envelope on $db.name", (db) => {

@@ -3,11 +3,11 @@ import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { contract, ErrorEnvelope, type RouteMetadata } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { ROUTE_CASES } from "./helpers/requests.js";
-import { signInOwner } from "./helpers/owner.js";
-import { removeTempDirs, startServerProcess, stopAll, tempDir } from "./helpers/process.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { ROUTE_CASES } from "../helpers/requests.js";
+import { signInOwner } from "../helpers/owner.js";
+import { removeTempDirs, startServerProcess, stopAll, tempDir } from "../helpers/process.js";
 
 /**
  * A malformed-input battery generated from the contract: for every route, with
@@ -459,7 +459,7 @@ describe("the process survives what escapes a request", () => {
   });
 
   it("an escaped exception or rejection in a request: logged with its id, the process goes on; outside any request: exit 1", { timeout: 120_000 }, async () => {
-    const preload = new URL("./helpers/escape-preload.mjs", import.meta.url).pathname;
+    const preload = new URL("../helpers/escape-preload.mjs", import.meta.url).pathname;
     const server = await startServerProcess(tempDir("svc-escape-"), { NODE_OPTIONS: `--import=${preload}`, LOG_LEVEL: "info" });
     const key = server.banner()!.appKey;
     const post = (prompt: string) =>

@@ -4,7 +4,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import openapiTS, { astToString } from "openapi-typescript";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 
 const dir = new URL("./openapi-client/", import.meta.url);
 const generated = new URL("./generated/openapi.d.ts", dir);
@@ -15,9 +15,9 @@ const generated = new URL("./generated/openapi.d.ts", dir);
  * optional to send (openapi-typescript's default makes a named schema's defaulted fields required).
  */
 async function generateTypes(): Promise<void> {
-  const ast = await openapiTS(new URL("../openapi.json", import.meta.url), { defaultNonNullable: false });
+  const ast = await openapiTS(new URL("../../openapi.json", import.meta.url), { defaultNonNullable: false });
   fs.mkdirSync(new URL("./generated/", dir), { recursive: true });
-  fs.writeFileSync(generated, `// Generated from openapi.json by test/openapi-client.test.ts; not committed.\n${astToString(ast)}`);
+  fs.writeFileSync(generated, `// Generated from openapi.json by test/platform/openapi-client.test.ts; not committed.\n${astToString(ast)}`);
 }
 
 describe("a client generated from openapi.json (openapi-typescript + openapi-fetch)", () => {
@@ -29,7 +29,7 @@ describe("a client generated from openapi.json (openapi-typescript + openapi-fet
 
   it("type-checks under strict tsc, and refuses what the API refuses", async () => {
     await generateTypes();
-    const tsc = fileURLToPath(new URL("../node_modules/typescript/bin/tsc", import.meta.url));
+    const tsc = fileURLToPath(new URL("../../node_modules/typescript/bin/tsc", import.meta.url));
     const result = await promisify(execFile)(process.execPath, [tsc, "-p", fileURLToPath(new URL("./tsconfig.json", dir))]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
     expect(result.stdout).toBe("");
     expect("failed" in result).toBe(false);

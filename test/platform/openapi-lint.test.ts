@@ -4,8 +4,8 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 
-const root = fileURLToPath(new URL("..", import.meta.url));
-const cli = fileURLToPath(new URL("../node_modules/@redocly/cli/bin/cli.js", import.meta.url));
+const root = fileURLToPath(new URL("../..", import.meta.url));
+const cli = fileURLToPath(new URL("../../node_modules/@redocly/cli/bin/cli.js", import.meta.url));
 
 interface LintReport {
   totals: { errors: number; warnings: number; ignored: number };
@@ -33,7 +33,7 @@ describe("openapi.json under Redocly's recommended rules", () => {
   }, 60_000);
 
   it("lints with the recommended rules, only three turned off, each with its reason", () => {
-    const config = fs.readFileSync(new URL("../redocly.yaml", import.meta.url), "utf8");
+    const config = fs.readFileSync(new URL("../../redocly.yaml", import.meta.url), "utf8");
     expect(config).toMatch(/^extends:\n\s+- recommended$/m);
     const off = [...config.matchAll(/^\s+([\w-]+): off$/gm)].map((m) => m[1]);
     expect(off.sort()).toEqual(["info-license", "no-unused-components", "operation-2xx-response"]);

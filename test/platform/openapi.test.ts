@@ -2,8 +2,8 @@ import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { contract, RUN_EVENT_KINDS } from "@svc/contract";
-import { openApiJson } from "../server/openapi.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { openApiJson } from "../../server/openapi.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 
 describe("openapi.json", () => {
   let server: TestServer;
@@ -13,7 +13,7 @@ describe("openapi.json", () => {
   afterAll(() => server?.close());
 
   it("is committed and matches the contract (run `npm run openapi` when this fails)", () => {
-    const committed = fs.readFileSync(new URL("../openapi.json", import.meta.url), "utf8");
+    const committed = fs.readFileSync(new URL("../../openapi.json", import.meta.url), "utf8");
     expect(committed === openApiJson(), "openapi.json is stale: run `npm run openapi` and commit it").toBe(true);
   });
 

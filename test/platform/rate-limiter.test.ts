@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { TestClock } from "./helpers/server.js";
-import { openDatabase, type Database } from "../server/db/open.js";
-import { migrate } from "../server/db/migrate.js";
-import { RateLimiter, type Bucket } from "../server/rate-limit/rate-limiter.js";
-import { ApiError } from "../server/errors.js";
-import { addressKey } from "../server/rate-limit/client-address.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { TestClock } from "../helpers/server.js";
+import { openDatabase, type Database } from "../../server/db/open.js";
+import { migrate } from "../../server/db/migrate.js";
+import { RateLimiter, type Bucket } from "../../server/rate-limit/rate-limiter.js";
+import { ApiError } from "../../server/errors.js";
+import { addressKey } from "../../server/rate-limit/client-address.js";
 
 describe("client address keys", () => {
   it("counts IPv4 as it is and IPv6 by its /64", () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GroupCommit } from "../server/db/group-commit.js";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
+import { GroupCommit } from "../../server/db/group-commit.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
 
 describe("group commit", () => {
   it("gathers what arrives in one turn of the event loop into one write; a lone write still goes", async () => {

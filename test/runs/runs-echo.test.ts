@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { expectError } from "./helpers/requests.js";
-import { sseFrames, type SseFrame } from "./helpers/sse.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { expectError } from "../helpers/requests.js";
+import { sseFrames, type SseFrame } from "../helpers/sse.js";
 
 /**
  * Runs on `svc/echo`, the service's own model: no paired machine, cost class

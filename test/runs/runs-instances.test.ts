@@ -1,11 +1,11 @@
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
-import { withClient, onPostgres } from "./helpers/databases.js";
-import { pollUntil, removeTempDirs, startServerProcess, stopAll, tempDir, type ServerProcess } from "./helpers/process.js";
-import { sseFrames, textOf, type SseFrame } from "./helpers/sse.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { freePort, startBalancer, type Balancer } from "./helpers/balancer.js";
+import { withClient, onPostgres } from "../helpers/databases.js";
+import { pollUntil, removeTempDirs, startServerProcess, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
+import { sseFrames, textOf, type SseFrame } from "../helpers/sse.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { freePort, startBalancer, type Balancer } from "../helpers/balancer.js";
 
 /**
  * Runs across several real server processes sharing one Postgres, with a real

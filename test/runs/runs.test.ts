@@ -2,12 +2,12 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, PaymentRequiredError, ServeInAppError, ConflictError, NotFoundError, type RunEvent } from "@svc/sdk";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
-import { expectError } from "./helpers/requests.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { startModelStandIn, writeFakeClis, type ModelStandIn } from "../helpers/standins.js";
+import { expectError } from "../helpers/requests.js";
 
 /**
  * Runs end to end through the SDK, on each database: the real server, a real

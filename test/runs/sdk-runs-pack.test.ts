@@ -5,8 +5,8 @@ import { promisify } from "node:util";
 import type { AddressInfo } from "node:net";
 import { execFile } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
-import { installInto, packSdk } from "./helpers/sdk-package.js";
+import { removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { installInto, packSdk } from "../helpers/sdk-package.js";
 
 /**
  * `@svc/sdk` as an app developer gets it: packed alone (the contract's runtime

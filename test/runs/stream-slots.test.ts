@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { bearer } from "./helpers/requests.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { bearer } from "../helpers/requests.js";
 
 /**
  * One app cannot hold the instance's streams: past `MAX_STREAMS_PER_APP` open

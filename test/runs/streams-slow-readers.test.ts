@@ -3,16 +3,16 @@ import v8 from "node:v8";
 import { runInNewContext } from "node:vm";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { sseFrames, type SseFrame } from "./helpers/sse.js";
-import { ensureEndUser } from "../server/users/end-users.js";
-import { randomId } from "../server/crypto.js";
-import type { StoredEvent } from "../server/runs/store.js";
-import { SLOW_READER_COMMENT, STREAM_BUFFER_CAP_BYTES } from "../server/runs/sse.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { sseFrames, type SseFrame } from "../helpers/sse.js";
+import { ensureEndUser } from "../../server/users/end-users.js";
+import { randomId } from "../../server/crypto.js";
+import type { StoredEvent } from "../../server/runs/store.js";
+import { SLOW_READER_COMMENT, STREAM_BUFFER_CAP_BYTES } from "../../server/runs/sse.js";
 
 /**
  * Readers of a run's stream that do not keep up. The server runs in this

@@ -6,9 +6,9 @@ import type { AddressInfo } from "node:net";
 import { execFile } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ServiceUnavailableError, Svc } from "@svc/sdk";
-import { removeTempDirs, tempDir } from "./helpers/process.js";
-import { installInto, packSdk } from "./helpers/sdk-package.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { removeTempDirs, tempDir } from "../helpers/process.js";
+import { installInto, packSdk } from "../helpers/sdk-package.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /**
  * The published `@svc/sdk` as a developer meets it: `npm pack` gives one tarball that

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AuthenticationError, BadRequestError, NotFoundError, Svc, ServeInAppError, SvcError } from "@svc/sdk";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 
 describe("sdk client against the real server", () => {
   let server: TestServer;
@@ -53,10 +53,10 @@ describe("sdk client against the real server", () => {
   });
 
   it("depends on neither Express nor Prisma", () => {
-    const pkg = JSON.parse(fs.readFileSync(new URL("../sdk/package.json", import.meta.url), "utf8"));
+    const pkg = JSON.parse(fs.readFileSync(new URL("../../sdk/package.json", import.meta.url), "utf8"));
     const deps = Object.keys({ ...pkg.dependencies, ...pkg.peerDependencies });
     expect(deps.filter((d) => /express|prisma|pg|pglite/.test(d))).toEqual([]);
-    const sources = fs.readdirSync(new URL("../sdk/src", import.meta.url)).map((f) => fs.readFileSync(new URL(`../sdk/src/${f}`, import.meta.url), "utf8"));
+    const sources = fs.readdirSync(new URL("../../sdk/src", import.meta.url)).map((f) => fs.readFileSync(new URL(`../sdk/src/${f}`, import.meta.url), "utf8"));
     for (const src of sources) expect(src).not.toMatch(/from "(express|@prisma|pg|\.\.\/\.\.\/server)/);
   });
 });

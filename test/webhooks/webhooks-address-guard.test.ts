@@ -1,16 +1,16 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { isPrivateAddress } from "../server/webhooks/address-guard.js";
-import { postOnce } from "../server/webhooks/send.js";
-import { parseConfig } from "../server/config.js";
-import { openDatabase } from "../server/db/open.js";
-import { migrate, readMigrations } from "../server/db/migrate.js";
-import { KeyService } from "../server/keys/keys.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { startReceiver, type Receiver } from "./helpers/webhook-receiver.js";
-import { apiClient } from "./helpers/api.js";
-import { pollUntil } from "./helpers/process.js";
+import { isPrivateAddress } from "../../server/webhooks/address-guard.js";
+import { postOnce } from "../../server/webhooks/send.js";
+import { parseConfig } from "../../server/config.js";
+import { openDatabase } from "../../server/db/open.js";
+import { migrate, readMigrations } from "../../server/db/migrate.js";
+import { KeyService } from "../../server/keys/keys.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
+import { apiClient } from "../helpers/api.js";
+import { pollUntil } from "../helpers/process.js";
 
 /**
  * Outbound webhooks never make the service call its own network (SSRF) unless the

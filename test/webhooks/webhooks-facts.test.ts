@@ -1,13 +1,13 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type PairedMachine, type WorkerProcess } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiver.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type PairedMachine, type WorkerProcess } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { startReceiver, verified, type Receiver } from "../helpers/webhook-receiver.js";
 
 type Event = { type: string; timestamp: string; data: Record<string, unknown> };
 

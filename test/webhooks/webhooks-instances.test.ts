@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onPostgres } from "./helpers/databases.js";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
-import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiver.js";
+import { onPostgres } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { startReceiver, verified, type Receiver } from "../helpers/webhook-receiver.js";
 
 
 /**

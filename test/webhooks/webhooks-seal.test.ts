@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { lazySealer, Sealer, sealingKey, SEALING_KEY_FILE } from "../server/webhooks/seal.js";
+import { lazySealer, Sealer, sealingKey, SEALING_KEY_FILE } from "../../server/webhooks/seal.js";
 
 /** Sealing the secrets the service must keep usable (webhook signing secrets). */
 describe("sealed secrets", () => {

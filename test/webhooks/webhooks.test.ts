@@ -2,12 +2,12 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { WebhookVerificationError, Webhook } from "standardwebhooks";
 import type { z } from "zod";
 import type { WebhookDelivery, WebhookDeliveryPage } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
-import { bearer, expectError } from "./helpers/requests.js";
-import { startReceiver, verified, type Receiver } from "./helpers/webhook-receiver.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { bearer, expectError } from "../helpers/requests.js";
+import { startReceiver, verified, type Receiver } from "../helpers/webhook-receiver.js";
 
 type Delivery = z.infer<typeof WebhookDelivery>;
 

@@ -6,12 +6,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
 import { Svc } from "@svc/sdk";
 import { WORKER_CLOSE, WORKER_MAX_JOB_FRAME_BYTES, serverMessage, workerMessage, type JobEvent, type WorkerMessage } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
-import { closeRawWorkers, connectRawWorker, type RawWorker } from "./helpers/raw-worker.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { closeRawWorkers, connectRawWorker, type RawWorker } from "../helpers/raw-worker.js";
 
 /**
  * A hostile machine: a test double speaking the real worker protocol over a real

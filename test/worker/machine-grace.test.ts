@@ -3,15 +3,15 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WORKER_CONNECT_PATH, workerMessage } from "@svc/contract";
-import { MAX_TURN_RESTARTS } from "../server/runs/model-loop.js";
-import { onEachDatabase, onPostgres } from "./helpers/databases.js";
-import { freePort } from "./helpers/balancer.js";
-import { startLink, type Link } from "./helpers/link.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
-import { sseFrames, textOf, type SseFrame } from "./helpers/sse.js";
-import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
-import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
+import { MAX_TURN_RESTARTS } from "../../server/runs/model-loop.js";
+import { onEachDatabase, onPostgres } from "../helpers/databases.js";
+import { freePort } from "../helpers/balancer.js";
+import { startLink, type Link } from "../helpers/link.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { startTestServer, startTestServerOn, type TestServer } from "../helpers/server.js";
+import { sseFrames, textOf, type SseFrame } from "../helpers/sse.js";
+import { startModelStandIn, writeFakeClis, type ModelStandIn } from "../helpers/standins.js";
+import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "../helpers/worker.js";
 
 /**
  * A machine whose link goes silent (no close, no reset: a dead network path)

@@ -5,8 +5,8 @@ import type { IncomingMessage } from "node:http";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { WebSocketServer, type WebSocket } from "ws";
 import { serverMessage, WORKER_CLOSE, WORKER_MAX_JOB_FRAME_BYTES, WorkerMessage, parseFrame } from "@svc/contract";
-import { spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs, tempDir, until as waitFor } from "./helpers/process.js";
+import { spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { removeTempDirs, tempDir, until as waitFor } from "../helpers/process.js";
 
 /**
  * The worker's side of the catalog, checked against a stand-in service: a real

@@ -2,11 +2,11 @@ import fs from "node:fs";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { JobEvent } from "@svc/contract";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
-import { startModelStandIn, writeFakeClis, type ModelStandIn } from "./helpers/standins.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { startModelStandIn, writeFakeClis, type ModelStandIn } from "../helpers/standins.js";
 
 /**
  * A real `svc-worker start` process against the real server: it finds its

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { WebSocket } from "ws";
-import { onPGlite } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { answerNothing, closeRawWorkers, connectWorkerDouble } from "./helpers/raw-worker.js";
+import { onPGlite } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { answerNothing, closeRawWorkers, connectWorkerDouble } from "../helpers/raw-worker.js";
 
 /**
  * The heartbeat bucket follows the interval the service tells the worker: with a

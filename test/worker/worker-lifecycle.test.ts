@@ -1,12 +1,12 @@
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs, tempDir } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
-import { onPostgres } from "./helpers/databases.js";
-import { startModelStandIn, type ModelStandIn } from "./helpers/standins.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { onPostgres } from "../helpers/databases.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 
 /**
  * A real worker's life against real servers: online, silent (heartbeat timeout),

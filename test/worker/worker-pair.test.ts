@@ -3,11 +3,11 @@ import http from "node:http";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers/server.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
 import { execFileSync, spawn } from "node:child_process";
-import { spawnPair, spawnWorker, WorkerProcess } from "./helpers/worker.js";
-import { removeTempDirs, ROOT, tempDir } from "./helpers/process.js";
-import { bearer } from "./helpers/requests.js";
+import { spawnPair, spawnWorker, WorkerProcess } from "../helpers/worker.js";
+import { removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
 
 /**
  * `svc-worker pair` as an end user runs it: a real process against the real

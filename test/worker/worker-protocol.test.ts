@@ -3,13 +3,13 @@ import net from "node:net";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
 import { WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, workerMessage } from "@svc/contract";
-import { onEachDatabase } from "./helpers/databases.js";
-import { startTestServer, startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi, type PairedMachine } from "./helpers/worker.js";
-import { pollUntil, removeTempDirs } from "./helpers/process.js";
-import { closeRawWorkers, connectRawWorker } from "./helpers/raw-worker.js";
-import { bearer } from "./helpers/requests.js";
-import { tableCounts } from "./helpers/snapshot.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServer, startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, type PairedMachine } from "../helpers/worker.js";
+import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { closeRawWorkers, connectRawWorker } from "../helpers/raw-worker.js";
+import { bearer } from "../helpers/requests.js";
+import { tableCounts } from "../helpers/snapshot.js";
 
 /**
  * The worker WebSocket protocol as a raw client sees it, no svc-worker in between:
