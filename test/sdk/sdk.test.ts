@@ -56,7 +56,7 @@ describe("sdk client against the real server", () => {
     const pkg = JSON.parse(fs.readFileSync(new URL("../../sdk/package.json", import.meta.url), "utf8"));
     const deps = Object.keys({ ...pkg.dependencies, ...pkg.peerDependencies });
     expect(deps.filter((d) => /express|prisma|pg|pglite/.test(d))).toEqual([]);
-    const sources = fs.readdirSync(new URL("../../sdk/src", import.meta.url)).map((f) => fs.readFileSync(new URL(`../sdk/src/${f}`, import.meta.url), "utf8"));
+    const sources = fs.readdirSync(new URL("../../sdk/src", import.meta.url)).map((f) => fs.readFileSync(new URL(`../../sdk/src/${f}`, import.meta.url), "utf8"));
     for (const src of sources) expect(src).not.toMatch(/from "(express|@prisma|pg|\.\.\/\.\.\/server)/);
   });
 });
