@@ -20,14 +20,28 @@ const SECURITY_HEADERS = {
   "Cache-Control": "no-store",
 };
 
-const PAGES = {
-  "/connect": { type: "html", body: read("connect/index.html") },
-  "/connect/connect.js": { type: "application/javascript", body: read("connect/connect.js") },
-  "/connect/connect.css": { type: "text/css", body: read("connect/connect.css") },
-  "/billing": { type: "html", body: read("billing/index.html") },
-  "/billing/billing.js": { type: "application/javascript", body: read("billing/billing.js") },
-  "/billing/billing.css": { type: "text/css", body: read("billing/billing.css") },
-} as const;
+/**
+ * A hosted page: the shared shell (`shell.html`: head, meta, one stylesheet, the page's
+ * module scripts) around the page's own `<main>` (`<name>/main.html`). Its stylesheet
+ * is the shared base (`shell.css`) followed by the page's own rules (`<name>/<name>.css`).
+ */
+function hostedPage(name: string, title: string, scripts: string[]) {
+  const html = read("shell.html")
+    .replace("{{title}}", title)
+    .replace("{{stylesheet}}", `${name}/${name}.css`)
+    .replace("{{scripts}}", scripts.map((src) => `  <script type="module" src="${src}"></script>`).join("\n"))
+    .replace("{{main}}", () => read(`${name}/main.html`));
+  return {
+    [`/${name}`]: { type: "html", body: html },
+    [`/${name}/${name}.js`]: { type: "application/javascript", body: read(`${name}/${name}.js`) },
+    [`/${name}/${name}.css`]: { type: "text/css", body: read("shell.css") + read(`${name}/${name}.css`) },
+  };
+}
+
+const PAGES: Record<string, { type: string; body: string }> = {
+  ...hostedPage("connect", "Connect a machine", ["connect/connect.js"]),
+  ...hostedPage("billing", "Plan and billing", ["components/svc-components.js", "billing/billing.js"]),
+};
 
 /**
  * The web components, loaded by apps' own pages on any origin: a module script

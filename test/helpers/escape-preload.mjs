@@ -1,4 +1,4 @@
-// Loaded into a real server process (NODE_OPTIONS=--import) by test/malformed-input.test.ts, to make
+// Loaded into a real server process (NODE_OPTIONS=--import) by test/platform/malformed-input.test.ts, to make
 // exceptions escape every handler the way a bug would: from a request's own work (a JSON body naming
 // `__svc_escape_test__`, parsed while the request is handled) and from outside any request (SIGUSR2).
 const parse = JSON.parse;

@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { pgliteTemplate, postgresTemplate, templateHash } from "./templates.js";
 
 /**
  * Decides once whether the Postgres suites run. With a reachable Postgres they
@@ -26,10 +27,18 @@ export default async function setup(project: TestProject) {
     process.stdout.write(`\n  Postgres suites SKIPPED: no Postgres reachable at ${url} (${reason}). Only the PGlite suites run.\n  Start Postgres or set SVC_TEST_POSTGRES_URL to run them.\n\n`);
   }
   project.provide("postgresUrl", reason ? null : url);
+  // Each suite's database is a copy of one migrated per set of migrations (see templates.ts).
+  const hash = templateHash();
+  project.provide("pgliteTemplate", await pgliteTemplate(hash));
+  project.provide("postgresTemplate", reason ? null : await postgresTemplate(url, hash));
 }
 
 declare module "vitest" {
   export interface ProvidedContext {
     postgresUrl: string | null;
+    /** The migrated PGlite data folder each in-process server starts on a copy of. */
+    pgliteTemplate: string;
+    /** The migrated Postgres database `create({ migrated: true })` copies. */
+    postgresTemplate: string | null;
   }
 }

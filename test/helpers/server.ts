@@ -8,7 +8,8 @@ import { startServer, type RunningServer } from "../../server/server.js";
 import type { Clock } from "../../server/clock.js";
 import type { DatabaseTarget } from "../../server/db/open.js";
 import type { NewKeys } from "../../server/keys/keys.js";
-import type { TestDatabase } from "./databases.js";
+import { pgliteTemplate, type TestDatabase } from "./databases.js";
+import { pgliteCopy } from "./templates.js";
 
 /**
  * A clock tests move by hand. Stopped (the default), it stands still between
@@ -44,8 +45,24 @@ export interface TestServer extends RunningServer {
   fetch(path: string, init?: RequestInit): Promise<Response>;
 }
 
-/** The real server on a real port and database, with a test clock and captured logs. */
-export async function startTestServer(database: DatabaseTarget, env: Record<string, string> = {}, options: TestServerOptions = {}): Promise<TestServer> {
+/**
+ * The real server on a real port and database, with a test clock and captured logs. A fresh
+ * in-memory PGlite (`dataDir: null`) is started as a copy of the migrated template on tmpfs
+ * instead (see templates.ts), removed on close: the same fresh database, without creating a
+ * cluster and migrating it for every server.
+ */
+export async function startTestServer(target: DatabaseTarget, env: Record<string, string> = {}, options: TestServerOptions = {}): Promise<TestServer> {
+  const copy = target.kind === "pglite" && target.dataDir === null ? pgliteCopy(pgliteTemplate) : null;
+  try {
+    const server = await startOn(copy?.target ?? target, env, options);
+    return copy ? { ...server, close: () => server.close().finally(() => copy.drop()) } : server;
+  } catch (err) {
+    await copy?.drop();
+    throw err;
+  }
+}
+
+async function startOn(database: DatabaseTarget, env: Record<string, string>, options: TestServerOptions): Promise<TestServer> {
   const logs: string[] = [];
   const printed: string[] = [];
   const sink = new Writable({
@@ -85,7 +102,7 @@ export async function startTestServer(database: DatabaseTarget, env: Record<stri
  * its `close` also drops that database.
  */
 export async function startTestServerOn(db: TestDatabase, env: Record<string, string> = {}, options: TestServerOptions = {}): Promise<TestServer> {
-  const made = await db.create();
+  const made = await db.create({ migrated: true });
   const server = await startTestServer(made.target, env, options).catch(async (err) => {
     await made.drop();
     throw err;

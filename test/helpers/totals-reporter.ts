@@ -7,13 +7,17 @@ export default class TotalsReporter implements Reporter {
     let failed = 0;
     let skipped = 0;
     for (const m of modules) {
+      let failedHere = 0;
       for (const t of m.children.allTests()) {
         const state = t.result().state;
         if (state === "passed") passed++;
-        else if (state === "failed") failed++;
+        else if (state === "failed") failedHere++;
         else skipped++;
       }
-      if (m.state() === "failed" && [...m.children.allTests()].length === 0) failed++;
+      // A file that failed outside any test (its import, a beforeAll: its tests are then
+      // reported skipped) counts as one failure.
+      if (m.state() === "failed" && failedHere === 0) failedHere = 1;
+      failed += failedHere;
     }
     const notice = process.env.SVC_TEST_POSTGRES_SKIPPED ? `${process.env.SVC_TEST_POSTGRES_SKIPPED}\n` : "";
     process.stdout.write(`\n${notice}${skipped ? `(${skipped} skipped)\n` : ""}${passed} passed, ${failed} failed\n`);

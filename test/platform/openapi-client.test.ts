@@ -1,0 +1,66 @@
+import { execFile } from "node:child_process";
+import fs from "node:fs";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import openapiTS, { astToString } from "openapi-typescript";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+
+const dir = new URL("./openapi-client/", import.meta.url);
+const generated = new URL("./generated/openapi.d.ts", dir);
+
+/**
+ * A consumer's client from openapi.json alone: types by openapi-typescript, calls by openapi-fetch
+ * (test/openapi-client/sample.ts). `defaultNonNullable: false`: a request field with a `default` is
+ * optional to send (openapi-typescript's default makes a named schema's defaulted fields required).
+ */
+async function generateTypes(): Promise<void> {
+  const ast = await openapiTS(new URL("../../openapi.json", import.meta.url), { defaultNonNullable: false });
+  fs.mkdirSync(new URL("./generated/", dir), { recursive: true });
+  fs.writeFileSync(generated, `// Generated from openapi.json by test/platform/openapi-client.test.ts; not committed.\n${astToString(ast)}`);
+}
+
+describe("a client generated from openapi.json (openapi-typescript + openapi-fetch)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ kind: "pglite", dataDir: null });
+  });
+  afterAll(() => server?.close());
+
+  it("type-checks under strict tsc, and refuses what the API refuses", async () => {
+    await generateTypes();
+    const tsc = fileURLToPath(new URL("../../node_modules/typescript/bin/tsc", import.meta.url));
+    const result = await promisify(execFile)(process.execPath, [tsc, "-p", fileURLToPath(new URL("./tsconfig.json", dir))]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
+    expect(result.stdout).toBe("");
+    expect("failed" in result).toBe(false);
+  }, 120_000);
+
+  it("talks to the real server: a plan, a handed-back run and its usage, a user, chat completions plain and streamed, a typed error", async () => {
+    // Loaded by path: its type-only import of the generated types exists only once the test above ran.
+    const { sample } = (await import(pathToFileURL(fileURLToPath(new URL("./sample.ts", dir))).href)) as { sample: (baseUrl: string, appKey: string) => Promise<Record<string, any>> };
+    const r = await sample(`${server.url}`, server.dev.appKey);
+
+    expect(r.plan).toMatchObject({ slug: "starter", name: "Starter", priceMicros: 5_000_000, currency: "usd", period: "month", allowance: { unit: "runs", limit: 100 } });
+    expect(r.plan.id).toMatch(/^plan_[a-z0-9]{20}$/);
+    expect(r.planSlugs).toContain("starter");
+    expect(r.planRequestId).toMatch(/^req_[a-z0-9]{20}$/);
+
+    expect(r.handback.status).toBe(409);
+    expect(r.handback.error.code).toBe("serve_in_app");
+    expect(r.handback.runId).toMatch(/^run_[a-z0-9]{24}$/);
+    expect(r.run).toMatchObject({ id: r.handback.runId, user: "openapi-user", status: "handed_back", route: "app", costClass: "app_served" });
+    expect(r.reported).toEqual({ runId: r.handback.runId, costClass: "app_served", inputTokens: 120, outputTokens: 30, amountMicros: expect.any(Number) });
+    expect(r.usageKinds).toContain("app_usage");
+    expect(r.user).toMatchObject({ id: "openapi-user", environment: "test" });
+    expect(r.user.usage.runs).toBeGreaterThanOrEqual(1);
+
+    expect(r.echo.content).toBe("ping");
+    expect(r.echo.finishReason).toBe("stop");
+    expect(r.echo.runId).toMatch(/^run_[a-z0-9]{24}$/);
+    expect(r.streamedType).toMatch(/^text\/event-stream/);
+    expect(r.streamedText).toContain('"object":"chat.completion.chunk"');
+    expect(r.streamedText.trimEnd().endsWith("data: [DONE]")).toBe(true);
+
+    expect(r.missing).toEqual({ status: 404, code: "not_found" });
+  }, 60_000);
+});

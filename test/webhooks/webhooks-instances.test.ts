@@ -1,0 +1,83 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onPostgres } from "../helpers/databases.js";
+import { startTestServer, type TestServer } from "../helpers/server.js";
+import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { bearer } from "../helpers/requests.js";
+import { startReceiver, verified, type Receiver } from "../helpers/webhook-receiver.js";
+
+
+/**
+ * Two instances on one Postgres, both dispatching: every attempt is sent by one
+ * of them only (claims skip rows the other holds), the same fact reported on
+ * both is one delivery, and a retry is one more attempt, not one per instance.
+ */
+onPostgres("webhooks across instances on postgres", (postgres) => {
+  let a: TestServer;
+  let b: TestServer;
+  let drop: () => Promise<void>;
+  const receivers: Receiver[] = [];
+
+  beforeAll(async () => {
+    const made = await postgres.create();
+    drop = made.drop;
+    // Instances sharing a database share the sealing key (README: Webhooks to your app).
+    // The receivers are on this machine: test endpoints may reach private addresses (refused by default).
+    const env = { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", WEBHOOK_PRIVATE_ADDRESSES: "test", SVC_SEALING_KEY: randomBytes(32).toString("base64") };
+    a = await startTestServer(made.target, env, { runningClock: true });
+    b = await startTestServer(made.target, env, { runningClock: true });
+  }, 60_000);
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    for (const r of receivers) await r.close();
+    await drop?.();
+    removeTempDirs();
+  });
+
+  it("sends each attempt once, whichever instance took it; a fact reported on both is one delivery", async () => {
+    const ok = await startReceiver();
+    // Fails the first attempt of every message, takes the second.
+    const seen = new Set<string>();
+    const flaky = await startReceiver((_n, r) => (seen.has(r.headers["webhook-id"]) ? 200 : (seen.add(r.headers["webhook-id"]), 500)));
+    receivers.push(ok, flaky);
+    const create = async (url: string) => {
+      const res = await b.fetch("/v1/webhook_endpoints", { method: "POST", headers: { ...bearer(a.dev.appKey), "content-type": "application/json" }, body: JSON.stringify({ url, events: ["machine.online"] }) });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { secret: string }).secret;
+    };
+    const okSecret = await create(ok.url);
+    await create(flaky.url);
+
+    const tenant = { appId: a.dev.appId, environment: "test" as const };
+    const facts = Array.from({ length: 30 }, (_, i) => `machine.online:mch_${i}:1`);
+    await Promise.all(
+      facts.flatMap((key, i) => [
+        a.services.outbox.emit(tenant, "machine.online", { machineId: `mch_${i}`, user: "u" }, key),
+        b.services.outbox.emit(tenant, "machine.online", { machineId: `mch_${i}`, user: "u" }, key),
+      ]),
+    );
+
+    await ok.waitFor(30);
+    await flaky.waitFor(60);
+    const log = await pollUntil(
+      async () => (await (await a.fetch("/v1/webhook_deliveries?limit=200", { headers: bearer(a.dev.appKey) })).json()) as { data: { id: string; status: string; attempts: unknown[] }[] },
+      (p) => p.data.length === 60 && p.data.every((d) => d.status === "delivered"),
+      20_000,
+      "every delivery delivered",
+    );
+    await new Promise((r) => setTimeout(r, 500));
+
+    const count = (r: Receiver) => {
+      const n = new Map<string, number>();
+      for (const x of r.received) n.set(x.headers["webhook-id"], (n.get(x.headers["webhook-id"]) ?? 0) + 1);
+      return n;
+    };
+    expect(ok.received).toHaveLength(30);
+    expect([...count(ok).values()].every((n) => n === 1)).toBe(true);
+    expect(flaky.received).toHaveLength(60);
+    expect([...count(flaky).values()].every((n) => n === 2)).toBe(true);
+    expect(new Set(ok.received.map((r) => (verified(okSecret, r).data as { machineId: string }).machineId)).size).toBe(30);
+    expect(log.data.map((d) => d.attempts.length).sort()).toEqual([...Array(30).fill(1), ...Array(30).fill(2)]);
+  });
+});
