@@ -7,15 +7,15 @@ import { Writable } from "node:stream";
 import type WebSocket from "ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ERROR_CODES, RUN_FAILURE_REASONS, RUN_STOP_CODES, RUN_STOP_ERROR_TYPE, WORKER_CONNECT_PATH, type ErrorCode } from "@svc/contract";
-import { DATABASES } from "./helpers/databases.js";
-import { startTestServerOn, type TestServer } from "./helpers/server.js";
-import { pairViaApi } from "./helpers/worker.js";
-import { removeTempDirs } from "./helpers/process.js";
-import { closeRawWorkers, connectWorkerDouble } from "./helpers/raw-worker.js";
-import { createLogger } from "../server/logger.js";
-import { callAdminSocket, startAdminSocket } from "../server/admin/socket.js";
-import type { OperationDeps } from "../server/admin/operations.js";
-import { RunStop } from "../server/runs/driver.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi } from "../helpers/worker.js";
+import { removeTempDirs } from "../helpers/process.js";
+import { closeRawWorkers, connectWorkerDouble } from "../helpers/raw-worker.js";
+import { createLogger } from "../../server/logger.js";
+import { callAdminSocket, startAdminSocket } from "../../server/admin/socket.js";
+import type { OperationDeps } from "../../server/admin/operations.js";
+import { RunStop } from "../../server/runs/driver.js";
 
 /**
  * Every emitter of an error answers in the one envelope, built in one place:
@@ -59,12 +59,11 @@ function raw(url: string, request: string): Promise<{ status: number; headers: R
   });
 }
 
-describe.each(DATABASES)("one error envelope from every emitter on $db.name", ({ db, skip }) => {
+onEachDatabase("one error envelope from every emitter on $db.name", (db) => {
   let server: TestServer;
   const open: WebSocket[] = [];
 
   beforeAll(async () => {
-    if (skip) return;
     server = await startTestServerOn(db, {}, { runningClock: true });
   });
   afterAll(async () => {
@@ -73,21 +72,21 @@ describe.each(DATABASES)("one error envelope from every emitter on $db.name", ({
     removeTempDirs();
   });
 
-  it.skipIf(skip)("the HTTP error handler: an unknown route", async () => {
+  it("the HTTP error handler: an unknown route", async () => {
     const res = await server.fetch("/v1/nope");
     expect(res.status).toBe(404);
     const e = expectEnvelope(await res.json(), "route_not_found");
     expect(e.error.requestId).toBe(res.headers.get("request-id"));
   });
 
-  it.skipIf(skip)("body-parser's refusal: malformed JSON", async () => {
+  it("body-parser's refusal: malformed JSON", async () => {
     const res = await server.fetch("/v1/runs", { method: "POST", headers: { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" }, body: "{not json" });
     expect(res.status).toBe(400);
     const e = expectEnvelope(await res.json(), "invalid_json");
     expect(e.error.requestId).toBe(res.headers.get("request-id"));
   });
 
-  it.skipIf(skip)("the HTTP parser's refusal and CONNECT, answered before Express: logged with their request id", async () => {
+  it("the HTTP parser's refusal and CONNECT, answered before Express: logged with their request id", async () => {
     const bad = await raw(server.url, "POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n");
     expect(bad.status).toBe(400);
     const e = expectEnvelope(JSON.parse(bad.body), "invalid_request");
@@ -101,7 +100,7 @@ describe.each(DATABASES)("one error envelope from every emitter on $db.name", ({
     expect(loggedWith(server.logs, c.error.requestId)).toHaveLength(1);
   });
 
-  it.skipIf(skip)("a refused worker WebSocket: its request id is in the Request-Id header and in the log line of the refusal", async () => {
+  it("a refused worker WebSocket: its request id is in the Request-Id header and in the log line of the refusal", async () => {
     const answer = await new Promise<{ status: number; requestId: string | undefined; body: string }>((resolve, reject) => {
       const req = http.request(`${server.url}${WORKER_CONNECT_PATH}`, { headers: { connection: "Upgrade", upgrade: "websocket", "sec-websocket-version": "13", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==" } });
       req.on("response", (res) => {
@@ -121,7 +120,7 @@ describe.each(DATABASES)("one error envelope from every emitter on $db.name", ({
     expect(lines).toEqual([expect.objectContaining({ msg: "worker connection refused", status: 401, code: "missing_credential" })]);
   });
 
-  it.skipIf(skip)("a chat stream's last frame when the run fails: the envelope with the request's id, the machine's own code relayed", async () => {
+  it("a chat stream's last frame when the run fails: the envelope with the request's id, the machine's own code relayed", async () => {
     const paired = await pairViaApi(server, server.dev, "erin");
     await connectWorkerDouble(
       server.url,

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DATABASES } from "./helpers/databases.js";
-import { openDatabase, type Database } from "../server/db/open.js";
-import { migrate, readMigrations } from "../server/db/migrate.js";
-import { functionNames, functionSource } from "../server/db/functions.js";
-import { LIVE_SUBSCRIPTION_STATUSES } from "../server/ledger/functions.js";
+import { onEachDatabase } from "../helpers/databases.js";
+import { openDatabase, type Database } from "../../server/db/open.js";
+import { migrate, readMigrations } from "../../server/db/migrate.js";
+import { functionNames, functionSource } from "../../server/db/functions.js";
+import { LIVE_SUBSCRIPTION_STATUSES } from "../../server/ledger/functions.js";
 
 /**
  * Every SQL function has one source, prisma/functions/<name>.sql, and the
@@ -52,13 +52,12 @@ describe("SQL functions: one source each", () => {
     }
   });
 
-  describe.each(DATABASES)("on $db.name", ({ db, skip }) => {
+  onEachDatabase("on $db.name", (db) => {
     let database: Database;
     let drop: () => Promise<void> = async () => {};
     let live: Map<string, string>;
 
     beforeAll(async () => {
-      if (skip) return;
       const created = await db.create();
       drop = created.drop;
       database = await openDatabase(created.target);
@@ -70,18 +69,18 @@ describe("SQL functions: one source each", () => {
       await drop();
     });
 
-    it.skipIf(skip)("every live function has a source file, and every source file a live function", () => {
+    it("every live function has a source file, and every source file a live function", () => {
       expect([...live.keys()].sort()).toEqual(functionNames());
     });
 
-    it.skipIf(skip)("each live definition is the one its source file creates", async () => {
+    it("each live definition is the one its source file creates", async () => {
       for (const name of functionNames()) {
         expect(live.get(name), name).toBeDefined();
         expect(await definitionOf(database, name, functionSource(name)), name).toBe(live.get(name));
       }
     });
 
-    it.skipIf(skip)("a body differing from the live one is caught (the comparison can fail)", async () => {
+    it("a body differing from the live one is caught (the comparison can fail)", async () => {
       const source = functionSource("svc_start_run");
       const changed = source.replace("'allowance_exhausted'", "'allowance_exceeded'");
       expect(changed).not.toBe(source);
@@ -90,14 +89,14 @@ describe("SQL functions: one source each", () => {
       expect(await definitionOf(database, "svc_user_plan", functionSource("svc_user_plan").replace("SELECT COALESCE", "SELECT  COALESCE"))).not.toBe(live.get("svc_user_plan"));
     });
 
-    it.skipIf(skip)("the live subscription statuses are the same in SQL (svc_subscription_live) and TypeScript (LIVE_SUBSCRIPTION_STATUSES)", async () => {
+    it("the live subscription statuses are the same in SQL (svc_subscription_live) and TypeScript (LIVE_SUBSCRIPTION_STATUSES)", async () => {
       // Every status Stripe gives a subscription, and the app's own `canceled`.
       const statuses = ["active", "trialing", "past_due", "unpaid", "canceled", "incomplete", "incomplete_expired", "paused"];
       const rows = await database.query<{ status: string; live: boolean }>(`SELECT s AS status, svc_subscription_live(s) AS live FROM unnest($1::text[]) s`, [statuses]);
       expect(rows.filter((r) => r.live).map((r) => r.status)).toEqual(statuses.filter((s) => LIVE_SUBSCRIPTION_STATUSES.includes(s)));
     });
 
-    it.skipIf(skip)("the scratch schema is gone after a comparison", async () => {
+    it("the scratch schema is gone after a comparison", async () => {
       expect(await database.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [SCRATCH])).toEqual([]);
     });
   });
