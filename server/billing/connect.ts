@@ -1,55 +1,17 @@
 import Stripe from "stripe";
 import type { z } from "zod";
-import type { BillingAccount, ConnectCallbackQuery, ConnectCallbackResult, ConnectRequest, ConnectStart } from "@svc/contract";
+import type { ConnectCallbackQuery, ConnectCallbackResult, ConnectRequest, ConnectStart } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { PublicUrls } from "../public-urls.js";
 import type { Logger } from "../logger.js";
 import { ApiError } from "../errors.js";
-import { hashSecret, randomToken } from "../crypto.js";
 import type { StripeClients } from "./stripe-client.js";
+import { ACCOUNT_REFRESH_SECONDS, ConnectedAccounts, statusOf, type AccountView } from "./connected-account.js";
+import { ConnectStates, type ConnectFlow } from "./connect-states.js";
 
-/** How long a Connect flow's `state` lives: an OAuth authorization, and an onboarding link's way back (onboarding takes longer, and its way back grants nothing). */
-export const CONNECT_STATE_TTL_SECONDS = { oauth: 10 * 60, onboarding: 24 * 3600 } as const;
-/** Connect flows one app and environment may have in flight (unused, unexpired states); more is 429. */
-export const MAX_CONNECT_FLOWS = 20;
-/** `GET /v1/billing/account` asks Stripe again when what it knows of the account is older than this. */
-export const ACCOUNT_REFRESH_SECONDS = 30;
-
-type AccountView = z.infer<typeof BillingAccount>;
-type ConnectedVia = "oauth" | "created" | "legacy";
 export type CallbackAnswer = { kind: "redirect"; location: string } | { kind: "result"; body: z.infer<typeof ConnectCallbackResult> };
-
-interface AccountRow {
-  stripe_account_id: string;
-  connected_via: ConnectedVia;
-  connected_at: Date;
-  charges_enabled: boolean | null;
-  details_submitted: boolean | null;
-  payouts_enabled: boolean | null;
-  requirements: Requirements | null;
-  checked_at: Date | null;
-}
-interface Requirements {
-  currentlyDue: string[];
-  pastDue: string[];
-  disabledReason: string | null;
-}
-/** What Stripe says of an account (an Account object, from the API or an `account.updated` event). */
-export interface AccountStatus {
-  chargesEnabled: boolean | null;
-  detailsSubmitted: boolean | null;
-  payoutsEnabled: boolean | null;
-  requirements: Requirements | null;
-}
-interface Flow {
-  app_id: string;
-  environment: Tenant["environment"];
-  mode: "oauth" | "onboarding";
-  stripe_account_id: string | null;
-  return_url: string | null;
-}
 
 const ACCOUNT_ID = /^acct_[A-Za-z0-9]{1,64}$/;
 
@@ -69,16 +31,18 @@ const ACCOUNT_ID = /^acct_[A-Za-z0-9]{1,64}$/;
  *   state (charges, details, requirements) is read back from Stripe.
  */
 export class StripeConnect {
+  private readonly accounts: ConnectedAccounts;
+  private readonly states: ConnectStates;
+
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly urls: PublicUrls,
     private readonly stripe: StripeClients | null,
     private readonly logger: Logger,
-  ) {}
-
-  get webhookUrl(): string {
-    return `${this.urls.base}/v1/stripe/webhook`;
+  ) {
+    this.accounts = new ConnectedAccounts(db, clock, urls, stripe, logger);
+    this.states = new ConnectStates(db, clock);
   }
 
   get callbackUrl(): string {
@@ -87,27 +51,27 @@ export class StripeConnect {
 
   /** The environment's account id, or null. */
   async accountId(tenant: Tenant): Promise<string | null> {
-    return (await this.row(tenant))?.stripe_account_id ?? null;
+    return (await this.accounts.row(tenant))?.stripe_account_id ?? null;
   }
 
   /** Checkout needs an account that can take charges: false only when Stripe said so (a created account still onboarding, a disabled one). */
   async chargeableAccount(tenant: Tenant): Promise<{ id: string; chargesEnabled: boolean | null } | null> {
-    const row = await this.row(tenant);
+    const row = await this.accounts.row(tenant);
     return row ? { id: row.stripe_account_id, chargesEnabled: row.charges_enabled } : null;
   }
 
   /** The account and its state; asks Stripe again when what is known is older than ACCOUNT_REFRESH_SECONDS (a failure there is logged and the stored state answered). */
   async view(tenant: Tenant, opts: { refresh?: boolean } = {}): Promise<AccountView> {
-    let row = await this.row(tenant);
+    let row = await this.accounts.row(tenant);
     const now = this.clock.now();
     if (row && opts.refresh && this.stripe && (!row.checked_at || now.getTime() - row.checked_at.getTime() > ACCOUNT_REFRESH_SECONDS * 1000)) {
-      const status = await this.retrieve(row.stripe_account_id);
+      const status = await this.accounts.retrieve(row.stripe_account_id);
       if (status) {
-        await this.storeStatus(row.stripe_account_id, tenant, status);
-        row = await this.row(tenant);
+        await this.accounts.storeStatus(row.stripe_account_id, tenant, status);
+        row = await this.accounts.row(tenant);
       }
     }
-    return this.toView(tenant, row);
+    return this.accounts.toView(tenant, row);
   }
 
   /** Starts a Connect flow: the URL to send the app owner's browser to. */
@@ -134,17 +98,17 @@ export class StripeConnect {
       // A new onboarding link supersedes the earlier ones' ways back (deleted, so repeated starts keep one row).
       await this.db.query(`DELETE FROM billing_connect_states WHERE app_id = $1 AND environment = $2::"Environment" AND mode = 'onboarding'`, [tenant.appId, tenant.environment]);
     }
-    await this.limitFlows(tenant, now);
+    await this.states.limitFlows(tenant, now);
 
     if (request.mode === "oauth") {
-      const { state, expiresAt } = await this.newState(tenant, "oauth", null, returnUrl, now);
+      const { state, expiresAt } = await this.states.newState(tenant, "oauth", null, returnUrl, now);
       const query = new URLSearchParams({ response_type: "code", client_id: stripe.clientId!, scope: "read_write", redirect_uri: this.callbackUrl, state });
       return { mode: "oauth", url: `${stripe.connectUrl}/oauth/authorize?${query}`, expiresAt: expiresAt.toISOString(), stripeAccountId: null };
     }
 
-    const current = await this.row(tenant);
+    const current = await this.accounts.row(tenant);
     const account = current?.connected_via === "created" ? current.stripe_account_id : await this.createAccount(tenant);
-    const { state, hash, expiresAt } = await this.newState(tenant, "onboarding", account, returnUrl, now);
+    const { state, hash, expiresAt } = await this.states.newState(tenant, "onboarding", account, returnUrl, now);
     try {
       const link = await stripe.api.accountLinks.create({
         account,
@@ -166,7 +130,7 @@ export class StripeConnect {
    */
   async callback(query: z.infer<typeof ConnectCallbackQuery>): Promise<CallbackAnswer> {
     if (!query.state) throw new ApiError("invalid_state", "The callback carries no `state`: it must come from Stripe, in a flow started with POST /v1/billing/connect.", { param: "state" });
-    const flow = await this.consume(query.state);
+    const flow = await this.states.consume(query.state);
     const tenant: Tenant = { appId: flow.app_id, environment: flow.environment };
     try {
       if (flow.mode === "onboarding") {
@@ -193,8 +157,8 @@ export class StripeConnect {
    * owner's. Without an account: the same empty answer.
    */
   async disconnect(tenant: Tenant): Promise<AccountView> {
-    const row = await this.row(tenant);
-    if (!row) return this.toView(tenant, null);
+    const row = await this.accounts.row(tenant);
+    if (!row) return this.accounts.toView(tenant, null);
     if (row.connected_via === "oauth") {
       if (this.stripe?.clientId) {
         try {
@@ -214,7 +178,7 @@ export class StripeConnect {
       row.stripe_account_id,
     ]);
     this.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: row.stripe_account_id, connectedVia: row.connected_via }, "Stripe account disconnected");
-    return this.toView(tenant, null);
+    return this.accounts.toView(tenant, null);
   }
 
   // --- the flows ---
@@ -244,24 +208,24 @@ export class StripeConnect {
     }
     if (!account || !ACCOUNT_ID.test(account)) throw new ApiError("connect_failed", "Stripe's answer named no account.");
     // Verified: the account's owner authorized the platform. Its state is read now; failing that, it is read later.
-    const status = await this.retrieve(account);
-    await this.attach(tenant, account, "oauth", status);
-    return this.toView(tenant, await this.row(tenant));
+    const status = await this.accounts.retrieve(account);
+    await this.accounts.attach(tenant, account, "oauth", status);
+    return this.accounts.toView(tenant, await this.accounts.row(tenant));
   }
 
-  private async onboardingReturn(tenant: Tenant, flow: Flow): Promise<AccountView> {
-    const row = await this.row(tenant);
+  private async onboardingReturn(tenant: Tenant, flow: ConnectFlow): Promise<AccountView> {
+    const row = await this.accounts.row(tenant);
     if (!row || row.stripe_account_id !== flow.stripe_account_id) {
       throw new ApiError("billing_not_connected", "The account this onboarding was for is no longer the app's (it was disconnected or replaced).");
     }
-    const status = await this.retrieve(row.stripe_account_id);
-    if (status) await this.storeStatus(row.stripe_account_id, tenant, status);
-    return this.toView(tenant, await this.row(tenant));
+    const status = await this.accounts.retrieve(row.stripe_account_id);
+    if (status) await this.accounts.storeStatus(row.stripe_account_id, tenant, status);
+    return this.accounts.toView(tenant, await this.accounts.row(tenant));
   }
 
   /** The onboarding link expired or was used: a fresh one, with a fresh state. */
-  private async refreshLink(tenant: Tenant, flow: Flow): Promise<string> {
-    const row = await this.row(tenant);
+  private async refreshLink(tenant: Tenant, flow: ConnectFlow): Promise<string> {
+    const row = await this.accounts.row(tenant);
     if (!row || row.stripe_account_id !== flow.stripe_account_id) {
       throw new ApiError("billing_not_connected", "The account this onboarding was for is no longer the app's (it was disconnected or replaced).");
     }
@@ -269,7 +233,7 @@ export class StripeConnect {
     return start.url;
   }
 
-  private finish(flow: Flow, body: z.infer<typeof ConnectCallbackResult>): CallbackAnswer {
+  private finish(flow: ConnectFlow, body: z.infer<typeof ConnectCallbackResult>): CallbackAnswer {
     if (flow.return_url) return { kind: "redirect", location: withQuery(flow.return_url, { stripe_connect: body.outcome }) };
     return { kind: "result", body };
   }
@@ -284,171 +248,14 @@ export class StripeConnect {
     }
     if (!ACCOUNT_ID.test(created.id)) throw new ApiError("service_unavailable", "Stripe created an account without a usable id.");
     // The platform created it for this app: it is the app's by construction.
-    await this.attach(tenant, created.id, "created", statusOf(created as unknown as Record<string, unknown>));
+    await this.accounts.attach(tenant, created.id, "created", statusOf(created as unknown as Record<string, unknown>));
     this.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: created.id }, "Stripe account created for the app");
     return created.id;
-  }
-
-  /**
-   * Attaches a verified account (replacing the environment's previous one).
-   * Another app holding it through Connect keeps it: 409 `account_in_use`. One
-   * holding it only by a bare id from before Connect (`legacy`, never verified)
-   * loses it to this verified connection.
-   */
-  private async attach(tenant: Tenant, account: string, via: Exclude<ConnectedVia, "legacy">, status: AccountStatus | null): Promise<void> {
-    const now = this.clock.now();
-    const refused = () =>
-      new ApiError("account_in_use", `The Stripe account ${account} is connected to another app in the ${tenant.environment} environment: its owner can disconnect it there, or revoke the platform's access in the Stripe dashboard, and connect it again here.`);
-    try {
-      await this.db.prisma.$transaction(async (tx) => {
-        const held = await tx.$queryRawUnsafe<{ app_id: string; connected_via: string }[]>(
-          `SELECT app_id, connected_via FROM billing_accounts WHERE stripe_account_id = $1 AND environment = $2::"Environment" FOR UPDATE`,
-          account,
-          tenant.environment,
-        );
-        const other = held.find((h) => h.app_id !== tenant.appId);
-        if (other && other.connected_via !== "legacy") throw refused();
-        if (other) {
-          await tx.$executeRawUnsafe(`DELETE FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment"`, other.app_id, tenant.environment);
-          this.logger.warn({ app: other.app_id, environment: tenant.environment, stripeAccount: account, to: tenant.appId }, "unverified (legacy) Stripe account attachment displaced by a verified Connect connection");
-        }
-        await tx.$executeRawUnsafe(
-          `INSERT INTO billing_accounts (app_id, environment, stripe_account_id, connected_via, connected_at, charges_enabled, details_submitted, payouts_enabled, requirements, checked_at, created_at)
-           VALUES ($1, $2::"Environment", $3, $4, $5, $6, $7, $8, $9::jsonb, $10, $5)
-           ON CONFLICT (app_id, environment) DO UPDATE SET stripe_account_id = EXCLUDED.stripe_account_id, connected_via = EXCLUDED.connected_via,
-             connected_at = EXCLUDED.connected_at, charges_enabled = EXCLUDED.charges_enabled, details_submitted = EXCLUDED.details_submitted,
-             payouts_enabled = EXCLUDED.payouts_enabled, requirements = EXCLUDED.requirements, checked_at = EXCLUDED.checked_at`,
-          tenant.appId,
-          tenant.environment,
-          account,
-          via,
-          now,
-          status?.chargesEnabled ?? null,
-          status?.detailsSubmitted ?? null,
-          status?.payoutsEnabled ?? null,
-          status?.requirements ? JSON.stringify(status.requirements) : null,
-          status ? now : null,
-        );
-      });
-    } catch (err) {
-      // Another app attached it between the check and the write: the unique index decides.
-      if (isUniqueViolation(err)) throw refused();
-      throw err;
-    }
-    this.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: account, connectedVia: via }, "Stripe account connected");
-  }
-
-  private async retrieve(account: string): Promise<AccountStatus | null> {
-    if (!this.stripe) return null;
-    try {
-      return statusOf((await this.stripe.api.accounts.retrieve(account)) as unknown as Record<string, unknown>);
-    } catch (err) {
-      const e = err as { type?: string; statusCode?: number };
-      this.logger.warn({ stripeAccount: account, stripeError: { type: e.type, statusCode: e.statusCode } }, "Stripe did not describe the connected account");
-      return null;
-    }
-  }
-
-  private async storeStatus(account: string, tenant: Tenant, status: AccountStatus): Promise<void> {
-    await this.db.query(
-      `UPDATE billing_accounts SET charges_enabled = $4, details_submitted = $5, payouts_enabled = $6, requirements = $7::jsonb, checked_at = $8
-       WHERE app_id = $1 AND environment = $2::"Environment" AND stripe_account_id = $3`,
-      [
-        tenant.appId,
-        tenant.environment,
-        account,
-        status.chargesEnabled,
-        status.detailsSubmitted,
-        status.payoutsEnabled,
-        status.requirements ? JSON.stringify(status.requirements) : null,
-        this.clock.now(),
-      ],
-    );
-  }
-
-  // --- states ---
-
-  private async limitFlows(tenant: Tenant, now: Date): Promise<void> {
-    const open = await this.db.query<{ n: number; oldest: Date | null }>(
-      `SELECT count(*)::int AS n, min(expires_at) AS oldest FROM billing_connect_states WHERE app_id = $1 AND environment = $2::"Environment" AND used_at IS NULL AND expires_at > $3`,
-      [tenant.appId, tenant.environment, now],
-    );
-    if (open[0].n >= MAX_CONNECT_FLOWS) {
-      const retryAfter = Math.max(1, Math.ceil((new Date(open[0].oldest!).getTime() - now.getTime()) / 1000));
-      throw new ApiError("rate_limited", `${MAX_CONNECT_FLOWS} Stripe Connect flows of this app and environment are already in flight: finish one, or wait for one to expire.`, {
-        headers: { "Retry-After": String(retryAfter) },
-      });
-    }
-  }
-
-  private async newState(tenant: Tenant, mode: Flow["mode"], account: string | null, returnUrl: string | null, now: Date) {
-    const state = `cst_${randomToken(32)}`;
-    const hash = hashSecret(state);
-    const expiresAt = new Date(now.getTime() + CONNECT_STATE_TTL_SECONDS[mode] * 1000);
-    await this.db.query(
-      `INSERT INTO billing_connect_states (id, app_id, environment, mode, stripe_account_id, return_url, created_at, expires_at) VALUES ($1, $2, $3::"Environment", $4, $5, $6, $7, $8)`,
-      [hash, tenant.appId, tenant.environment, mode, account, returnUrl, now, expiresAt],
-    );
-    return { state, hash, expiresAt };
-  }
-
-  /**
-   * Marks the state used, at most once; an unknown, used or expired state is 400 `invalid_state`, one answer for all three
-   * (a spent state of another app must not tell its holder it was ever real: no existence oracle).
-   */
-  private async consume(state: string): Promise<Flow> {
-    const now = this.clock.now();
-    const rows = await this.db.query<Flow>(
-      `UPDATE billing_connect_states SET used_at = $2 WHERE id = $1 AND used_at IS NULL AND expires_at > $2 RETURNING app_id, environment, mode, stripe_account_id, return_url`,
-      [hashSecret(state), now],
-    );
-    if (rows.length === 1) return rows[0];
-    throw new ApiError("invalid_state", `This Stripe Connect state is unknown, expired or already used: start connecting again (POST /v1/billing/connect).`, { param: "state" });
   }
 
   private flowUrl(state: string, link: "return" | "refresh"): string {
     return withQuery(this.callbackUrl, { state, link });
   }
-
-  private async row(tenant: Tenant): Promise<AccountRow | null> {
-    const rows = await this.db.query<AccountRow>(
-      `SELECT stripe_account_id, connected_via, connected_at, charges_enabled, details_submitted, payouts_enabled, requirements, checked_at
-       FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment"`,
-      [tenant.appId, tenant.environment],
-    );
-    return rows[0] ?? null;
-  }
-
-  private toView(tenant: Tenant, row: AccountRow | null): AccountView {
-    const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
-    return {
-      environment: tenant.environment,
-      stripeAccountId: row?.stripe_account_id ?? null,
-      connectedVia: row?.connected_via ?? null,
-      connectedAt: iso(row?.connected_at ?? null),
-      chargesEnabled: row?.charges_enabled ?? null,
-      detailsSubmitted: row?.details_submitted ?? null,
-      payoutsEnabled: row?.payouts_enabled ?? null,
-      requirements: row?.requirements ? (typeof row.requirements === "string" ? JSON.parse(row.requirements) : row.requirements) : null,
-      checkedAt: iso(row?.checked_at ?? null),
-      webhookUrl: this.webhookUrl,
-    };
-  }
-}
-
-/** An Account object's state, field by field (it is input). */
-export function statusOf(account: Record<string, unknown>): AccountStatus {
-  const bool = (v: unknown) => (typeof v === "boolean" ? v : null);
-  const strings = (v: unknown) => (Array.isArray(v) ? v.filter((s): s is string => typeof s === "string").slice(0, 200) : []);
-  const req = account.requirements && typeof account.requirements === "object" ? (account.requirements as Record<string, unknown>) : null;
-  return {
-    chargesEnabled: bool(account.charges_enabled),
-    detailsSubmitted: bool(account.details_submitted),
-    payoutsEnabled: bool(account.payouts_enabled),
-    requirements: req
-      ? { currentlyDue: strings(req.currently_due), pastDue: strings(req.past_due), disabledReason: typeof req.disabled_reason === "string" ? req.disabled_reason : null }
-      : null,
-  };
 }
 
 /** A `returnUrl` the browser may be sent to: http or https only. */
@@ -464,11 +271,6 @@ export function withQuery(base: string, params: Record<string, string>): string 
   const url = new URL(base);
   for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
   return url.toString();
-}
-
-function isUniqueViolation(err: unknown): boolean {
-  const e = err as { code?: string; meta?: { code?: string }; message?: string };
-  return e.code === "23505" || e.meta?.code === "23505" || /23505|unique constraint/i.test(e.message ?? "");
 }
 
 /** Stripe refusing or unreachable while connecting: a refusal says why (409-free: the app cannot fix Stripe's side), anything else is 503. */

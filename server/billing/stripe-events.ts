@@ -6,7 +6,7 @@ import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { verifyStripeEvent } from "./stripe-client.js";
 import { applyStripeEvent, type PlanChange, type StripeEventLike } from "./entitlement.js";
-import { statusOf } from "./connect.js";
+import { statusOf } from "./connected-account.js";
 
 
 /**
