@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { ChatCompletion, ChatCompletionChunk } from "@svc/contract";
-import type { StoredEvent } from "../runs/store.js";
+import type { StoredEvent } from "../runs/run-rows.js";
 import { runFailureEnvelope, type RunFailureCode } from "../errors.js";
 
 type Chunk = z.infer<typeof ChatCompletionChunk>;

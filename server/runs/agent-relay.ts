@@ -1,8 +1,9 @@
 import type { JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
-import { RunDriver, RunStop, type RunEnd } from "./driver.js";
+import { RunDriver, type RunEnd } from "./driver.js";
+import { RunStop } from "./run-stop.js";
 import { DEFAULT_ANSWER_TIMEOUT_MS, parseArguments } from "./model-loop.js";
-import type { NewApproval, NewToolCall, RunInputs } from "./store.js";
+import type { NewApproval, NewToolCall, RunInputs } from "./run-rows.js";
 
 /** A call of one of the app's tools that the agent CLI made through the worker's tool bridge, until it is answered. */
 interface OpenToolCall {

@@ -1,4 +1,4 @@
-import type { StoredEvent } from "./store.js";
+import type { StoredEvent } from "./run-rows.js";
 
 /** Someone reading a run's stream on this instance. */
 export interface RunReader {

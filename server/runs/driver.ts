@@ -1,14 +1,15 @@
-import { RUN_STOP_CODES, type ApprovalDecision, type Job, type JobEvent, type RunEvent, type RunEventOf, type RunFailureReason, type RunStopCode } from "@svc/contract";
+import type { ApprovalDecision, Job, JobEvent, RunEvent, RunEventOf, RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
-import type { ReportedStopCode, RunFailureCode } from "../errors.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
 import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
 import type { RunOutcome, WebhookFacts } from "../webhooks/facts.js";
 import type { EchoRuntime } from "./echo-runtime.js";
-import type { NewUsageRow, RunInputs, RunPatch, RunRow, RunStore, StoredEvent, Writes } from "./store.js";
+import type { RunStore } from "./store.js";
+import type { NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
+import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 
 export interface DriverDeps {
   store: RunStore;
@@ -25,16 +26,6 @@ export interface DriverDeps {
   /** What one run may take from its machine, and its deadlines. */
   limits: RunLimitsConfig;
 }
-
-/** The run limits when none are configured (the defaults of the `RUN_*` variables). */
-export const DEFAULT_RUN_LIMITS: RunLimitsConfig = {
-  maxEvents: 50_000,
-  maxEventBytes: 64 * 1024 * 1024,
-  maxPermissionRequests: 1000,
-  maxToolCalls: 1000,
-  turnTimeoutMs: 10 * 60 * 1000,
-  agentRunTimeoutMs: 60 * 60 * 1000,
-};
 
 /**
  * Text deltas are merged before they are stored: consecutive deltas of a turn
@@ -60,35 +51,6 @@ export interface RunEnd {
   /** More to say in `run_completed` (a chat turn's tool calls). */
   completion?: Pick<RunEventOf<"run_completed">, "toolCalls">;
 }
-
-/**
- * Ends a run as failed: its code from the contract's run stop table (`RUN_STOP_CODES`),
- * which gives its stop reason and default message. Only a machine's own code for its
- * failure is relayed outside the table (`RunStop.reported`).
- */
-export class RunStop extends Error {
-  readonly code: RunFailureCode;
-  readonly stopReason: RunFailureReason;
-
-  constructor(code: RunStopCode, message?: string, relayed?: ReportedStopCode) {
-    super(message ?? RUN_STOP_CODES[code].message);
-    this.code = relayed ?? code;
-    this.stopReason = RUN_STOP_CODES[code].stopReason;
-  }
-
-  /** A job's `failed` event as reported: a lost link is `worker_lost`; any other code is the runtime's failure (`runtime_error`), its code relayed as it came. */
-  static reported(e: { code: string; message: string }): RunStop {
-    return e.code === "worker_lost" ? new RunStop("worker_lost", e.message) : new RunStop("runtime_error", e.message, e.code as ReportedStopCode);
-  }
-}
-/** The run was cancelled on request. */
-export class Cancelled extends Error {
-  constructor(readonly reason: string | null) {
-    super("cancelled");
-  }
-}
-/** This instance can no longer drive the run (lease lost, machine moved, shutting down): stop without a word. */
-export class Abandoned extends Error {}
 
 /**
  * What drives one run on this instance: its events (numbered, stored, then handed

@@ -4,13 +4,15 @@ import type { Logger } from "../logger.js";
 import type { WorkerHub } from "../workers/hub.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
-import { Cancelled, DEFAULT_RUN_LIMITS, RunStop, type Answer, type DriverDeps, type RunDriver } from "./driver.js";
+import type { Answer, DriverDeps, RunDriver } from "./driver.js";
+import { Cancelled, DEFAULT_RUN_LIMITS, RunStop } from "./run-stop.js";
 import type { RunLimitsConfig } from "../config.js";
 import { ModelRunDriver } from "./model-loop.js";
 import { ChatTurnDriver } from "./chat-turn.js";
 import { EchoRuntime } from "./echo-runtime.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
-import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunRow, type RunStore } from "./store.js";
+import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunStore } from "./store.js";
+import type { RunRow } from "./run-rows.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 import { requestScope } from "../request-scope.js";
 

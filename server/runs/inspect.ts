@@ -5,7 +5,8 @@ import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
 import { usageOfRun } from "../ledger/usage.js";
 import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
-import { runView, type RunService } from "./runs.js";
+import type { RunService } from "./runs.js";
+import { runView } from "./run-view.js";
 
 /** Events one inspection returns at most (the first ones: a run's stream is also readable by `GET /v1/runs/:id/events`). */
 export const MAX_INSPECTED_EVENTS = 2000;

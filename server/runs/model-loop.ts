@@ -1,8 +1,9 @@
 import type { ChatMessage, ChatToolCall, JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { periodOf } from "../ledger/metering.js";
-import { Abandoned, Cancelled, RunDriver, RunStop, type RunEnd } from "./driver.js";
-import type { NewApproval, NewToolCall, RunInputs } from "./store.js";
+import { RunDriver, type RunEnd } from "./driver.js";
+import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
+import type { NewApproval, NewToolCall, RunInputs } from "./run-rows.js";
 
 export const DEFAULT_MAX_TURNS = 20;
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10 * 60 * 1000;

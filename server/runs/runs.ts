@@ -5,14 +5,16 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { costClassOf, periodOf, type CostRoute } from "../ledger/metering.js";
+import { costClassOf, periodOf } from "../ledger/metering.js";
 import { overageMicros, startRun } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import type { RunEngine } from "./engine.js";
-import { ACTIVE_STATUSES, type RunRow, type RunSource, type RunStore } from "./store.js";
+import type { RunStore } from "./store.js";
+import { ACTIVE_STATUSES, type RunRow, type RunSource } from "./run-rows.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
+import { runView, type RunRecord } from "./run-view.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -26,8 +28,6 @@ export interface RunSpec {
   /** A repeat of a request with the same `Idempotency-Key`: the run its first request started, answered again. */
   replayRunId?: string;
 }
-
-export type RunRecord = NonNullable<Awaited<ReturnType<Database["prisma"]["run"]["findFirst"]>>>;
 
 /**
  * What the app does to runs: start one (attributed, counted, routed), answer its
@@ -45,7 +45,6 @@ export class RunService {
     private readonly facts: WebhookFacts,
   ) {}
 
-  /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
   /**
    * What the user's machines serve now, in words for an answer that routes nowhere:
    * an app that named a model none of them serves learns what they do serve.
@@ -57,6 +56,7 @@ export class RunService {
     return `their machines serve ${names.join(", ") || "no model"} (GET /v1/models?user=${encodeURIComponent(user)} lists what a completion can ask for)`;
   }
 
+  /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
   async start(tenant: Tenant, body: CreateRunRequest, replayRunId?: string): Promise<{ runId: string; drivenHere: boolean }> {
     const prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
     const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
@@ -261,29 +261,6 @@ export class RunService {
     if (!(ACTIVE_STATUSES as readonly string[]).includes(run.status)) throw new ApiError("run_finished", `Run ${runId} has already ended (${run.status}).`);
     throw new ApiError("not_found", `Run ${runId} has no open ${what} ${id}.`);
   }
-}
-
-/** A run as the app (and the app's owner) reads it. */
-export function runView(r: RunRecord & { endUser: { externalId: string } }): z.infer<typeof RunView> {
-  const error = r.error as { code: string; message: string } | null;
-  return {
-    id: r.id,
-    user: r.endUser.externalId,
-    status: r.status,
-    model: r.model,
-    route: r.routeKind as RunRoute | null,
-    costClass: r.routeKind ? costClassOf(r.routeKind as CostRoute) : null,
-    machineId: r.machineId,
-    runtime: r.runtimeName,
-    turns: r.turns,
-    output: r.output,
-    stopReason: r.stopReason,
-    error,
-    usage: { inputTokens: Number(r.inputTokens), outputTokens: Number(r.outputTokens) },
-    lastEventId: r.lastSeq,
-    createdAt: r.createdAt.toISOString(),
-    finishedAt: r.finishedAt?.toISOString() ?? null,
-  };
 }
 
 function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSource, model: string, request: RunRow["request"], route: Pick<Exclude<Route, { kind: "app" }>, "runtime"> & { kind: RunRoute; machineId: string | null }): RunRow {

@@ -1,8 +1,9 @@
-import type { ApprovalDecision, ChatMessage, Environment, RunEvent, RunEventOf, RunLimits, RunRoute, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
+import type { ApprovalDecision, RunEvent } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
 import { overageMicrosSql } from "../ledger/functions.js";
+import type { AnsweredApproval, AnsweredCall, RunInputs, RunRow, StoredEvent, Writes } from "./run-rows.js";
 
 /**
  * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
@@ -17,86 +18,6 @@ export const RUN_EVENT_CHANNEL = "svc_run_event";
 export const RUN_INPUT_CHANNEL = "svc_run_input";
 /** Asks the instance holding a machine to drive a new run (payload: `<instance> <run id>`). */
 export const RUN_DISPATCH_CHANNEL = "svc_run_dispatch";
-
-export const ACTIVE_STATUSES = ["queued", "running", "waiting"] as const;
-
-/** Which endpoint started a run: `runs` (the agent loop) or `chat` (one model turn, the caller owns the loop). */
-export type RunSource = "runs" | "chat";
-
-export interface RunRow {
-  id: string;
-  source: RunSource;
-  app_id: string;
-  environment: Environment;
-  end_user_id: string;
-  model: string;
-  request: { prompt: string; system?: string; tools?: Tool[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: RuntimeKind; billing?: RuntimeBilling | null; limits?: RunLimits };
-  status: RunStatus;
-  route_kind: RunRoute | null;
-  machine_id: string | null;
-  runtime_name: string | null;
-  turns: number;
-  transcript: ChatMessage[] | null;
-  output: string | null;
-  /** int8: a string from Postgres, a bigint from PGlite. */
-  input_tokens: string | number | bigint;
-  output_tokens: string | number | bigint;
-  last_seq: number;
-  cancel_requested_at: Date | null;
-  cancel_reason: string | null;
-}
-
-/** A run event as stored: its sequence, its kind, and the event itself (`data.kind` is `kind`). */
-export interface StoredEvent {
-  seq: number;
-  kind: RunEvent["kind"];
-  data: RunEvent;
-}
-
-export interface RunPatch {
-  status?: Exclude<RunStatus, "queued" | "handed_back">;
-  turns?: number;
-  transcript?: ChatMessage[];
-  output?: string;
-  addInputTokens?: number;
-  addOutputTokens?: number;
-  stopReason?: string;
-  error?: { code: string; message: string };
-  finished?: boolean;
-}
-
-export interface NewToolCall {
-  call_id: string;
-  name: string;
-  arguments: unknown;
-  deadline_at: string;
-}
-export interface NewApproval {
-  approval_id: string;
-  kind: RunEventOf<"approval_request">["what"];
-  request: unknown;
-  deadline_at: string;
-}
-export interface NewUsageRow {
-  cost_class: CostClassValue;
-  kind: string;
-  input_tokens: number;
-  output_tokens: number;
-  /** Input tokens read from / written to the provider's prompt cache (an agent CLI reports them), not in `input_tokens`. */
-  cache_read_tokens?: number;
-  cache_write_tokens?: number;
-  amount_micros: number;
-  period: string;
-  unique_key: string;
-}
-
-export interface Writes {
-  events?: StoredEvent[];
-  patch?: RunPatch;
-  toolCalls?: NewToolCall[];
-  approvals?: NewApproval[];
-  usage?: NewUsageRow[];
-}
 
 /** An answer's condition: its run ($1) is active, and of the user named ($8) when one is. */
 const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.id = r.end_user_id
@@ -338,25 +259,4 @@ export class RunStore {
       [runId, approvalId, now],
     );
   }
-}
-
-export interface RunInputs {
-  cancel: { reason: string | null } | null;
-  toolCalls: Map<string, AnsweredCall>;
-  approvals: Map<string, AnsweredApproval>;
-}
-export interface AnsweredCall {
-  call_id: string;
-  result: unknown;
-  is_error: boolean | null;
-  answered: boolean;
-  deadline_at: string;
-}
-export interface AnsweredApproval {
-  approval_id: string;
-  request: { callId?: string; tool: string; arguments?: unknown; requestId?: string };
-  decision: string | null;
-  reason: string | null;
-  answered: boolean;
-  deadline_at: string;
 }

@@ -15,7 +15,7 @@ import { closeRawWorkers, connectWorkerDouble } from "../helpers/raw-worker.js";
 import { createLogger } from "../../server/logger.js";
 import { callAdminSocket, startAdminSocket } from "../../server/admin/socket.js";
 import type { OperationDeps } from "../../server/admin/operations.js";
-import { RunStop } from "../../server/runs/driver.js";
+import { RunStop } from "../../server/runs/run-stop.js";
 
 /**
  * Every emitter of an error answers in the one envelope, built in one place:

@@ -11,8 +11,9 @@ import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { sseFrames, type SseFrame } from "../helpers/sse.js";
 import { ensureEndUser } from "../../server/users/end-users.js";
 import { randomId } from "../../server/crypto.js";
-import type { StoredEvent } from "../../server/runs/store.js";
-import { SLOW_READER_COMMENT, STREAM_BUFFER_CAP_BYTES } from "../../server/runs/sse.js";
+import type { StoredEvent } from "../../server/runs/run-rows.js";
+import { SLOW_READER_COMMENT } from "../../server/runs/sse.js";
+import { STREAM_BUFFER_CAP_BYTES } from "../../server/runs/follow-run.js";
 
 /**
  * Readers of a run's stream that do not keep up. The server runs in this

@@ -1,0 +1,105 @@
+import type { ChatMessage, Environment, RunEvent, RunEventOf, RunLimits, RunRoute, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
+import type { CostClassValue } from "../ledger/metering.js";
+
+/** A run's rows as the store writes and reads them: the run, its events, the calls, approvals and ledger rows a step adds, and what its driver waits on. */
+
+export const ACTIVE_STATUSES = ["queued", "running", "waiting"] as const;
+
+/** Which endpoint started a run: `runs` (the agent loop) or `chat` (one model turn, the caller owns the loop). */
+export type RunSource = "runs" | "chat";
+
+export interface RunRow {
+  id: string;
+  source: RunSource;
+  app_id: string;
+  environment: Environment;
+  end_user_id: string;
+  model: string;
+  request: { prompt: string; system?: string; tools?: Tool[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: RuntimeKind; billing?: RuntimeBilling | null; limits?: RunLimits };
+  status: RunStatus;
+  route_kind: RunRoute | null;
+  machine_id: string | null;
+  runtime_name: string | null;
+  turns: number;
+  transcript: ChatMessage[] | null;
+  output: string | null;
+  /** int8: a string from Postgres, a bigint from PGlite. */
+  input_tokens: string | number | bigint;
+  output_tokens: string | number | bigint;
+  last_seq: number;
+  cancel_requested_at: Date | null;
+  cancel_reason: string | null;
+}
+
+/** A run event as stored: its sequence, its kind, and the event itself (`data.kind` is `kind`). */
+export interface StoredEvent {
+  seq: number;
+  kind: RunEvent["kind"];
+  data: RunEvent;
+}
+
+export interface RunPatch {
+  status?: Exclude<RunStatus, "queued" | "handed_back">;
+  turns?: number;
+  transcript?: ChatMessage[];
+  output?: string;
+  addInputTokens?: number;
+  addOutputTokens?: number;
+  stopReason?: string;
+  error?: { code: string; message: string };
+  finished?: boolean;
+}
+
+export interface NewToolCall {
+  call_id: string;
+  name: string;
+  arguments: unknown;
+  deadline_at: string;
+}
+export interface NewApproval {
+  approval_id: string;
+  kind: RunEventOf<"approval_request">["what"];
+  request: unknown;
+  deadline_at: string;
+}
+export interface NewUsageRow {
+  cost_class: CostClassValue;
+  kind: string;
+  input_tokens: number;
+  output_tokens: number;
+  /** Input tokens read from / written to the provider's prompt cache (an agent CLI reports them), not in `input_tokens`. */
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  amount_micros: number;
+  period: string;
+  unique_key: string;
+}
+
+export interface Writes {
+  events?: StoredEvent[];
+  patch?: RunPatch;
+  toolCalls?: NewToolCall[];
+  approvals?: NewApproval[];
+  usage?: NewUsageRow[];
+}
+
+export interface RunInputs {
+  cancel: { reason: string | null } | null;
+  toolCalls: Map<string, AnsweredCall>;
+  approvals: Map<string, AnsweredApproval>;
+}
+export interface AnsweredCall {
+  call_id: string;
+  result: unknown;
+  is_error: boolean | null;
+  answered: boolean;
+  deadline_at: string;
+}
+export interface AnsweredApproval {
+  approval_id: string;
+  request: { callId?: string; tool: string; arguments?: unknown; requestId?: string };
+  decision: string | null;
+  reason: string | null;
+  answered: boolean;
+  deadline_at: string;
+}
