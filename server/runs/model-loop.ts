@@ -92,7 +92,7 @@ export class ModelRunDriver extends RunDriver {
   private async checkSpendCeiling(): Promise<void> {
     const ceiling = this.run.request.spendCeilingMicros;
     if (ceiling === undefined) return;
-    const spent = await this.deps.store.spend(this.run.end_user_id, this.run.request.spendPeriod ?? periodOf(this.deps.clock.now()));
+    const spent = await this.deps.store.spend(this.run, this.run.request.spendPeriod ?? periodOf(this.deps.clock.now()));
     if (spent >= BigInt(ceiling)) throw new RunStop("spend_ceiling_reached", `The user's spend this period (${spent} micros) reached the plan's ceiling of ${ceiling} micros.`);
   }
 

@@ -2,7 +2,7 @@ import type { ApprovalDecision, RunEvent } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
-import { overageMicrosSql } from "../ledger/functions.js";
+import { overageMicrosSql, windowSpend } from "../ledger/functions.js";
 import type { AnsweredApproval, AnsweredCall, RunInputs, RunRow, StoredEvent, Writes } from "./run-rows.js";
 
 /**
@@ -175,9 +175,8 @@ export class RunStore {
   }
 
   /** What the user's ledger rows of a plan's window (`2026-11`, or `2026-%` for a yearly plan) amount to, in micros (spend ceilings). */
-  async spend(endUserId: string, window: string): Promise<bigint> {
-    const rows = await this.db.query<{ total: string | null }>(`SELECT sum(amount_micros)::text AS total FROM usage_rows WHERE end_user_id = $1 AND period LIKE $2`, [endUserId, window]);
-    return BigInt(rows[0]?.total ?? 0);
+  async spend(run: Pick<RunRow, "app_id" | "environment" | "end_user_id">, window: string): Promise<bigint> {
+    return windowSpend(this.db, { appId: run.app_id, environment: run.environment, endUserId: run.end_user_id, window });
   }
 
   /**
