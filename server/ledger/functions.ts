@@ -1,3 +1,4 @@
+import type { Environment, RouteKind } from "@svc/contract";
 import type { Sql, Tx } from "../db/open.js";
 import type { CostClassValue } from "./metering.js";
 
@@ -38,7 +39,7 @@ function bound(fn: string, values: Record<string, [value: unknown, type: string]
 export interface StartRunArgs {
   runId: string;
   appId: string;
-  environment: string;
+  environment: Environment;
   endUserId: string;
   source: string;
   model: string;
@@ -47,7 +48,7 @@ export interface StartRunArgs {
   requestHash: string | null;
   repeatSince: Date;
   status: "queued" | "handed_back";
-  routeKind: string;
+  routeKind: RouteKind;
   machineId: string | null;
   runtime: string | null;
   leaseOwner: string | null;
@@ -99,7 +100,7 @@ export async function startRun(db: Sql, a: StartRunArgs): Promise<StartRunOutcom
 /** The user and period a token overage is priced in, and the tokens to price. */
 export interface OverageArgs {
   appId: string;
-  environment: string;
+  environment: Environment;
   endUserId: string;
   period: string;
   tokens: number | bigint;
@@ -162,7 +163,7 @@ export interface UserUsage {
 }
 
 /** The user's plan window holding `period` (the month now) and its sums, by the rules the run start applies. */
-export async function userUsage(db: Sql, a: { appId: string; environment: string; endUserId: string; period: string }): Promise<UserUsage> {
+export async function userUsage(db: Sql, a: { appId: string; environment: Environment; endUserId: string; period: string }): Promise<UserUsage> {
   const call = bound("svc_user_usage", {
     p_app: [a.appId, "text"],
     p_env: [a.environment, `"Environment"`],
@@ -174,7 +175,7 @@ export async function userUsage(db: Sql, a: { appId: string; environment: string
 }
 
 /** What a user's ledger rows over a window (`svc_plan_window`'s pattern: `2026-11`, `2026-%`) amount to, in micros (`svc_usage_window`): the spend a ceiling is checked against. */
-export async function windowSpend(db: Sql, a: { appId: string; environment: string; endUserId: string; window: string }): Promise<bigint> {
+export async function windowSpend(db: Sql, a: { appId: string; environment: Environment; endUserId: string; window: string }): Promise<bigint> {
   const call = bound("svc_usage_window", {
     p_app: [a.appId, "text"],
     p_env: [a.environment, `"Environment"`],

@@ -203,13 +203,14 @@ export class MachineService {
 
 /** What is stored of a runtime's advert: the cost class is the service's (from the kind), the rest as the machine says it. */
 function advertised(r: RuntimeAdvert) {
+  const cost = runtimeCost(r.kind, r.billing);
   return {
     kind: r.kind,
-    costClass: runtimeCost(r.kind, r.billing).costClass,
+    costClass: cost.costClass,
     models: r.models,
     maxConcurrentJobs: r.maxConcurrentJobs ?? null,
     version: r.version ?? null,
-    billing: runtimeCost(r.kind, r.billing).billing,
+    billing: cost.billing,
     supported: r.supported !== false,
     note: r.note ?? null,
   };
