@@ -5,8 +5,8 @@
 // change the source file and generate a new migration (see prisma/functions/README.md).
 import fs from "node:fs";
 import path from "node:path";
-import { MIGRATIONS_DIR } from "../server/db/migrate.js";
 import { FUNCTIONS_DIR, functionMigration } from "../server/db/functions.js";
+import { writeMigration } from "./write-migration.js";
 
 const args = process.argv.slice(2);
 const at = args.indexOf("--name");
@@ -23,8 +23,4 @@ for (const f of functions) {
     process.exit(2);
   }
 }
-const stamp = new Date().toISOString().replace(/\D/g, "").slice(0, 14);
-const dir = path.join(MIGRATIONS_DIR, `${stamp}_${name ?? `function_${functions.join("_")}`.slice(0, 80)}`);
-fs.mkdirSync(dir, { recursive: true });
-fs.writeFileSync(path.join(dir, "migration.sql"), functionMigration(functions));
-process.stdout.write(`${path.relative(process.cwd(), dir)}/migration.sql written\n`);
+writeMigration(name ?? `function_${functions.join("_")}`.slice(0, 80), functionMigration(functions));

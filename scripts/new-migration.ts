@@ -6,7 +6,8 @@ import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { MIGRATIONS_DIR, readMigrations } from "../server/db/migrate.js";
+import { readMigrations } from "../server/db/migrate.js";
+import { writeMigration } from "./write-migration.js";
 
 const name = process.argv[2];
 if (!name || !/^[a-z0-9_]+$/.test(name)) {
@@ -26,8 +27,4 @@ if (!/\S/.test(sql.replace(/^--.*$/gm, ""))) {
   process.stdout.write("No schema change since HEAD: no migration written.\n");
   process.exit(0);
 }
-const stamp = new Date().toISOString().replace(/\D/g, "").slice(0, 14);
-const dir = path.join(MIGRATIONS_DIR, `${stamp}_${name}`);
-fs.mkdirSync(dir, { recursive: true });
-fs.writeFileSync(path.join(dir, "migration.sql"), sql);
-process.stdout.write(`${path.relative(process.cwd(), dir)}/migration.sql written\n`);
+writeMigration(name, sql);
