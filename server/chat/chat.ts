@@ -75,7 +75,7 @@ export class ChatService {
         headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
       });
     }
-    const head: CompletionHead = { id: `chatcmpl-${started.runId.slice(4)}`, created: Math.floor(this.clock.now().getTime() / 1000), model: started.model };
+    const head: CompletionHead = { id: `chatcmpl-${started.runId.slice(4)}`, created: Math.floor(started.createdAt.getTime() / 1000), model: started.model };
     if (body.stream) return this.streamed(started.runId, head, body.stream_options?.include_usage === true, res, !started.drivenHere);
     return this.gathered(started.runId, head, res, !started.drivenHere);
   }
@@ -122,13 +122,20 @@ export class ChatService {
     });
   }
 
+  private async echoCreatedAt(tenant: Tenant, runId: string): Promise<Date> {
+    const [run] = await this.db.query<{ created_at: Date }>(`SELECT created_at FROM runs WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`, [runId, tenant.appId, tenant.environment]);
+    if (!run) throw new ApiError("not_found", "The run this Idempotency-Key started is gone.");
+    return new Date(run.created_at);
+  }
+
   /**
    * `svc/echo`: the last user message, back. It checks the key, the base URL and
    * `user`; it reaches no machine and bills nothing, but leaves its run record and
    * a ledger row (cost class `free`, kind `echo`, counted against no allowance).
    */
   private async echo(tenant: Tenant, body: Request & { user: string }, res: Response, replayRunId?: string): Promise<z.infer<typeof ChatCompletion> | Readable> {
-    const now = this.clock.now();
+    // A repeat (same Idempotency-Key) is the first answer again: its run's time, not now.
+    const now = replayRunId ? await this.echoCreatedAt(tenant, replayRunId) : this.clock.now();
     const runId = replayRunId ?? randomId("run_", 24);
     const lastUser = [...body.messages].reverse().find((m) => m.role === "user");
     const text = typeof lastUser?.content === "string" ? lastUser.content : (lastUser?.content ?? []).map((p) => (p as { text?: string }).text ?? "").join("");

@@ -141,6 +141,8 @@ export class RunEngine {
     if (this.closing || (runId && this.drivers.has(runId))) return;
     const runs = await this.store.claim(this.clock.now(), this.leaseUntil(), runId);
     for (const run of runs) {
+      // A sweep and a dispatch may both claim a run (the lease is already ours for the second): it is driven, and said, once.
+      if (this.drivers.has(run.id)) continue;
       this.log.info({ runId: run.id, resumed: run.last_seq > 0 }, "run claimed");
       this.drive(run);
     }

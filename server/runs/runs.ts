@@ -29,6 +29,17 @@ export interface RunSpec {
   replayRunId?: string;
 }
 
+/** A run begun (or, for a repeat, found): `createdAt` is when it was first started, so a repeat's answer names the first one's time. */
+export interface BegunRun {
+  runId: string;
+  endUserId: string;
+  handedBack: boolean;
+  repeated: boolean;
+  model: string;
+  drivenHere: boolean;
+  createdAt: Date;
+}
+
 /**
  * What the app does to runs: start one (attributed, counted, routed), answer its
  * tool calls and approvals, cancel it, report the usage of a run it served
@@ -77,14 +88,14 @@ export class RunService {
    * instance holding its machine. A handback is created and counted too. A repeat
    * of an idempotent request (`replayRunId`) gets the run its first request started.
    */
-  async begin(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; endUserId: string; handedBack: boolean; repeated: boolean; model: string; drivenHere: boolean }> {
+  async begin(tenant: Tenant, spec: RunSpec): Promise<BegunRun> {
     if (spec.replayRunId) {
-      const [first] = await this.db.query<{ id: string; end_user_id: string; status: string; model: string }>(
-        `SELECT id, end_user_id, status::text AS status, model FROM runs WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`,
+      const [first] = await this.db.query<{ id: string; end_user_id: string; status: string; model: string; created_at: Date }>(
+        `SELECT id, end_user_id, status::text AS status, model, created_at FROM runs WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`,
         [spec.replayRunId, tenant.appId, tenant.environment],
       );
       if (!first) throw new ApiError("not_found", "The run this Idempotency-Key started is gone.");
-      return { runId: first.id, endUserId: first.end_user_id, handedBack: first.status === "handed_back", repeated: true, model: first.model, drivenHere: false };
+      return { runId: first.id, endUserId: first.end_user_id, handedBack: first.status === "handed_back", repeated: true, model: first.model, drivenHere: false, createdAt: new Date(first.created_at) };
     }
     if (spec.model === ECHO_MODEL && spec.source === "runs") return this.beginEcho(tenant, spec);
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
@@ -131,11 +142,11 @@ export class RunService {
     if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, endUser.id, r, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
     if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
-    if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false };
-    if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false };
+    if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
+    if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
     else await this.engine.announce(route.instance, runId);
-    return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local };
+    return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local, createdAt: now };
   }
 
   /**
@@ -145,7 +156,7 @@ export class RunService {
    * created. Free like a completion on `svc/echo`: no plan is checked and its
    * ledger row (kind `echo`) counts against no allowance.
    */
-  private async beginEcho(tenant: Tenant, spec: RunSpec): Promise<{ runId: string; endUserId: string; handedBack: boolean; repeated: boolean; model: string; drivenHere: boolean }> {
+  private async beginEcho(tenant: Tenant, spec: RunSpec): Promise<BegunRun> {
     const request = spec.request;
     try {
       parseScript(request.prompt, (request.tools ?? []).map((t) => t.name));
@@ -171,7 +182,7 @@ export class RunService {
       period: periodOf(now),
     });
     this.engine.drive(newRunRow(runId, tenant, endUserId, spec.source, ECHO_MODEL, request, route));
-    return { runId, endUserId, handedBack: false, repeated: false, model: ECHO_MODEL, drivenHere: true };
+    return { runId, endUserId, handedBack: false, repeated: false, model: ECHO_MODEL, drivenHere: true, createdAt: now };
   }
 
   /** Tells the app (webhook `allowance.reached`), once per user and plan window, that the allowance is used up. */

@@ -109,6 +109,20 @@ onEachDatabase("Idempotency-Key on $db.name", (db) => {
     expect((await runsOf("jon")).runs).toHaveLength(5);
   });
 
+  it("a repeat arriving after the first answer named its run but before that answer was kept is the same answer, built again from the run (its time too)", async () => {
+    const echo = { model: "svc/echo", user: "jon", messages: [{ role: "user", content: "say it again" }] };
+    const first = await post(a, "/v1/chat/completions", echo, "chat-jon-window");
+    expect(first.status).toBe(200);
+    const answer = await first.json();
+    // The window between the two writes of the first request: its run id kept (at its headers), its body not yet.
+    await a.db.query(`UPDATE idempotency_keys SET state = 'running', status = NULL, headers = NULL, body = NULL WHERE key = 'chat-jon-window'`);
+    await new Promise((r) => setTimeout(r, 1100));
+    const second = await post(b, "/v1/chat/completions", echo, "chat-jon-window");
+    expect(second.status).toBe(200);
+    expect(second.headers.get("idempotent-replayed")).toBe("true");
+    expect(await second.json()).toEqual(answer);
+  });
+
   it("a streamed run start repeated with its key re-attaches to the same run: the same events from the first, while it runs and after", async () => {
     const body = { user: "mia", prompt: "Tell me [slow]", route: { prefer: ["user-hardware"] } };
     const read = async (res: Response) => {
