@@ -46,6 +46,7 @@ const Env = z.object({
   RUN_MAX_TOOL_CALLS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   RUN_TURN_TIMEOUT_SECONDS: z.coerce.number().min(1).max(86_400).default(600),
   RUN_AGENT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(7 * 86_400).default(3600),
+  RUN_DATABASE_OUTAGE_SECONDS: z.coerce.number().min(1).max(3600).default(60),
   WORKER_MESSAGES_PER_SECOND: z.coerce.number().int().min(10).max(1_000_000).default(200),
   WORKER_BYTES_PER_SECOND: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(8 * 1024 * 1024),
   WORKER_JOB_FRAME_BYTES: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(16 * 1024 * 1024),
@@ -126,6 +127,8 @@ export interface RunLimitsConfig {
   turnTimeoutMs: number;
   /** Default deadline of an agent CLI's whole run (`limits.runTimeoutMs` overrides it). */
   agentRunTimeoutMs: number;
+  /** How long a run's driver keeps a run going while the database is unreachable (its writes held in memory); past it the run fails `database_unavailable`. */
+  databaseOutageMs: number;
 }
 
 /** Per-connection limits of a worker's WebSocket (token buckets, for the connection and again per job it runs; burst: 5 s of messages, 4 s of bytes); passing one closes it with 4029. */
@@ -180,6 +183,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       maxToolCalls: e.RUN_MAX_TOOL_CALLS,
       turnTimeoutMs: e.RUN_TURN_TIMEOUT_SECONDS * 1000,
       agentRunTimeoutMs: e.RUN_AGENT_TIMEOUT_SECONDS * 1000,
+      databaseOutageMs: e.RUN_DATABASE_OUTAGE_SECONDS * 1000,
     },
     workerLimits: { messagesPerSecond: e.WORKER_MESSAGES_PER_SECOND, bytesPerSecond: e.WORKER_BYTES_PER_SECOND, jobFrameBytes: e.WORKER_JOB_FRAME_BYTES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,

@@ -110,6 +110,7 @@ export const RUN_STOP_CODES = {
   script_failed: { stopReason: "runtime_error", message: "The svc/echo script failed the turn." },
   // the service itself
   internal_error: { stopReason: "internal_error", message: "The service failed while driving the run." },
+  database_unavailable: { stopReason: "internal_error", message: "The service's database was unreachable for longer than a run waits for it; the run cannot go on." },
 } as const satisfies Record<string, { stopReason: RunFailureReason; message: string }>;
 
 export type RunStopCode = keyof typeof RUN_STOP_CODES;

@@ -55,8 +55,12 @@ export interface Sql {
 
 /** Wakes whoever listens on a channel, in every process sharing the database (Postgres LISTEN/NOTIFY). */
 export interface Notifications {
-  /** Calls `fn` with each payload sent on `channel` from now on; the returned function stops listening. */
-  listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>;
+  /**
+   * Calls `fn` with each payload sent on `channel` from now on; the returned function stops listening.
+   * `resumed` is called each time listening starts again after its connection was lost: what was sent
+   * in between is lost, so the listener looks for itself.
+   */
+  listen(channel: string, fn: (payload: string) => void, resumed?: () => void): Promise<() => Promise<void>>;
   notify(channel: string, payload: string): Promise<void>;
 }
 
@@ -146,7 +150,7 @@ async function openPostgres(url: string): Promise<Database> {
         client.release();
       }
     },
-    listen: (channel, fn) => listenOn(url, channel, fn),
+    listen: (channel, fn, resumed) => listenOn(url, channel, fn, resumed),
     notify: async (channel, payload) => {
       await pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
     },
@@ -162,9 +166,10 @@ async function openPostgres(url: string): Promise<Database> {
  * LISTEN on a connection of its own, held for as long as someone listens. When
  * that connection breaks (Postgres restarted, the backend terminated) it is
  * opened again with backoff; what was sent in between is lost, which is why
- * every listener here has a polling or heartbeat fallback.
+ * the listener is told (`resumed`), and every listener here has a polling or
+ * heartbeat fallback.
  */
-async function listenOn(url: string, channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
+async function listenOn(url: string, channel: string, fn: (payload: string) => void, resumed?: () => void): Promise<() => Promise<void>> {
   let stopped = false;
   let client: pg.Client | null = null;
   let retry: NodeJS.Timeout | null = null;
@@ -186,7 +191,10 @@ async function listenOn(url: string, channel: string, fn: (payload: string) => v
     if (retry) return;
     retry = setTimeout(() => {
       retry = null;
-      open().catch(() => !stopped && reopen(Math.min(delayMs * 2, 10_000)));
+      open().then(
+        () => resumed?.(),
+        () => !stopped && reopen(Math.min(delayMs * 2, 10_000)),
+      );
     }, delayMs);
     retry.unref();
   };

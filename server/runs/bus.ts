@@ -2,20 +2,39 @@ import type { StoredEvent } from "./run-rows.js";
 
 /** Someone reading a run's stream on this instance. */
 export interface RunReader {
-  /** An event the driver here just stored (in order, each once). */
+  /** An event the driver here just handed over (in order; one seen already is ignored by the reader). */
   event(e: StoredEvent): void;
   /** Something new may be stored (written by another instance): read from the database. */
   wake(): void;
 }
 
+/** What the bus remembers of a run driven here, for readers that subscribe late: its last events, about this many... */
+export const RECENT_EVENTS = 256;
+/** ...and at most about this many bytes of them. */
+export const RECENT_BYTES = 256 * 1024;
+/** How long a run's recent events are kept once it has ended (a reader subscribing just after its end). */
+const KEPT_AFTER_END_MS = 10_000;
+
+interface Recent {
+  events: { e: StoredEvent; size: number }[];
+  bytes: number;
+  timer: NodeJS.Timeout | null;
+}
+
 /**
  * In-process fan-out of a run's events to the readers of its stream on this
- * instance. The driver publishes after each write commits; events written on
- * another instance arrive as a wake (a notification), and the reader catches up
- * from the stored rows.
+ * instance. The driver publishes its events (a run's once stored, a chat's as
+ * they are made); events written on another instance arrive as a wake (a
+ * notification), and the reader catches up from the stored rows.
+ *
+ * For a run driven here the bus also remembers its last events (bounded), and
+ * hands them to a reader that asks once subscribed (`replay`): a reader that comes a moment after
+ * the driver began (the request that started the run, attaching once the start
+ * returns) is fed from memory, not from the database.
  */
 export class RunBus {
   private readonly readers = new Map<string, Set<RunReader>>();
+  private readonly recent = new Map<string, Recent>();
 
   subscribe(runId: string, reader: RunReader): () => void {
     let set = this.readers.get(runId);
@@ -27,7 +46,36 @@ export class RunBus {
     };
   }
 
+  /** Hands a reader (just subscribed) what the bus remembers of the run: its last events, in order. */
+  replay(runId: string, reader: RunReader): void {
+    for (const { e } of this.recent.get(runId)?.events ?? []) reader.event(e);
+  }
+
+  /** A run driven here from now on: its events are remembered until `ended`. */
+  driving(runId: string): void {
+    const r = this.recent.get(runId);
+    if (r?.timer) clearTimeout(r.timer);
+    this.recent.set(runId, { events: [], bytes: 0, timer: null });
+  }
+
+  /** The run's driver here is done: what it remembers goes a little later. */
+  ended(runId: string): void {
+    const r = this.recent.get(runId);
+    if (!r || r.timer) return;
+    r.timer = setTimeout(() => this.recent.get(runId) === r && this.recent.delete(runId), KEPT_AFTER_END_MS);
+    r.timer.unref();
+  }
+
   publish(runId: string, events: StoredEvent[]): void {
+    const r = this.recent.get(runId);
+    if (r) {
+      for (const e of events) {
+        const size = Buffer.byteLength(JSON.stringify(e.data)) + 32;
+        r.events.push({ e, size });
+        r.bytes += size;
+      }
+      while (r.events.length > RECENT_EVENTS || (r.bytes > RECENT_BYTES && r.events.length > 1)) r.bytes -= r.events.shift()!.size;
+    }
     const set = this.readers.get(runId);
     if (!set) return;
     for (const reader of set) for (const e of events) reader.event(e);

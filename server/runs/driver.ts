@@ -1,4 +1,4 @@
-import type { ApprovalDecision, Job, JobEvent, RunEvent, RunEventOf, RunStopCode } from "@svc/contract";
+import { FINAL_RUN_EVENT_KINDS, type ApprovalDecision, type Job, type JobEvent, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
@@ -10,6 +10,9 @@ import type { EchoRuntime } from "./echo-runtime.js";
 import type { RunStore } from "./store.js";
 import type { NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
+import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
+
+const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
 
 export interface DriverDeps {
   store: RunStore;
@@ -23,8 +26,10 @@ export interface DriverDeps {
   pollMs: number;
   /** Told when a run's end is written (`run.finished` webhooks). */
   facts?: WebhookFacts;
-  /** What one run may take from its machine, and its deadlines. */
+  /** What one run may take from its machine, and its deadlines (and how long it waits through a database outage). */
   limits: RunLimitsConfig;
+  /** Told when a run's write meets the database unreachable: the outage is logged once. */
+  outage?: DatabaseOutage;
 }
 
 /**
@@ -35,6 +40,9 @@ export interface DriverDeps {
  */
 export const DELTA_MERGE_CHARS = 16 * 1024;
 export const DELTA_WINDOW_MS = 25;
+
+/** A read given up while the database is away (the driver goes on with what it knew). */
+class DatabaseAway extends Error {}
 
 /** An answer this instance stored, handed to the driver with its wake. */
 export type Answer =
@@ -71,6 +79,10 @@ export abstract class RunDriver {
   private stopped: RunStop | null = null;
   /** Ends the current job's watch (its deadline timer). */
   private endJobWatch: (() => void) | null = null;
+  /** Stops the current job with the service's reason (its `failed` event follows). */
+  private stopJob: ((why: RunStop) => void) | null = null;
+  /** Why the service stopped the run from outside its loop (the database away too long): thrown at the loop's next look at its inputs. */
+  private fault: RunStop | null = null;
   private wakeUp: (() => void) | null = null;
   /** The run's inputs as last read, kept current by this instance's own answers; `stale` when something else may have changed them. */
   private known: RunInputs | null = null;
@@ -78,6 +90,13 @@ export abstract class RunDriver {
   private woken = false;
   protected abandoned = false;
   protected job: JobHandle | null = null;
+  /**
+   * A chat completion's events go to this instance's readers as they are made,
+   * before they are stored (its stream has no resume: nothing a reader saw can be
+   * renumbered by a takeover); its end only once stored. A run's events are handed
+   * over once stored, so an id a reader saw survives the instance.
+   */
+  private readonly relayFirst: boolean;
   /** The run's tokens so far (stored, plus what this driver added). */
   protected readonly tokens: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number };
 
@@ -86,6 +105,7 @@ export abstract class RunDriver {
     protected run: RunRow,
   ) {
     this.seq = run.last_seq;
+    this.relayFirst = run.source === "chat";
     this.costClass = costClassOf((run.route_kind ?? "user-hardware") as CostRoute);
     this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };
   }
@@ -190,7 +210,9 @@ export abstract class RunDriver {
 
   /** Buffers the run's next event: `data` is checked against the contract's `RunEvent` of that `kind`. */
   protected emit<K extends RunEvent["kind"]>(kind: K, data: Omit<RunEventOf<K>, "kind">): void {
-    this.buffer.push({ seq: ++this.seq, kind, data: { kind, ...data } as RunEventOf<K> });
+    const event: StoredEvent = { seq: ++this.seq, kind, data: { kind, ...data } as RunEventOf<K> };
+    this.buffer.push(event);
+    if (this.relayFirst && !FINAL.has(kind)) this.deps.bus.publish(this.run.id, [event]);
   }
 
   /** Stores buffered events (and a patch, rows) in one write, then hands the events to this instance's readers. */
@@ -201,12 +223,14 @@ export abstract class RunDriver {
       if (this.abandoned) throw new Abandoned();
       // New calls or approvals are rows the inputs read so far do not have.
       if (extra.toolCalls?.length || extra.approvals?.length) this.stale = true;
-      const owned = await this.deps.store.write(this.run.id, this.deps.clock.now(), { events, patch, ...extra });
+      // Every write waits out an outage, in order (nothing lost, no gap); past the outage limit the run itself is stopped (`outageFault`), and its end written after.
+      const owned = await this.throughOutage(() => this.deps.store.write(this.run.id, this.deps.clock.now(), { events, patch, ...extra }), true);
       if (!owned) {
         this.abandoned = true;
         throw new Abandoned();
       }
-      if (events.length) this.deps.bus.publish(this.run.id, events);
+      const unseen = this.relayFirst ? events.filter((e) => FINAL.has(e.kind)) : events;
+      if (unseen.length) this.deps.bus.publish(this.run.id, unseen);
       if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
     });
     this.writing = step.catch(() => {});
@@ -216,7 +240,8 @@ export abstract class RunDriver {
   /** A text delta of a turn, merged into the one before it while that is not stored yet (see `DELTA_MERGE_CHARS`). */
   protected emitText(turn: number, text: string): void {
     const last = this.buffer.at(-1)?.data;
-    if (last?.kind === "text_delta" && last.turn === turn && last.text.length < DELTA_MERGE_CHARS) {
+    // Relayed first: an event a reader has is never changed after, so a chat's deltas are stored as they came.
+    if (!this.relayFirst && last?.kind === "text_delta" && last.turn === turn && last.text.length < DELTA_MERGE_CHARS) {
       last.text += text;
     } else {
       this.emit("text_delta", { turn, text });
@@ -266,15 +291,70 @@ export abstract class RunDriver {
     this.woken = false;
   }
 
+  /**
+   * A database step of the run, carried through an outage: while the database is
+   * unreachable it is tried again (100 ms, doubling to 1 s), the run going on
+   * meanwhile (its events held in memory, nothing acknowledged). Past the
+   * configured outage length (`RUN_DATABASE_OUTAGE_SECONDS`) a read fails the run
+   * `database_unavailable`; a `write` keeps trying (the run's writes stay whole and
+   * in order) while the run is stopped (`outageFault`), unless the instance stops
+   * driving it. `once`: a read whose last answer may stand in, given up at the
+   * first failure (`DatabaseAway`).
+   */
+  protected async throughOutage<T>(step: () => Promise<T>, write = false, once = false): Promise<T> {
+    let since = 0;
+    let wait = 100;
+    for (;;) {
+      try {
+        return await step();
+      } catch (err) {
+        if (!isDatabaseUnavailable(err)) throw err;
+        this.deps.outage?.report(err);
+        if (once) throw new DatabaseAway();
+        if (this.abandoned) throw new Abandoned();
+        since ||= Date.now();
+        const limit = this.deps.limits.databaseOutageMs;
+        if (Date.now() - since > limit) {
+          const stop = new RunStop("database_unavailable", `The service's database was unreachable for longer than the ${Math.round(limit / 1000)} s a run waits for it; the run cannot go on.`);
+          if (!write) throw stop;
+          this.outageFault(stop);
+        }
+        await new Promise((r) => setTimeout(r, wait));
+        wait = Math.min(wait * 2, 1000);
+      }
+    }
+  }
+
+  /**
+   * A write held past the outage limit: the run is stopped (its machine's job
+   * cancelled, its loop told at its next look at the inputs); the writes held
+   * and its end are written, in order, once the database is back.
+   */
+  private outageFault(stop: RunStop): void {
+    if (this.fault) return;
+    this.fault = stop;
+    this.deps.log.warn({ runId: this.run.id, reason: stop.message }, "run stopped: the database was away too long");
+    this.stopJob?.(stop);
+    this.wake();
+  }
+
   /** Reads the run's inputs; a cancel or a lost lease ends the wait. */
   protected async inputs(): Promise<RunInputs> {
     if (this.abandoned) throw new Abandoned();
-    if (this.stale || !this.known) {
-      this.stale = false;
-      this.known = await this.deps.store.inputs(this.run.id);
+    if (this.fault) throw this.fault;
+    let known = this.known;
+    if (this.stale || !known) {
+      try {
+        known = this.known = await this.throughOutage(() => this.deps.store.inputs(this.run.id), false, known !== null);
+        this.stale = false;
+      } catch (err) {
+        // The database away: the answers known so far stand (an answer cannot be taken meanwhile); read again at the next wake.
+        if (!(err instanceof DatabaseAway) || !known) throw err;
+      }
     }
-    if (this.known.cancel) throw new Cancelled(this.known.cancel.reason);
-    return this.known;
+    if (this.fault) throw this.fault;
+    if (known.cancel) throw new Cancelled(known.cancel.reason);
+    return known;
   }
 
   /**
@@ -295,6 +375,7 @@ export abstract class RunDriver {
       ended = true;
       if (timer) clearTimeout(timer);
       if (this.endJobWatch === finish) this.endJobWatch = null;
+      if (this.stopJob === stop) this.stopJob = null;
     };
     const stop = (why: RunStop) => {
       if (ended) return;
@@ -334,6 +415,7 @@ export abstract class RunDriver {
     timer.unref();
     this.endJobWatch?.();
     this.endJobWatch = finish;
+    this.stopJob = stop;
     this.job = handle;
     return handle;
   }

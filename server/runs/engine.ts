@@ -54,7 +54,7 @@ export class RunEngine {
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS };
+    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS, outage: options.outage };
   }
 
   get instance(): string {
@@ -63,15 +63,28 @@ export class RunEngine {
 
   async start(): Promise<void> {
     this.stops.push(
-      await this.notifications.listen(RUN_INPUT_CHANNEL, (runId) => this.drivers.get(runId)?.wake()),
-      await this.notifications.listen(RUN_EVENT_CHANNEL, (payload) => {
-        const [runId, writer] = payload.split(" ");
-        if (writer !== this.instance) this.bus.wake(runId);
-      }),
-      await this.notifications.listen(RUN_DISPATCH_CHANNEL, (payload) => {
-        const [instance, runId] = payload.split(" ");
-        if (instance === this.instance && runId) void this.claim(runId);
-      }),
+      await this.notifications.listen(
+        RUN_INPUT_CHANNEL,
+        (runId) => this.drivers.get(runId)?.wake(),
+        () => this.wakeDrivers(),
+      ),
+      // Readers are woken by this notification only (never by a timer): when its connection was lost, every reader here looks once.
+      await this.notifications.listen(
+        RUN_EVENT_CHANNEL,
+        (payload) => {
+          const [runId, writer] = payload.split(" ");
+          if (writer !== this.instance) this.bus.wake(runId);
+        },
+        () => this.bus.wakeAll(),
+      ),
+      await this.notifications.listen(
+        RUN_DISPATCH_CHANNEL,
+        (payload) => {
+          const [instance, runId] = payload.split(" ");
+          if (instance === this.instance && runId) void this.claim(runId);
+        },
+        () => void this.claim().catch(() => {}),
+      ),
     );
     const leaseMs = this.options.leaseSeconds * 1000;
     this.every(leaseMs / 3, () => this.renew());
@@ -83,8 +96,15 @@ export class RunEngine {
     if (this.closing || this.drivers.has(run.id)) return;
     const driver = this.driverFor(run);
     this.drivers.set(run.id, driver);
+    // Its readers here are fed from memory, also one that subscribes a moment after the driver began.
+    this.bus.driving(run.id);
     // Outside the request that started it: the run outlives that request, and what fails in it is the run's, not the request's.
-    void requestScope.exit(() => driver.drive()).finally(() => this.drivers.delete(run.id));
+    void requestScope
+      .exit(() => driver.drive())
+      .finally(() => {
+        this.drivers.delete(run.id);
+        this.bus.ended(run.id);
+      });
   }
 
   /** A chat completion is one turn; a run is the agent loop on a model runtime, or an agent CLI's loop relayed. */
@@ -172,7 +192,11 @@ export class RunEngine {
       if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
       void driver.fail(stop).finally(() => this.drivers.delete(run.id));
     }
+    this.wakeDrivers();
+  }
+
+  /** Every driver here looks at its inputs (a wake may have been lost). */
+  private wakeDrivers(): void {
     for (const d of this.drivers.values()) d.wake();
-    this.bus.wakeAll();
   }
 }

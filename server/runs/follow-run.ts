@@ -1,5 +1,6 @@
 import { FINAL_RUN_EVENT_KINDS } from "@svc/contract";
 import type { Logger } from "../logger.js";
+import { isDatabaseUnavailable } from "../db/outage.js";
 import type { RunBus } from "./bus.js";
 import type { RunStore } from "./store.js";
 import type { StoredEvent } from "./run-rows.js";
@@ -16,6 +17,8 @@ export const CATCH_UP_PAGE_BYTES = 64 * 1024;
 export const STREAM_BUFFER_CAP_BYTES = 1024 * 1024;
 
 const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
+/** A catch-up read that failed is tried again after this long (readers are otherwise woken only by events and notifications). */
+const RETRY_READ_MS = 1000;
 
 /** How a follower learned its reader's pace: the socket's backpressure. */
 export interface Flow {
@@ -58,7 +61,7 @@ export function followRun(
   after: number,
   onEvent: (e: StoredEvent) => void,
   onEnd: (why: FollowEnd) => void,
-  /** False for a run this instance has just started and drives: nothing is stored yet, its events come through the bus (the engine's sweep wakes readers should one have slipped by). */
+  /** False for a run this instance has just started and drives: nothing is stored yet, its events come through the bus (which hands a late subscriber the run's recent events from memory). */
   readFirst = true,
   flow?: Flow,
 ): () => void {
@@ -144,7 +147,9 @@ export function followRun(
         if (!page.more && !behind) return;
       }
     } catch (err) {
-      log.warn({ err, runId }, "could not read a run's events");
+      // The database away (an outage is logged once, elsewhere): the reader stays, and reads again in a second.
+      if (!isDatabaseUnavailable(err)) log.warn({ err, runId }, "could not read a run's events");
+      setTimeout(() => wake(), RETRY_READ_MS).unref();
     } finally {
       reading = false;
     }
@@ -205,8 +210,11 @@ export function followRun(
     }
     void catchUp();
   };
-  const unsubscribe = bus.subscribe(runId, { event: live, wake });
-  if (readFirst) void catchUp();
+  const reader = { event: live, wake };
+  const unsubscribe = bus.subscribe(runId, reader);
+  // What the run's driver here made lately comes from memory (a reader past it reads the rest from the rows).
+  bus.replay(runId, reader);
+  if (readFirst && !done) void catchUp();
   return () => finish("stopped");
 }
 

@@ -81,7 +81,7 @@ export class ModelRunDriver extends RunDriver {
 
   /** Announces that turn `turn` runs again, unless it was cut off too often already. */
   private async restart(turn: number): Promise<void> {
-    const before = await this.deps.store.restarts(this.run.id, turn);
+    const before = await this.throughOutage(() => this.deps.store.restarts(this.run.id, turn));
     if (before >= MAX_TURN_RESTARTS) {
       throw new RunStop("worker_lost", `Turn ${turn} was cut off ${before + 1} times (the user's machine or the instance driving the run kept dropping); it is not run again.`);
     }
@@ -92,7 +92,7 @@ export class ModelRunDriver extends RunDriver {
   private async checkSpendCeiling(): Promise<void> {
     const ceiling = this.run.request.spendCeilingMicros;
     if (ceiling === undefined) return;
-    const spent = await this.deps.store.spend(this.run, this.run.request.spendPeriod ?? periodOf(this.deps.clock.now()));
+    const spent = await this.throughOutage(() => this.deps.store.spend(this.run, this.run.request.spendPeriod ?? periodOf(this.deps.clock.now())));
     if (spent >= BigInt(ceiling)) throw new RunStop("spend_ceiling_reached", `The user's spend this period (${spent} micros) reached the plan's ceiling of ${ceiling} micros.`);
   }
 

@@ -12,6 +12,7 @@ export const DEFAULT_RUN_LIMITS: RunLimitsConfig = {
   maxToolCalls: 1000,
   turnTimeoutMs: 10 * 60 * 1000,
   agentRunTimeoutMs: 60 * 60 * 1000,
+  databaseOutageMs: 60 * 1000,
 };
 
 /**

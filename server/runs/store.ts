@@ -35,22 +35,30 @@ export class RunStore {
    * Writes a step of a run in one statement, only while this instance holds the
    * run's lease (the run's row is locked for it, so a takeover waits, then sees
    * everything written). False: the lease was lost and nothing was written.
+   *
+   * A step with events is written once: when its first event is stored already
+   * (the same step sent again after its commit's answer was lost to an outage)
+   * nothing is written again (no token counted twice) and it counts as written.
    */
   async write(runId: string, now: Date, w: Writes): Promise<boolean> {
     const params: unknown[] = [runId, this.instance, now];
     const p = (v: unknown) => (params.push(v), `$${params.length}`);
-    const ctes = [`r AS (SELECT id, app_id, environment, end_user_id, $3::timestamptz AS at FROM runs WHERE id = $1 AND lease_owner = $2 FOR UPDATE)`];
+    const first = w.events?.[0]?.seq;
+    const ctes = [
+      `o AS (SELECT id, app_id, environment, end_user_id, last_seq FROM runs WHERE id = $1 AND lease_owner = $2 FOR UPDATE)`,
+      `r AS (SELECT id, app_id, environment, end_user_id, $3::timestamptz AS at FROM o${first === undefined ? "" : ` WHERE o.last_seq < ${p(first)}`})`,
+    ];
     if (w.events?.length) {
       ctes.push(`ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
         SELECT r.id, r.app_id, r.environment, x.seq, x.kind, x.data, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.events))}::jsonb) AS x(seq int, kind text, data jsonb) RETURNING 1)`);
     }
     if (w.toolCalls?.length) {
       ctes.push(`tc AS (INSERT INTO tool_calls (run_id, app_id, environment, call_id, name, arguments, deadline_at, created_at)
-        SELECT r.id, r.app_id, r.environment, x.call_id, x.name, x.arguments, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.toolCalls))}::jsonb) AS x(call_id text, name text, arguments jsonb, deadline_at timestamptz) RETURNING 1)`);
+        SELECT r.id, r.app_id, r.environment, x.call_id, x.name, x.arguments, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.toolCalls))}::jsonb) AS x(call_id text, name text, arguments jsonb, deadline_at timestamptz) ON CONFLICT DO NOTHING RETURNING 1)`);
     }
     if (w.approvals?.length) {
       ctes.push(`ap AS (INSERT INTO approvals (run_id, app_id, environment, approval_id, kind, request, deadline_at, created_at)
-        SELECT r.id, r.app_id, r.environment, x.approval_id, x.kind, x.request, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.approvals))}::jsonb) AS x(approval_id text, kind text, request jsonb, deadline_at timestamptz) RETURNING 1)`);
+        SELECT r.id, r.app_id, r.environment, x.approval_id, x.kind, x.request, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.approvals))}::jsonb) AS x(approval_id text, kind text, request jsonb, deadline_at timestamptz) ON CONFLICT DO NOTHING RETURNING 1)`);
     }
     if (w.usage?.length) {
       ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
@@ -77,7 +85,7 @@ export class RunStore {
     // an embedded database has one instance, whose readers hear the driver directly).
     // The payload names the writer, whose own readers heard the events already.
     const notify = w.events?.length && this.db.kind === "postgres" ? `, pg_notify('${RUN_EVENT_CHANNEL}', $1 || ' ' || $2)` : "";
-    const rows = await this.db.query<{ owned: number }>(`WITH ${ctes.join(",\n")} SELECT (SELECT count(*) FROM r)::int AS owned${notify}`, params);
+    const rows = await this.db.query<{ owned: number }>(`WITH ${ctes.join(",\n")} SELECT (SELECT count(*) FROM o)::int AS owned${notify}`, params);
     return rows[0]?.owned === 1;
   }
 

@@ -1,10 +1,7 @@
-import { execFileSync } from "node:child_process";
-import fs from "node:fs";
 import net from "node:net";
-import os from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { postgresAvailable, withClient } from "../helpers/databases.js";
+import { withClient } from "../helpers/databases.js";
+import { privatePostgresAvailable, startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import http from "node:http";
 import { Svc, ServiceUnavailableError } from "@svc/sdk";
@@ -18,24 +15,6 @@ import { apiClient } from "../../worker/src/api.js";
  * it starts, an info when it ends), and right after the start requests and new runs
  * work, each run counted once in the ledger.
  */
-const PG_BIN = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"].find((d) => fs.existsSync(path.join(d, "pg_ctl")));
-const canRun = postgresAvailable && PG_BIN !== undefined && process.getuid?.() === 0;
-
-function asPostgres(bin: string, args: string[]): string {
-  return execFileSync("runuser", ["-u", "postgres", "--", path.join(PG_BIN!, bin), ...args], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 });
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 type Phase = "before" | "stopping" | "down" | "starting" | "after";
 interface Answer {
   phase: Phase;
@@ -48,35 +27,20 @@ interface Answer {
   envelope: boolean;
 }
 
-describe.skipIf(!canRun)("database outage on a private Postgres cluster", () => {
-  let dir: string;
+describe.skipIf(!privatePostgresAvailable)("database outage on a private Postgres cluster", () => {
+  let cluster: PrivatePostgres;
   let port: number;
   let server: TestServer;
-  let started = false;
-  const pgctl = (...args: string[]) => asPostgres("pg_ctl", ["-D", path.join(dir, "data"), ...args]);
-  const start = () => pgctl("-l", path.join(dir, "postgres.log"), "-w", "-t", "60", "-o", `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`, "start");
 
   beforeAll(async () => {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), "svc-outage-"));
-    fs.chmodSync(dir, 0o755);
-    execFileSync("chown", ["postgres:postgres", dir]);
-    port = await freePort();
-    asPostgres("initdb", ["-D", path.join(dir, "data"), "-A", "trust", "-U", "postgres", "--no-sync"]);
-    start();
-    started = true;
-    server = await startTestServer({ kind: "postgres", url: `postgres://postgres@127.0.0.1:${port}/postgres` });
+    cluster = await startPrivatePostgres();
+    port = cluster.port;
+    server = await startTestServer({ kind: "postgres", url: cluster.url });
   }, 120_000);
 
   afterAll(async () => {
     await server?.close().catch(() => {});
-    if (started) {
-      try {
-        pgctl("-m", "immediate", "-w", "stop");
-      } catch {
-        /* already stopped */
-      }
-    }
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    cluster?.remove();
   }, 60_000);
 
   it("answers 503 with Retry-After while it is down, logs it once, counts nothing twice, and works right after", { timeout: 180_000 }, async () => {
@@ -121,7 +85,7 @@ describe.skipIf(!canRun)("database outage on a private Postgres cluster", () => 
 
     await new Promise((r) => setTimeout(r, 2000));
     phase = "stopping";
-    pgctl("-m", "immediate", "-w", "stop");
+    cluster.stop();
     phase = "down";
     await new Promise((r) => setTimeout(r, 1000));
     // Started while it is down: the SDK's read and run start, and the worker's pairing call, are
@@ -136,7 +100,7 @@ describe.skipIf(!canRun)("database outage on a private Postgres cluster", () => 
     });
     await new Promise((r) => setTimeout(r, 4000));
     phase = "starting";
-    start();
+    cluster.start();
     phase = "after";
     // Right after: a new run works (the first try, or within a few seconds on a loaded machine).
     const upAt = Date.now();
