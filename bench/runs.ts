@@ -83,7 +83,10 @@ function baselineLoop(modelUrl: string) {
       } else if (e.type === "failed") failure = `${e.code}: ${e.message}`;
     };
     const signal = AbortSignal.timeout(RUN_TIMEOUT_MS);
-    await runtime.run({ kind: "model_turn", runtime: "ollama", model: MODEL, messages: messages as never, tools }, { emit: onEvent, signal, askPermission: async () => ({ allow: true }) });
+    // A model turn uses only emit and signal; the rest of the context is for agent CLIs.
+    const unused = () => Promise.reject(new Error("not used by a model turn"));
+    const ctx = { emit: onEvent, signal, askPermission: async () => ({ allow: true }), withdrawPermission: () => {}, callTool: unused, launch: unused, commandOutput: "none" as const, allowedEnv: {} };
+    await runtime.run({ kind: "model_turn", runtime: "ollama", model: MODEL, messages: messages as never, tools }, ctx);
     if (failure) throw new Error(`baseline turn failed: ${failure}`);
     return { at, text, calls };
   }
