@@ -77,23 +77,32 @@ export async function warmUp(loop: Loop): Promise<void> {
 }
 
 /**
- * `parallel` runs kept in flight: `warmSeconds` of warm-up (a failure there is
- * tolerated, see warmUp), then a window of `seconds` in which only runs that
- * complete inside it count, with the round trips and the CPU time of that window
- * (`cpu()`: ms used so far, by name, read at the window's start and end); in-flight
- * runs then finish uncounted.
+ * `parallel` runs kept in flight: a warm-up of `warmSeconds` and at least as many
+ * completed runs as are in flight (so the window starts in a steady state, not with
+ * every run still at its start; a failure there is tolerated, see warmUp), then a
+ * window of `seconds` in which only runs that complete inside it count, with the
+ * round trips and the CPU time of that window (`cpu()`: ms used so far, by name,
+ * read at the window's start and end); in-flight runs then finish uncounted.
  */
 export async function throughput(loop: Loop, opts: { warmSeconds: number; seconds: number; parallel: number; cpu: () => Record<string, number> }) {
   const { warmSeconds, seconds, parallel, cpu } = opts;
-  const started = performance.now();
-  const from = started + warmSeconds * 1000;
-  const until = from + seconds * 1000;
+  let from = Infinity;
+  let until = Infinity;
   let runs = 0;
+  let completed = 0;
+  let warm = false;
   const samples: Samples = [];
   let cpuFrom: Record<string, number> | null = null;
-  const window = setTimeout(() => (cpuFrom = cpu()), from - started);
   let cpuUntil: Record<string, number> | null = null;
-  const end = setTimeout(() => (cpuUntil = cpu()), until - started);
+  let end: NodeJS.Timeout | undefined;
+  const open = () => {
+    if (from !== Infinity || !warm || completed < parallel) return;
+    from = performance.now();
+    until = from + seconds * 1000;
+    cpuFrom = cpu();
+    end = setTimeout(() => (cpuUntil = cpu()), seconds * 1000);
+  };
+  const window = setTimeout(() => ((warm = true), open()), warmSeconds * 1000);
   await Promise.all(
     Array.from({ length: parallel }, async () => {
       while (performance.now() < until) {
@@ -106,6 +115,8 @@ export async function throughput(loop: Loop, opts: { warmSeconds: number; second
           throw err;
         }
         const now = performance.now();
+        completed++;
+        open();
         if (now >= from && now <= until) {
           runs++;
           samples.push(...mine);
