@@ -196,7 +196,7 @@ async function benchOn(db: string, target: DatabaseTarget, modelUrl: string): Pr
     process.stdout.write(`  ${db}: latency (${WARMUP_RUNS} warm-up + ${LATENCY_RUNS} runs per path, alternating)...\n`);
     const { b, s } = await latency(baseline, service);
 
-    process.stdout.write(`  ${db}: throughput (${PARALLEL} in parallel, 1 s warm-up + ${SECONDS} s per path)...\n`);
+    process.stdout.write(`  ${db}: throughput (${PARALLEL} in parallel, warm-up of ≥ 1 s and ${PARALLEL} runs + ${SECONDS} s per path)...\n`);
     const bt = await throughput(baseline, 1, SECONDS);
     const st = await throughput(service, 1, SECONDS);
     const level = (n: number, b: typeof bt, s: typeof st): SweepLevel => ({
@@ -210,7 +210,7 @@ async function benchOn(db: string, target: DatabaseTarget, modelUrl: string): Pr
         sweep.push(level(n, bt, st));
         continue;
       }
-      process.stdout.write(`  ${db}: sweep, ${n} in flight (1 s warm-up + ${SWEEP_SECONDS} s per path)...\n`);
+      process.stdout.write(`  ${db}: sweep, ${n} in flight (warm-up of ≥ 1 s and ${n} runs + ${SWEEP_SECONDS} s per path)...\n`);
       const b = await throughput(baseline, 1, SWEEP_SECONDS, n);
       const s = await throughput(service, 1, SWEEP_SECONDS, n);
       sweep.push(level(n, b, s));
@@ -251,7 +251,8 @@ function table(results: Result[]): string {
       [r.db, `  CPU ms per run: bench process / worker / model`, cpu(r.base.cpu), cpu(r.svc.cpu), "", ...cpuTarget],
     );
     for (const l of r.sweep) {
-      const added = `+${f(l.svc.median - l.base.median)} / +${f(l.svc.p99 - l.base.p99)}`;
+      const plus = (n: number) => (Number.isFinite(n) ? `+${f(n)}` : "-");
+      const added = `${plus(l.svc.median - l.base.median)} / ${plus(l.svc.p99 - l.base.p99)}`;
       rows.push(
         [r.db, `sweep ${String(l.inFlight).padStart(2)} in flight: round trip median / p99, ms`, `${f(l.base.median)} / ${f(l.base.p99)}`, `${f(l.svc.median)} / ${f(l.svc.p99)}`, added, "", ""],
         [r.db, `sweep ${String(l.inFlight).padStart(2)} in flight: runs/s`, f(l.base.rps, 0), f(l.svc.rps, 0), `${f(l.svc.rps / l.base.rps)}×`, "", ""],
