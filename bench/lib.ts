@@ -48,7 +48,7 @@ export async function startBenchServer(database: DatabaseTarget): Promise<BenchS
 }
 
 /** Pairs a machine for `user` through the real endpoints (test/helpers/pair-via-api.ts); returns its config folder. */
-export async function pairMachine(server: BenchServer, user: string, settings: Record<string, unknown>): Promise<string> {
+export async function pairMachine(server: { url: string; appKey: string; connectKey: string }, user: string, settings: Record<string, unknown>): Promise<string> {
   // The benches load one machine with many jobs at once (1,000 streams): no cap below that.
   return (await pairInto(tempDir("svc-bench-worker-"), { url: server.url }, server, user, { maxConcurrentJobs: 1024, ...settings }, "bench-machine")).home;
 }
@@ -174,6 +174,17 @@ export function groupCpuMs(pgid: number): number {
     return NaN;
   }
   return ticks * 10;
+}
+
+/** CPU time (user + system, ms) used so far by one process, all its threads (Linux /proc; NaN elsewhere or once it is gone). */
+export function pidCpuMs(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) * 10;
+  } catch {
+    return NaN;
+  }
 }
 
 /** CPU time (ms) this process has used so far. */

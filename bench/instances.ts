@@ -1,0 +1,254 @@
+/**
+ * Runs across several server instances on one Postgres (issue 19).
+ *
+ *   npm run bench:instances       (node --conditions=svc-source --import tsx bench/instances.ts)
+ *
+ * The instances are real server processes (test/helpers/process.ts, as the
+ * multi-instance tests start them) on one scratch Postgres database, so each one's
+ * CPU time is read from /proc. A real `svc-worker start` process is paired on
+ * instance W and holds its connection there; the model stand-in is a process of
+ * its own (bench/model-standin.ts). The app's side is bench/app-loop.ts (raw fetch
+ * and SSE, as in bench:runs), in this process.
+ *
+ *  (a) server CPU per run, 1 instance against 3: 16 runs in flight through a TCP
+ *      balancer (test/helpers/balancer.ts, each new connection to the next backend),
+ *      first with W alone behind it, then with W, A and C; the CPU time of every
+ *      running instance in the window, summed, divided by the runs completed in it.
+ *      Target: 3 instances ≤ 1.10 × 1 instance.
+ *  (b) the tool round trip when the app talks to an instance other than the one
+ *      driving the run (posts and streams on A, the run driven on W) against the
+ *      same instance (everything on W): one run at a time, alternating.
+ *      Target: added ≤ 1 ms at the median (p99 printed).
+ *
+ * Options (environment): SVC_BENCH_SECONDS (each CPU window, default 5),
+ * SVC_BENCH_WARM_SECONDS (warm-up before each, default 3), SVC_BENCH_PARALLEL (runs
+ * in flight, default 16), SVC_BENCH_RUNS (runs per side for (b), default 150),
+ * SVC_BENCH_POSTGRES_URL (admin URL, default postgres://postgres@127.0.0.1:5432/postgres;
+ * a scratch database is created and dropped), SVC_BENCH_LOG_LEVEL (the instances', default
+ * info), SVC_BENCH_STRICT=1 (exit 1 on a miss).
+ */
+import os from "node:os";
+import { performance } from "node:perf_hooks";
+import { serviceLoop, throughput, warmUp, ROUND_TRIPS, type Loop, type Samples } from "./app-loop.js";
+import { groupCpuMs, pairMachine, percentile, pidCpuMs, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, tempDir, type Child } from "./lib.js";
+import { pollUntil, startServerProcess, type ServerProcess } from "../test/helpers/process.js";
+import { startBalancer, type Balancer } from "../test/helpers/balancer.js";
+
+const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
+const WARM_SECONDS = Number(process.env.SVC_BENCH_WARM_SECONDS ?? 3);
+const PARALLEL = Number(process.env.SVC_BENCH_PARALLEL ?? 16);
+const LATENCY_RUNS = Number(process.env.SVC_BENCH_RUNS ?? 150);
+const WARMUP_RUNS = 30;
+const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
+const USER = "bench-user";
+/** How long the three instances are watched idle. */
+const IDLE_SECONDS = 3;
+
+/** Issue 19: 3 instances cost at most 10 % more server CPU per run than 1; another instance adds ≤ 1 ms per round trip. */
+const TARGET = { cpuRatio: 1.1, addedMedianMs: 1 };
+
+/** Every server process started, killed on exit however the bench ends (they are not in a group of their own). */
+const servers: ServerProcess[] = [];
+process.on("exit", () => {
+  for (const s of servers) if (s.running) s.child.kill("SIGKILL");
+});
+
+/** An instance on the shared database; the first one migrates it and prints the dev app (SVC_DEV_APP=1), the others do not. */
+async function instance(databaseUrl: string, name: string, first: boolean): Promise<ServerProcess & { name: string }> {
+  const s = await startServerProcess(tempDir("svc-bench-inst-"), {
+    DATABASE_URL: databaseUrl,
+    SVC_DEV_APP: first ? "1" : "",
+    LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info",
+    // 64 streams at once for one app would be refused by the default cap.
+    MAX_STREAMS_PER_APP: "100000",
+  });
+  servers.push(s);
+  return Object.assign(s, { name });
+}
+
+/**
+ * A balancer in front of `backends`, handing new connections out round robin: the helper
+ * tries the backends in the order its list iterates, and this list starts one further on
+ * each time it is iterated. A balancer of its own per phase: the app's pooled keep-alive
+ * connections to one never carry over to the next.
+ */
+async function roundRobin(backends: ServerProcess[]): Promise<Balancer> {
+  const list = backends.map((s) => ({ host: "127.0.0.1", port: Number(new URL(s.url).port) }));
+  let next = 0;
+  const rotating = new Proxy(list, {
+    get(target, key, receiver) {
+      if (key !== Symbol.iterator) return Reflect.get(target, key, receiver);
+      const start = next++ % target.length;
+      return function* () {
+        for (let i = 0; i < target.length; i++) yield target[(start + i) % target.length];
+      };
+    },
+  });
+  return startBalancer(rotating);
+}
+
+interface Phase {
+  label: string;
+  rps: number;
+  runs: number;
+  /** Server CPU ms per run, summed over the running instances, and each instance's. */
+  serverCpu: number;
+  perInstance: Record<string, number>;
+  workerCpu: number;
+  /** New connections the balancer gave each instance in the phase (warm-up included). */
+  connections: Record<string, number>;
+  loadMedian: number;
+  loadP99: number;
+}
+
+/** `PARALLEL` runs in flight through a round-robin balancer in front of `running`; every running instance's CPU counted. */
+async function cpuPhase(label: string, running: (ServerProcess & { name: string })[], appKey: string, workerPgid: number): Promise<Phase> {
+  const balancer = await roundRobin(running);
+  try {
+    const loop = serviceLoop({ url: balancer.url, appKey }, USER);
+    const cpu = () => ({ worker: groupCpuMs(workerPgid), ...Object.fromEntries(running.map((s) => [s.name, pidCpuMs(s.child.pid!)])) });
+    process.stdout.write(`  ${label}: ${PARALLEL} runs in flight through the balancer, ${WARM_SECONDS} s warm-up + ${SECONDS} s...\n`);
+    const t = await throughput(loop, { warmSeconds: WARM_SECONDS, seconds: SECONDS, parallel: PARALLEL, cpu });
+    const perInstance = Object.fromEntries(running.map((s) => [s.name, t.cpuPerRun[s.name]]));
+    const connections = Object.fromEntries(running.map((s) => [s.name, balancer.forwarded.get(Number(new URL(s.url).port)) ?? 0]));
+    return {
+      label,
+      rps: t.perSecond,
+      runs: t.runs,
+      serverCpu: Object.values(perInstance).reduce((a, b) => a + b, 0),
+      perInstance,
+      workerCpu: t.cpuPerRun.worker,
+      connections,
+      loadMedian: percentile(t.samples, 50),
+      loadP99: percentile(t.samples, 99),
+    };
+  } finally {
+    await balancer.close();
+  }
+}
+
+/** One run at a time, `same` and `cross` alternating (which goes first alternates too). */
+async function latency(same: Loop, cross: Loop): Promise<{ same: Samples; cross: Samples }> {
+  for (let i = 0; i < WARMUP_RUNS; i++) {
+    await warmUp(same);
+    await warmUp(cross);
+  }
+  const s: Samples = [];
+  const c: Samples = [];
+  for (let i = 0; i < LATENCY_RUNS; i++) {
+    if (i % 2 === 0) {
+      await same(s);
+      await cross(c);
+    } else {
+      await cross(c);
+      await same(s);
+    }
+  }
+  return { same: s, cross: c };
+}
+
+function table(one: Phase, three: Phase, rt: { same: Samples; cross: Samples }, idle: number[]): string {
+  const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "-");
+  const names = (p: Phase) => Object.keys(p.perInstance).join(" / ");
+  const each = (r: Record<string, number>, d: number) => Object.values(r).map((n) => f(n, d)).join(" / ");
+  const cpuRatio = three.serverCpu / one.serverCpu;
+  const sameMed = percentile(rt.same, 50);
+  const crossMed = percentile(rt.cross, 50);
+  const sameP99 = percentile(rt.same, 99);
+  const crossP99 = percentile(rt.cross, 99);
+  const rows: string[][] = [
+    ["measure", "1 instance", "3 instances", "ratio / added", "target", ""],
+    [`server CPU ms per run (all instances), ${PARALLEL} in flight`, f(one.serverCpu), f(three.serverCpu), `${f(cpuRatio)}×`, `≤ ${TARGET.cpuRatio}×`, cpuRatio <= TARGET.cpuRatio ? "PASS" : "MISS"],
+    [`  per instance (${names(three)}), ms`, each(one.perInstance, 2), each(three.perInstance, 2), "", "", ""],
+    [`  runs/s`, f(one.rps, 0), f(three.rps, 0), `${f(three.rps / one.rps)}×`, "", ""],
+    [`  round trip under that load, median / p99, ms`, `${f(one.loadMedian)} / ${f(one.loadP99)}`, `${f(three.loadMedian)} / ${f(three.loadP99)}`, "", "", ""],
+    [`  worker CPU ms per run`, f(one.workerCpu), f(three.workerCpu), "", "", ""],
+    [`  connections the balancer gave each instance`, each(one.connections, 0), each(three.connections, 0), "", "", ""],
+    [`  idle, no run: CPU ms per second, each instance`, "", idle.map((n) => f(n, 1)).join(" / "), "", "", ""],
+    ["", "same instance", "other instance", "", "", ""],
+    [`tool round trip median, ms (app on A, run on W / all on W)`, f(sameMed), f(crossMed), `+${f(crossMed - sameMed)}`, `≤ +${TARGET.addedMedianMs}`, crossMed - sameMed <= TARGET.addedMedianMs ? "PASS" : "MISS"],
+    [`tool round trip p99, ms`, f(sameP99), f(crossP99), `+${f(crossP99 - sameP99)}`, "", ""],
+  ];
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return rows.map((row) => "  " + row.map((c, i) => (i >= 1 && i <= 3 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join("  ").trimEnd()).join("\n");
+}
+
+/** What to undo before leaving, in reverse order, also on Ctrl-C. */
+const cleanups: (() => Promise<unknown>)[] = [];
+let stopping: Promise<never> | null = null;
+async function cleanUp(): Promise<void> {
+  for (const fn of cleanups.splice(0).reverse()) await fn().catch((err: Error) => process.stderr.write(`clean-up: ${err.message}\n`));
+}
+function stop(code: number): Promise<never> {
+  stopping ??= cleanUp().finally(() => process.exit(code)) as Promise<never>;
+  return stopping;
+}
+
+async function main(): Promise<void> {
+  const startedAt = performance.now();
+  process.stdout.write(`bench:instances: a run = ${ROUND_TRIPS} tool round trips + a final answer; server instances as processes on one Postgres, a real svc-worker on instance W\n`);
+  process.stdout.write(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at start (other processes on the machine skew the numbers)\n`);
+  process.once("SIGINT", () => stop(130)).once("SIGTERM", () => stop(130));
+
+  const scratch = await scratchPostgres(POSTGRES_URL);
+  if ("error" in scratch) {
+    process.stdout.write(`  postgres: SKIPPED, not reachable at ${POSTGRES_URL} (${scratch.error}); set SVC_BENCH_POSTGRES_URL to bench it.\n`);
+    return;
+  }
+  cleanups.push(() => scratch.drop());
+  cleanups.push(async () => removeTempDirs());
+  const model: Child = spawnNode(["--import", "tsx", "bench/model-standin.ts"]);
+  cleanups.push(async () => model.stop());
+  const modelUrl = (await model.waitFor(/^(http:\/\/\S+)$/m))[1];
+  model.quiet();
+
+  // W first: it migrates the database and prints the dev app; the worker is paired on it, so
+  // its credentials name W and its connection is held there.
+  const w = await instance(scratch.url, "W", true);
+  // Stopped after the worker (an instance stopped while it marks a machine offline can hang).
+  cleanups.push(() => Promise.all(servers.map((s) => s.stop("SIGTERM", 5000))));
+  const keys = w.banner();
+  if (!keys) throw new Error(`instance W printed no dev app:\n${w.output()}`);
+  const home = await pairMachine({ url: w.url, appKey: keys.appKey, connectKey: keys.connectKey }, USER, { runtimes: { ollama: modelUrl, llamacpp: false, lmstudio: false, claude: false, codex: false } });
+  const worker = spawnWorker(home);
+  cleanups.push(async () => worker.stop());
+  await worker.waitFor(/Connected/);
+  worker.quiet();
+  await pollUntil(async () => w.logs().some((l) => l.msg === "worker online"), (ok) => ok, 10_000, "the worker online on W");
+  const workerPgid = worker.child.pid!;
+
+  try {
+    const one = await cpuPhase("1 instance (W)", [w], keys.appKey, workerPgid);
+    process.stdout.write(`  starting instances A and C...\n`);
+    const a = await instance(scratch.url, "A", false);
+    const c = await instance(scratch.url, "C", false);
+    // What an instance spends with no run at all (polls, sweeps, keep-alives): its fixed share.
+    const idleFrom = [w, a, c].map((s) => pidCpuMs(s.child.pid!));
+    await new Promise((r) => setTimeout(r, IDLE_SECONDS * 1000));
+    const idle = [w, a, c].map((s, i) => (pidCpuMs(s.child.pid!) - idleFrom[i]) / IDLE_SECONDS);
+    const three = await cpuPhase("3 instances (W, A, C)", [w, a, c], keys.appKey, workerPgid);
+
+    process.stdout.write(`  tool round trip, app on A vs on W (${WARMUP_RUNS} warm-up + ${LATENCY_RUNS} runs per side, alternating)...\n`);
+    const rt = await latency(serviceLoop({ url: w.url, appKey: keys.appKey }, USER), serviceLoop({ url: a.url, appKey: keys.appKey }, USER));
+    const claimed = Object.fromEntries([w, a, c].map((s) => [s.name, s.logs().filter((l) => l.msg === "run claimed").length]));
+
+    process.stdout.write(`\n${table(one, three, rt, idle)}\n`);
+    process.stdout.write(`  runs counted in the CPU windows: ${one.runs} (1 instance), ${three.runs} (3 instances); runs claimed (driven) per instance: ${Object.entries(claimed).map(([k, v]) => `${k} ${v}`).join(", ")}\n`);
+    process.stdout.write(`  ${rt.same.length} round trips per side; added = other instance − same instance, per percentile, measured interleaved. Total ${((performance.now() - startedAt) / 1000).toFixed(0)} s.\n`);
+    const missed = three.serverCpu / one.serverCpu > TARGET.cpuRatio || percentile(rt.cross, 50) - percentile(rt.same, 50) > TARGET.addedMedianMs;
+    process.exitCode = process.env.SVC_BENCH_STRICT === "1" && missed ? 1 : 0;
+  } catch (err) {
+    (err as Error).message += `\nthe worker: ${worker.describe()}`;
+    throw err;
+  }
+}
+
+try {
+  await main();
+} catch (err) {
+  if (stopping) await stopping;
+  process.stderr.write(`bench:instances failed: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exitCode = 1;
+} finally {
+  if (!stopping) await cleanUp();
+}
