@@ -58,7 +58,7 @@ wrap(sv.keys, "verifyAppKey", () => "auth: verifyAppKey");
 wrap(sv.chat, "complete", () => "ChatService.complete");
 wrap(sv.runs, "begin", () => "RunService.begin");
 wrap(sv.runStore, "write", () => "store.write");
-wrap(sv.runStore, "events", () => "store.events (follower catch-up)");
+wrap(sv.runStore, "eventPage", () => "store.eventPage (follower catch-up)");
 wrap(sv.runBus, "publish", () => "bus.publish");
 traceDispatch(sv.workers, "[job] dispatch -> first event back (WS, worker, runtime, WS)");
 
