@@ -112,7 +112,7 @@ export class AgentRunDriver extends RunDriver {
       };
     } finally {
       finished = true;
-      this.wake();
+      this.nudge();
     }
   }
 

@@ -8,7 +8,7 @@ import type { RunBus } from "./bus.js";
 import type { RunOutcome, WebhookFacts } from "../webhooks/facts.js";
 import type { EchoRuntime } from "./echo-runtime.js";
 import type { RunStore } from "./store.js";
-import type { NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
+import type { AnsweredApproval, NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 
@@ -179,6 +179,25 @@ export abstract class RunDriver {
     this.wakeUp?.();
   }
 
+  /** Ends a wait of the loop's own (a turn ended): nothing new to read. */
+  protected nudge(): void {
+    this.woken = true;
+    this.wakeUp?.();
+  }
+
+  private remember(extra: Omit<Writes, "events" | "patch">): void {
+    const known = this.known;
+    if (!known || this.stale) return void (this.stale = true);
+    for (const c of extra.toolCalls ?? []) {
+      if (!known.toolCalls.has(c.call_id)) known.toolCalls.set(c.call_id, { call_id: c.call_id, result: null, is_error: null, answered: false, deadline_at: c.deadline_at });
+    }
+    for (const a of extra.approvals ?? []) {
+      if (!known.approvals.has(a.approval_id)) {
+        known.approvals.set(a.approval_id, { approval_id: a.approval_id, request: a.request as AnsweredApproval["request"], decision: null, reason: null, answered: false, deadline_at: a.deadline_at });
+      }
+    }
+  }
+
   private apply(known: RunInputs, a: Answer): boolean {
     if (a.kind === "cancel") {
       known.cancel = { reason: a.reason };
@@ -221,10 +240,10 @@ export abstract class RunDriver {
     this.buffer = [];
     const step = this.writing.then(async () => {
       if (this.abandoned) throw new Abandoned();
-      // New calls or approvals are rows the inputs read so far do not have.
-      if (extra.toolCalls?.length || extra.approvals?.length) this.stale = true;
+      // New calls and approvals: the inputs known so far get them as this driver made them (unanswered), not by a read.
+      if (extra.toolCalls?.length || extra.approvals?.length) this.remember(extra);
       // Every write waits out an outage, in order (nothing lost, no gap); past the outage limit the run itself is stopped (`outageFault`), and its end written after.
-      const owned = await this.throughOutage(() => this.deps.store.write(this.run.id, this.deps.clock.now(), { events, patch, ...extra }), true);
+      const owned = await this.throughOutage(() => this.deps.store.write(this.run.id, this.run.end_user_id, this.deps.clock.now(), { events, patch, ...extra }), true);
       if (!owned) {
         this.abandoned = true;
         throw new Abandoned();

@@ -136,7 +136,7 @@ export class ModelRunDriver extends RunDriver {
       throw err;
     } finally {
       finished = true;
-      this.wake();
+      this.nudge();
       this.job = null;
     }
   }

@@ -2,18 +2,19 @@ import type { ApprovalDecision, RunEvent } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
-import { overageMicrosSql, windowSpend } from "../ledger/functions.js";
+import { windowSpend } from "../ledger/functions.js";
+import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
 import type { AnsweredApproval, AnsweredCall, RunInputs, RunRow, StoredEvent, Writes } from "./run-rows.js";
 
 /**
  * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
  * leases) is written here in single statements, so each step is one round trip
  * and atomic: an event, the row it announces and the ledger row it records land
- * together or not at all. Cold paths (starting a run, reads) use Prisma.
+ * together or not at all (a driver's steps go through `RunWriter`, which puts the
+ * steps of several runs in one statement). Cold paths (starting a run, reads) use Prisma.
  */
 
-/** Wakes the readers of a run's stream on every instance (payload: run id). */
-export const RUN_EVENT_CHANNEL = "svc_run_event";
+export { RUN_EVENT_CHANNEL };
 /** Wakes the run's driver: an answer, a cancel (payload: run id). */
 export const RUN_INPUT_CHANNEL = "svc_run_input";
 /** Asks the instance holding a machine to drive a new run (payload: `<instance> <run id>`). */
@@ -26,67 +27,22 @@ const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.i
 const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
 
 export class RunStore {
+  private readonly writer: RunWriter;
+
   constructor(
     private readonly db: Database,
     readonly instance: string,
-  ) {}
+  ) {
+    this.writer = new RunWriter(db, instance);
+  }
 
   /**
-   * Writes a step of a run in one statement, only while this instance holds the
-   * run's lease (the run's row is locked for it, so a takeover waits, then sees
-   * everything written). False: the lease was lost and nothing was written.
-   *
-   * A step with events is written once: when its first event is stored already
-   * (the same step sent again after its commit's answer was lost to an outage)
-   * nothing is written again (no token counted twice) and it counts as written.
+   * Writes a step of a run (group-committed with the steps of other runs, see
+   * `RunWriter`), only while this instance holds the run's lease. False: the
+   * lease was lost and nothing was written.
    */
-  async write(runId: string, now: Date, w: Writes): Promise<boolean> {
-    const params: unknown[] = [runId, this.instance, now];
-    const p = (v: unknown) => (params.push(v), `$${params.length}`);
-    const first = w.events?.[0]?.seq;
-    const ctes = [
-      `o AS (SELECT id, app_id, environment, end_user_id, last_seq FROM runs WHERE id = $1 AND lease_owner = $2 FOR UPDATE)`,
-      `r AS (SELECT id, app_id, environment, end_user_id, $3::timestamptz AS at FROM o${first === undefined ? "" : ` WHERE o.last_seq < ${p(first)}`})`,
-    ];
-    if (w.events?.length) {
-      ctes.push(`ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
-        SELECT r.id, r.app_id, r.environment, x.seq, x.kind, x.data, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.events))}::jsonb) AS x(seq int, kind text, data jsonb) RETURNING 1)`);
-    }
-    if (w.toolCalls?.length) {
-      ctes.push(`tc AS (INSERT INTO tool_calls (run_id, app_id, environment, call_id, name, arguments, deadline_at, created_at)
-        SELECT r.id, r.app_id, r.environment, x.call_id, x.name, x.arguments, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.toolCalls))}::jsonb) AS x(call_id text, name text, arguments jsonb, deadline_at timestamptz) ON CONFLICT DO NOTHING RETURNING 1)`);
-    }
-    if (w.approvals?.length) {
-      ctes.push(`ap AS (INSERT INTO approvals (run_id, app_id, environment, approval_id, kind, request, deadline_at, created_at)
-        SELECT r.id, r.app_id, r.environment, x.approval_id, x.kind, x.request, x.deadline_at, $3 FROM r, jsonb_to_recordset(${p(JSON.stringify(w.approvals))}::jsonb) AS x(approval_id text, kind text, request jsonb, deadline_at timestamptz) ON CONFLICT DO NOTHING RETURNING 1)`);
-    }
-    if (w.usage?.length) {
-      ctes.push(`ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
-        SELECT r.app_id, r.environment, r.end_user_id, r.id, x.cost_class::"CostClass", x.kind, x.input_tokens, x.output_tokens, COALESCE(x.cache_read_tokens, 0), COALESCE(x.cache_write_tokens, 0),
-               x.amount_micros + ${overageMicrosSql({ app: "r.app_id", environment: "r.environment", user: "r.end_user_id", period: "x.period", tokens: "x.input_tokens + COALESCE(x.cache_read_tokens, 0) + COALESCE(x.cache_write_tokens, 0) + x.output_tokens" })}, x.period, x.unique_key, $3
-          FROM r, jsonb_to_recordset(${p(JSON.stringify(w.usage))}::jsonb) AS x(cost_class text, kind text, input_tokens bigint, output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, amount_micros bigint, period text, unique_key text)
-        ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1)`);
-    }
-    const sets: string[] = [];
-    const last = w.events?.at(-1)?.seq;
-    if (last !== undefined) sets.push(`last_seq = GREATEST(last_seq, ${p(last)})`);
-    const patch = w.patch ?? {};
-    if (patch.status) sets.push(`status = ${p(patch.status)}::"RunStatus"`);
-    if (patch.turns !== undefined) sets.push(`turns = ${p(patch.turns)}`);
-    if (patch.transcript) sets.push(`transcript = ${p(JSON.stringify(patch.transcript))}::jsonb`);
-    if (patch.output !== undefined) sets.push(`output = ${p(patch.output)}`);
-    if (patch.addInputTokens) sets.push(`input_tokens = input_tokens + ${p(patch.addInputTokens)}`);
-    if (patch.addOutputTokens) sets.push(`output_tokens = output_tokens + ${p(patch.addOutputTokens)}`);
-    if (patch.stopReason) sets.push(`stop_reason = ${p(patch.stopReason)}`);
-    if (patch.error) sets.push(`error = ${p(JSON.stringify(patch.error))}::jsonb`);
-    if (patch.finished) sets.push(`finished_at = $3`, `lease_expires_at = NULL`);
-    if (sets.length) ctes.push(`up AS (UPDATE runs SET ${sets.join(", ")} WHERE id IN (SELECT id FROM r) RETURNING 1)`);
-    // Readers on other instances learn of new events by a notification (Postgres only:
-    // an embedded database has one instance, whose readers hear the driver directly).
-    // The payload names the writer, whose own readers heard the events already.
-    const notify = w.events?.length && this.db.kind === "postgres" ? `, pg_notify('${RUN_EVENT_CHANNEL}', $1 || ' ' || $2)` : "";
-    const rows = await this.db.query<{ owned: number }>(`WITH ${ctes.join(",\n")} SELECT (SELECT count(*) FROM o)::int AS owned${notify}`, params);
-    return rows[0]?.owned === 1;
+  write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
+    return this.writer.write(runId, endUserId, now, w);
   }
 
   /**

@@ -200,9 +200,9 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
       data: { id: runId, ...tenant, endUserId, source: "runs", model: "stand-in", request: { prompt: "a long answer" }, status: "running", leaseOwner: runStore.instance, leaseExpiresAt: new Date(server.clock.now().getTime() + 3_600_000) },
     });
     let seq = 0;
-    const write = async (events: Omit<StoredEvent, "seq">[], patch?: Parameters<typeof runStore.write>[2]["patch"]) => {
+    const write = async (events: Omit<StoredEvent, "seq">[], patch?: Parameters<typeof runStore.write>[3]["patch"]) => {
       const stored = events.map((e) => ({ ...e, seq: ++seq }));
-      expect(await runStore.write(runId, server.clock.now(), { events: stored, patch })).toBe(true);
+      expect(await runStore.write(runId, endUserId, server.clock.now(), { events: stored, patch })).toBe(true);
       runBus.publish(runId, stored);
     };
     await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", costClass: "user_hardware", machineId: null, runtime: "stand-in", model: "stand-in" } }]);

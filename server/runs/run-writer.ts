@@ -1,0 +1,155 @@
+import type { Database } from "../db/open.js";
+import { overageMicrosSql } from "../ledger/functions.js";
+import type { Writes } from "./run-rows.js";
+
+/** Wakes the readers of a run's stream on every instance (payload: `<run id> <writing instance>`). */
+export const RUN_EVENT_CHANNEL = "svc_run_event";
+
+/** One run's step, waiting for the next group commit. */
+interface Step {
+  runId: string;
+  endUserId: string;
+  now: Date;
+  w: Writes;
+  resolve: (owned: boolean) => void;
+  reject: (err: unknown) => void;
+}
+
+/** The most steps one statement carries. */
+const MAX_BATCH = 64;
+
+/**
+ * The steps of the runs driven on this instance (their events, the calls,
+ * approvals and ledger rows they announce, their patches), written by group
+ * commit: steps arriving together go in one statement, each only while this
+ * instance holds its run's lease (the rows are locked for it, so a takeover
+ * waits, then sees everything written). Each driver is answered once its step
+ * is committed: owned, or not (the lease was lost and nothing was written).
+ *
+ * A batch holds one step per end user, so a ledger row's overage is figured
+ * against every earlier row of that user. A driver has one step in flight, so a
+ * run has at most one step per batch. A step with events is written once: when
+ * its first event is stored already (the same step sent again after its
+ * commit's answer was lost to an outage) nothing is written again and it counts
+ * as written. A batch that fails is written again step by step, so one bad step
+ * fails only its own driver.
+ */
+export class RunWriter {
+  private queue: Step[] = [];
+  private flushing = false;
+  private scheduled = false;
+
+  constructor(
+    private readonly db: Database,
+    private readonly instance: string,
+  ) {}
+
+  write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
+    return new Promise<boolean>((resolve, reject) => {
+      this.queue.push({ runId, endUserId, now, w, resolve, reject });
+      if (!this.flushing && !this.scheduled) {
+        this.scheduled = true;
+        // One turn of the event loop: the steps made in it join the statement.
+        setImmediate(() => {
+          this.scheduled = false;
+          void this.flush();
+        });
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    if (this.flushing) return;
+    this.flushing = true;
+    while (this.queue.length > 0) {
+      const users = new Set<string>();
+      const batch: Step[] = [];
+      const later: Step[] = [];
+      for (const s of this.queue) {
+        if (batch.length < MAX_BATCH && !users.has(s.endUserId)) {
+          users.add(s.endUserId);
+          batch.push(s);
+        } else later.push(s);
+      }
+      this.queue = later;
+      try {
+        const owned = await this.statement(batch);
+        for (const s of batch) s.resolve(owned.has(s.runId));
+      } catch (err) {
+        if (batch.length === 1) batch[0].reject(err);
+        else for (const s of batch) await this.statement([s]).then((owned) => s.resolve(owned.has(s.runId)), s.reject);
+      }
+    }
+    this.flushing = false;
+  }
+
+  /** The steps in one statement; the ids of the runs whose lease this instance holds. */
+  private async statement(steps: Step[]): Promise<Set<string>> {
+    const now = steps.reduce((t, s) => (s.now > t ? s.now : t), steps[0].now);
+    const rows = steps.map(({ runId, w }) => {
+      const p = w.patch ?? {};
+      return {
+        run_id: runId,
+        first_seq: w.events?.[0]?.seq ?? null,
+        last_seq: w.events?.at(-1)?.seq ?? null,
+        status: p.status ?? null,
+        turns: p.turns ?? null,
+        transcript: p.transcript ?? null,
+        output: p.output ?? null,
+        add_in: p.addInputTokens ?? 0,
+        add_out: p.addOutputTokens ?? 0,
+        stop_reason: p.stopReason ?? null,
+        error: p.error ?? null,
+        finished: p.finished === true,
+        events: w.events?.length ? w.events : null,
+        tool_calls: w.toolCalls?.length ? w.toolCalls : null,
+        approvals: w.approvals?.length ? w.approvals : null,
+        usage: w.usage?.length ? w.usage : null,
+      };
+    });
+    // Readers on other instances learn of new events by a notification (Postgres only: an embedded
+    // database has one instance, whose readers hear the driver directly). The payload names the
+    // writer, whose own readers heard the events already.
+    const notify = this.db.kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', r.id || ' ' || $2) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
+    const result = await this.db.query<{ id: string }>(
+      `WITH x AS (
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
+           add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
+       o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq FROM runs
+              WHERE id IN (SELECT run_id FROM x) AND lease_owner = $2 ORDER BY id FOR UPDATE),
+       r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, x.* FROM o JOIN x ON x.run_id = o.id
+              WHERE x.first_seq IS NULL OR o.stored_seq < x.first_seq),
+       ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
+         SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, $3 FROM r, jsonb_to_recordset(r.events) AS e(seq int, kind text, data jsonb) RETURNING 1),
+       tc AS (INSERT INTO tool_calls (run_id, app_id, environment, call_id, name, arguments, deadline_at, created_at)
+         SELECT r.id, r.app_id, r.environment, t.call_id, t.name, t.arguments, t.deadline_at, $3
+           FROM r, jsonb_to_recordset(r.tool_calls) AS t(call_id text, name text, arguments jsonb, deadline_at timestamptz)
+         ON CONFLICT DO NOTHING RETURNING 1),
+       ap AS (INSERT INTO approvals (run_id, app_id, environment, approval_id, kind, request, deadline_at, created_at)
+         SELECT r.id, r.app_id, r.environment, a.approval_id, a.kind, a.request, a.deadline_at, $3
+           FROM r, jsonb_to_recordset(r.approvals) AS a(approval_id text, kind text, request jsonb, deadline_at timestamptz)
+         ON CONFLICT DO NOTHING RETURNING 1),
+       ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
+         SELECT r.app_id, r.environment, r.end_user_id, r.id, u.cost_class::"CostClass", u.kind, u.input_tokens, u.output_tokens, COALESCE(u.cache_read_tokens, 0), COALESCE(u.cache_write_tokens, 0),
+                u.amount_micros + ${overageMicrosSql({ app: "r.app_id", environment: "r.environment", user: "r.end_user_id", period: "u.period", tokens: "u.input_tokens + COALESCE(u.cache_read_tokens, 0) + COALESCE(u.cache_write_tokens, 0) + u.output_tokens" })}, u.period, u.unique_key, $3
+           FROM r, jsonb_to_recordset(r.usage) AS u(cost_class text, kind text, input_tokens bigint, output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, amount_micros bigint, period text, unique_key text)
+         ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1),
+       up AS (UPDATE runs SET
+           last_seq = GREATEST(runs.last_seq, COALESCE(r.last_seq, runs.last_seq)),
+           status = COALESCE(r.status::"RunStatus", runs.status),
+           turns = COALESCE(r.turns, runs.turns),
+           transcript = COALESCE(r.transcript, runs.transcript),
+           output = COALESCE(r.output, runs.output),
+           input_tokens = runs.input_tokens + r.add_in,
+           output_tokens = runs.output_tokens + r.add_out,
+           stop_reason = COALESCE(r.stop_reason, runs.stop_reason),
+           error = COALESCE(r.error, runs.error),
+           finished_at = CASE WHEN r.finished THEN $3 ELSE runs.finished_at END,
+           lease_expires_at = CASE WHEN r.finished THEN NULL ELSE runs.lease_expires_at END
+         FROM r WHERE runs.id = r.id RETURNING 1)
+       SELECT o.id, ${notify} AS notified FROM o`,
+      [JSON.stringify(rows), this.instance, now],
+    );
+    return new Set(result.map((r) => r.id));
+  }
+}
