@@ -29,7 +29,10 @@ export type ServeEnd = { reason: "stopped" } | { reason: "revoked"; message: str
  * link drop (1009).
  */
 const READ_CEILING_BYTES = 4 * WORKER_MAX_JOB_FRAME_BYTES;
-/** Text deltas are merged for this long before they are sent (the first after a quiet spell goes at once). */
+/**
+ * Text deltas go at most once per this long: one after a quiet spell goes at once,
+ * those that follow within the window wait for its end and go together.
+ */
 const TEXT_WINDOW_MS = 20;
 /** ...and sent in pieces of at most this many characters, so no frame passes `WORKER_MAX_FRAME_BYTES`. */
 const TEXT_PIECE_CHARS = 64 * 1024;
@@ -102,6 +105,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
     const send = (m: WorkerMessage): void => {
       if (ws.readyState !== ws.OPEN) return;
       const frame = JSON.stringify(m);
+      // At most 3 UTF-8 bytes per UTF-16 unit: a frame that short is under the limit without counting its bytes.
+      if (frame.length * 3 <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
       const bytes = Buffer.byteLength(frame);
       if (bytes <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
       if (m.type !== "job_event") return print(`  not sent: a ${m.type} message of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit`);
@@ -206,6 +211,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       const sendText = () => {
         if (textTimer) clearTimeout(textTimer);
         textTimer = null;
+        if (!text) return;
         textSentAt = performance.now();
         for (let i = 0; i < text.length; i += TEXT_PIECE_CHARS) send(workerMessage("job_event", { jobId, event: { type: "text_delta", text: text.slice(i, i + TEXT_PIECE_CHARS) } }));
         text = "";
@@ -214,8 +220,12 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         if (ended || tooLarge.has(jobId)) return;
         if (event.type === "text_delta") {
           text += event.text;
-          if (text.length >= TEXT_PIECE_CHARS || (!textTimer && performance.now() - textSentAt >= TEXT_WINDOW_MS)) sendText();
-          else textTimer ??= setTimeout(sendText, TEXT_WINDOW_MS);
+          if (textTimer && text.length < TEXT_PIECE_CHARS) return;
+          const since = performance.now() - textSentAt;
+          // Held only for the rest of the window since the last send, not a whole window from now: a model streaming
+          // a piece every window (jitter included) gets each piece sent on its own, each delayed by that jitter at most.
+          if (text.length >= TEXT_PIECE_CHARS || since >= TEXT_WINDOW_MS) sendText();
+          else textTimer = setTimeout(sendText, TEXT_WINDOW_MS - since);
           return;
         }
         sendText();
