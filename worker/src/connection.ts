@@ -29,10 +29,10 @@ export type ServeEnd = { reason: "stopped" } | { reason: "revoked"; message: str
  * link drop (1009).
  */
 const READ_CEILING_BYTES = 4 * WORKER_MAX_JOB_FRAME_BYTES;
-/** Text deltas are merged for this long before they are sent (the first after a quiet spell goes at once). */
-const TEXT_WINDOW_MS = 20;
+/** Text deltas go at most once per this long (`textBatcher`). */
+export const TEXT_WINDOW_MS = 20;
 /** ...and sent in pieces of at most this many characters, so no frame passes `WORKER_MAX_FRAME_BYTES`. */
-const TEXT_PIECE_CHARS = 64 * 1024;
+export const TEXT_PIECE_CHARS = 64 * 1024;
 
 interface RunningJob {
   runtime: string;
@@ -102,6 +102,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
     const send = (m: WorkerMessage): void => {
       if (ws.readyState !== ws.OPEN) return;
       const frame = JSON.stringify(m);
+      // At most 3 UTF-8 bytes per UTF-16 unit: a frame that short is under the limit without counting its bytes.
+      if (frame.length * 3 <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
       const bytes = Buffer.byteLength(frame);
       if (bytes <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
       if (m.type !== "job_event") return print(`  not sent: a ${m.type} message of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit`);
@@ -200,25 +202,11 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
 
     async function runJob(jobId: string, job: Job) {
       let ended = false;
-      let text = "";
-      let textTimer: NodeJS.Timeout | null = null;
-      let textSentAt = 0;
-      const sendText = () => {
-        if (textTimer) clearTimeout(textTimer);
-        textTimer = null;
-        textSentAt = performance.now();
-        for (let i = 0; i < text.length; i += TEXT_PIECE_CHARS) send(workerMessage("job_event", { jobId, event: { type: "text_delta", text: text.slice(i, i + TEXT_PIECE_CHARS) } }));
-        text = "";
-      };
+      const texts = textBatcher((text) => send(workerMessage("job_event", { jobId, event: { type: "text_delta", text } })));
       const emit = (event: JobEvent) => {
         if (ended || tooLarge.has(jobId)) return;
-        if (event.type === "text_delta") {
-          text += event.text;
-          if (text.length >= TEXT_PIECE_CHARS || (!textTimer && performance.now() - textSentAt >= TEXT_WINDOW_MS)) sendText();
-          else textTimer ??= setTimeout(sendText, TEXT_WINDOW_MS);
-          return;
-        }
-        sendText();
+        if (event.type === "text_delta") return texts.add(event.text);
+        texts.flush();
         // Its slot is free once its end is said: the service may send the next job at once.
         if (event.type === "done" || event.type === "failed") {
           ended = true;
@@ -284,6 +272,36 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       else if (end?.type === "failed") print(`✗ ${jobId} failed: ${end.code}: ${end.message}`);
     }
   });
+}
+
+/**
+ * A job's text deltas on their way out: one after a quiet spell goes at once; those
+ * that come within `TEXT_WINDOW_MS` of the last send wait for the rest of that window
+ * (not a whole window from their arrival) and go together, in pieces of at most
+ * `TEXT_PIECE_CHARS`. A model streaming a piece every window, jitter included, has
+ * each piece sent on its own, delayed by that jitter at most. `flush` sends what
+ * waits (before any other event of the job).
+ */
+export function textBatcher(sendText: (text: string) => void, now: () => number = () => performance.now()): { add(text: string): void; flush(): void } {
+  let text = "";
+  let timer: NodeJS.Timeout | null = null;
+  let sentAt = -Infinity;
+  const flush = () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (!text) return;
+    sentAt = now();
+    for (let i = 0; i < text.length; i += TEXT_PIECE_CHARS) sendText(text.slice(i, i + TEXT_PIECE_CHARS));
+    text = "";
+  };
+  const add = (piece: string) => {
+    text += piece;
+    if (timer && text.length < TEXT_PIECE_CHARS) return;
+    const since = now() - sentAt;
+    if (text.length >= TEXT_PIECE_CHARS || since >= TEXT_WINDOW_MS) flush();
+    else timer = setTimeout(flush, TEXT_WINDOW_MS - since);
+  };
+  return { add, flush };
 }
 
 /** Asks the service to remove this machine (`unpair`); resolves once it has, or says why not. */
