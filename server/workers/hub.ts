@@ -137,6 +137,8 @@ export class WorkerHub {
     socket.on("error", () => {});
     const path = new URL(req.url ?? "/", "http://x").pathname;
     if (path !== WORKER_CONNECT_PATH) return this.refuse(socket, new ApiError("route_not_found", `No WebSocket route ${path}.`));
+    // Shutting down: a worker reconnecting at once (its connection was just closed, 1001) is sent away, not taken on and left open.
+    if (this.closing) return this.refuse(socket, new ApiError("service_unavailable", "The server is shutting down: connect again in a moment."));
     let identity;
     try {
       identity = await this.machines.verifyToken(bearerToken(req));
@@ -146,6 +148,7 @@ export class WorkerHub {
       if (isDatabaseUnavailable(err)) return this.refuse(socket, databaseUnavailable());
       return this.refuse(socket, new ApiError("internal_error", "The service could not check the pairing token."), err);
     }
+    if (this.closing) return this.refuse(socket, new ApiError("service_unavailable", "The server is shutting down: connect again in a moment."));
     this.wss.handleUpgrade(req, socket, head, (ws) => this.accept(ws, identity));
   }
 
@@ -163,6 +166,7 @@ export class WorkerHub {
 
   private accept(ws: WebSocket, identity: MachineIdentity): void {
     const { machineId } = identity;
+    if (this.closing) return void ws.close(WORKER_CLOSE.goingAway, "the server is shutting down");
     const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits, this.updateFor);
     this.all.add(conn);
     ws.on("error", (err: Error & { code?: string }) => {
