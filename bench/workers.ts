@@ -190,6 +190,7 @@ interface Result {
   jsPerConn: number;
   heapPerConn: number;
   cpuPercent: number;
+  baseCpuPercent: number;
   writesPerSecond: number;
   writesByTable: [string, number][];
   restartMs: number;
@@ -216,6 +217,11 @@ async function benchOn(db: string, target: DatabaseTarget): Promise<Result> {
     const writes = await countWrites(server);
     const heartbeatSeconds = heartbeatSecondsFor(server.heartbeatTimeoutSeconds * 1000);
     await sleep(1000);
+    // The server's own idle cost with no machine connected (its sweeps), for comparison.
+    const idle0 = ownCpuMs();
+    const i0 = performance.now();
+    await sleep(Math.min(10, SECONDS) * 1000);
+    const baseCpuPercent = ((ownCpuMs() - idle0) / (performance.now() - i0)) * 100;
     const before = memory();
 
     process.stdout.write(`  ${db}: connecting ${MACHINES} machines from ${CLIENTS} processes...\n`);
@@ -252,6 +258,7 @@ async function benchOn(db: string, target: DatabaseTarget): Promise<Result> {
       jsPerConn: (after.js - before.js) / MACHINES,
       heapPerConn: (after.heap - before.heap) / MACHINES,
       cpuPercent: ((cpu1 - cpu0) / (t1 - t0)) * 100,
+      baseCpuPercent,
       writesPerSecond: byTable.reduce((a, [, n]) => a + n, 0),
       writesByTable: byTable.sort((a, b) => b[1] - a[1]),
       restartMs,
@@ -274,6 +281,7 @@ function table(results: Result[]): string {
     rows.push(
       [r.db, `memory per idle connection: RSS / JS (heap+external) / heap`, `${kb(r.rssPerConn)} / ${kb(r.jsPerConn)} / ${kb(r.heapPerConn)}`, "≤ 50 KB", verdict(perConn <= TARGET.bytesPerConnection)],
       [r.db, "server CPU at idle, % of a core", r.cpuPercent.toFixed(1), `≤ ${TARGET.cpuPercent}`, verdict(r.cpuPercent <= TARGET.cpuPercent)],
+      [r.db, "  of which the server with no machine connected", r.baseCpuPercent.toFixed(1), "", ""],
       [r.db, "database writes per second at idle (statements)", r.writesPerSecond.toFixed(1), `≤ ${TARGET.writesPerSecond}`, verdict(r.writesPerSecond <= TARGET.writesPerSecond)],
       [r.db, "  by table", r.writesByTable.map(([t, n]) => `${t} ${n.toFixed(1)}`).join(", ") || "none", "", ""],
       [r.db, `all ${MACHINES} connected at first, s`, (r.connectMs / 1000).toFixed(1), "", ""],
