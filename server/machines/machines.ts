@@ -1,6 +1,6 @@
 import type { z } from "zod";
 import type { Machine as MachineView } from "@svc/contract";
-import type { Notifications, Prisma } from "../db/open.js";
+import type { Notifications, Prisma, Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { RuntimeAdvert } from "@svc/contract";
@@ -8,6 +8,7 @@ import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { runtimeCost, type Billing } from "../ledger/metering.js";
+import { HEARTBEAT_FLUSH_MS, HeartbeatBatch } from "./heartbeats.js";
 
 /**
  * A machine counts as online while its connection's heartbeats keep coming: one
@@ -34,14 +35,20 @@ const PAIRING_TOKEN = /^pt_svc_[A-Za-z0-9_-]{43}$/;
 
 /** Paired machines and their live state, always for one user of one app and environment. */
 export class MachineService {
+  /** Heartbeats gathered in memory, written for all machines in one statement per flush (heartbeats.ts). */
+  private readonly beats: HeartbeatBatch;
+
   constructor(
     private readonly prisma: Prisma,
     private readonly clock: Clock,
-    private readonly notifications: Notifications,
+    private readonly db: Notifications & Sql,
     private readonly facts: WebhookFacts | null = null,
     /** Heartbeats older than this: offline (the connection's holder closes it then too). */
     private readonly heartbeatTimeoutSeconds = HEARTBEAT_TIMEOUT_SECONDS,
-  ) {}
+    heartbeatFlushMs = HEARTBEAT_FLUSH_MS,
+  ) {
+    this.beats = new HeartbeatBatch(db, clock, heartbeatFlushMs);
+  }
 
   async listForUser(tenant: Tenant, endUserId: string): Promise<z.infer<typeof MachineView>[]> {
     const rows = await this.prisma.machine.findMany({
@@ -70,10 +77,15 @@ export class MachineService {
   /** Who a pairing token speaks for; refused when unknown or revoked. */
   async verifyToken(token: string): Promise<MachineIdentity> {
     if (!PAIRING_TOKEN.test(token)) throw new ApiError("invalid_credential", "The pairing token is malformed.");
-    const m = await this.prisma.machine.findUnique({ where: { tokenHash: hashSecret(token) }, include: { endUser: { include: { app: true } } } });
+    // One plain statement (every connection, 10,000 of them after a restart, starts here).
+    const [m] = await this.db.query<{ id: string; app_id: string; environment: Tenant["environment"]; end_user_id: string; hostname: string; revoked: boolean; app_name: string }>(
+      `SELECT m.id, m.app_id, m.environment::text AS environment, m.end_user_id, m.hostname, m.revoked_at IS NOT NULL AS revoked, a.name AS app_name
+         FROM machines m JOIN apps a ON a.id = m.app_id WHERE m.token_hash = $1`,
+      [hashSecret(token)],
+    );
     if (!m) throw new ApiError("invalid_credential", "The pairing token is not known.");
-    if (m.revokedAt) throw new ApiError("revoked_credential", "This machine was removed: pair it again.");
-    return { machineId: m.id, appId: m.appId, environment: m.environment, endUserId: m.endUserId, hostname: m.hostname, appName: m.endUser.app.name };
+    if (m.revoked) throw new ApiError("revoked_credential", "This machine was removed: pair it again.");
+    return { machineId: m.id, appId: m.app_id, environment: m.environment, endUserId: m.end_user_id, hostname: m.hostname, appName: m.app_name };
   }
 
   /**
@@ -82,6 +94,7 @@ export class MachineService {
    * online through a live connection, or offline, and since when its last connection was held.
    */
   async markConnected(machineId: string, instance: string): Promise<{ connectedAt: Date; wasOnline: boolean; previousConnectedAt: Date | null } | null> {
+    this.beats.forget(machineId);
     const now = this.clock.now();
     const staleBefore = new Date(now.getTime() - this.heartbeatTimeoutSeconds * 1000);
     const rows = await this.prisma.$queryRaw<{ was_online: boolean; previous_connected_at: Date | null }[]>`
@@ -99,36 +112,63 @@ export class MachineService {
    * kind: what the worker advertised for it is not taken (costClassOf).
    */
   async setRuntimes(id: MachineIdentity, runtimes: RuntimeAdvert[]): Promise<void> {
+    this.beats.forget(id.machineId);
     const now = this.clock.now();
-    await this.prisma.$transaction(async (tx) => {
-      await tx.runtime.deleteMany({ where: { machineId: id.machineId, name: { notIn: runtimes.map((r) => r.name) } } });
-      for (const r of runtimes) {
-        await tx.runtime.upsert({
-          where: { machineId_name: { machineId: id.machineId, name: r.name } },
-          create: { id: randomId("rt_", 20), appId: id.appId, environment: id.environment, machineId: id.machineId, name: r.name, ...advertised(r), updatedAt: now },
-          update: { ...advertised(r), updatedAt: now },
-        });
-      }
-    });
+    // One statement (a hello from each of 10,000 machines after a restart): the runtimes not advertised any more go, the others are upserted. A name said twice: the last one.
+    const byName = new Map(runtimes.map((r) => [r.name, r]));
+    const rows = [...byName.values()].map((r) => ({ id: randomId("rt_", 20), name: r.name, ...advertised(r) }));
+    await this.db.query(
+      `WITH adv AS (SELECT * FROM jsonb_to_recordset($4::jsonb)
+                      AS a(id text, name text, kind text, "costClass" text, models jsonb, "maxConcurrentJobs" int, version text, billing text, supported boolean, note text)),
+            gone AS (DELETE FROM runtimes WHERE machine_id = $1 AND NOT (name = ANY (ARRAY(SELECT name FROM adv))))
+       INSERT INTO runtimes (id, app_id, environment, machine_id, name, kind, cost_class, models, max_concurrent_jobs, version, billing, supported, note, updated_at)
+       SELECT a.id, $2, $3::"Environment", $1, a.name, a.kind::"RuntimeKind", a."costClass"::"CostClass", a.models, a."maxConcurrentJobs", a.version, a.billing, a.supported, a.note, $5::timestamptz
+         FROM adv a
+       ON CONFLICT (machine_id, name) DO UPDATE SET kind = EXCLUDED.kind, cost_class = EXCLUDED.cost_class, models = EXCLUDED.models, max_concurrent_jobs = EXCLUDED.max_concurrent_jobs,
+         version = EXCLUDED.version, billing = EXCLUDED.billing, supported = EXCLUDED.supported, note = EXCLUDED.note, updated_at = EXCLUDED.updated_at`,
+      [id.machineId, id.appId, id.environment, JSON.stringify(rows), now.toISOString()],
+    );
   }
 
-  /** A heartbeat: alive now, with these runtimes busy. Says whether the machine is still paired (a revocation missed by its notification shows here). */
-  async heartbeat(machineId: string, instance: string, busy: string[]): Promise<{ revoked: boolean }> {
-    const now = this.clock.now();
-    const moved = await this.prisma.machine.updateMany({ where: { id: machineId, connectedInstance: instance, revokedAt: null }, data: { lastHeartbeatAt: now } });
-    await this.prisma.runtime.updateMany({ where: { machineId, name: { in: busy } }, data: { busy: true } });
-    await this.prisma.runtime.updateMany({ where: { machineId, name: { notIn: busy } }, data: { busy: false } });
-    if (moved.count === 1) return { revoked: false };
-    const m = await this.prisma.machine.findUnique({ where: { id: machineId } });
-    return { revoked: !m || m.revokedAt !== null };
+  /**
+   * A heartbeat: alive now, with these runtimes busy. Says whether the machine is
+   * still paired (a revocation missed by its notification shows here). Written
+   * with every other machine's beats of the same second in one statement
+   * (HeartbeatBatch): it resolves after that write, within about a second.
+   */
+  heartbeat(machineId: string, instance: string, busy: string[]): Promise<{ revoked: boolean }> {
+    return this.beats.beat(machineId, instance, busy);
+  }
+
+  /** No more heartbeat writes (the instance is shutting down); resolves once one under way ended. */
+  stopHeartbeats(): Promise<void> {
+    return this.beats.stop();
   }
 
   /** The connection closed: offline at once, unless another instance holds a newer connection. Returns when the ended connection began (null: nothing went offline). */
   async markDisconnected(machineId: string, instance: string): Promise<Date | null> {
+    this.beats.forget(machineId);
     const rows = await this.prisma.$queryRaw<{ connected_at: Date | null }[]>`
       UPDATE machines SET connected_instance = NULL WHERE id = ${machineId} AND connected_instance = ${instance} RETURNING connected_at`;
     await this.prisma.runtime.updateMany({ where: { machineId }, data: { busy: false } });
     return rows[0] ? new Date(rows[0].connected_at ?? 0) : null;
+  }
+
+  /**
+   * `markDisconnected` for many machines at once (an instance shutting down): one
+   * statement. Returns when each connection that went offline began (the others,
+   * held elsewhere by now, are not named).
+   */
+  async markAllDisconnected(machineIds: string[], instance: string): Promise<Map<string, Date>> {
+    if (machineIds.length === 0) return new Map();
+    for (const id of machineIds) this.beats.forget(id);
+    const rows = await this.db.query<{ id: string; connected_at: Date | string | null }>(
+      `WITH gone AS (UPDATE machines SET connected_instance = NULL WHERE id = ANY($1::text[]) AND connected_instance = $2 RETURNING id, connected_at),
+            idle AS (UPDATE runtimes SET busy = false WHERE machine_id = ANY($1::text[]) AND busy)
+       SELECT id, connected_at FROM gone`,
+      [machineIds, instance],
+    );
+    return new Map(rows.map((r) => [r.id, new Date(r.connected_at ?? 0)]));
   }
 
   /**
@@ -147,7 +187,7 @@ export class MachineService {
       UPDATE machines m SET revoked_at = ${now}, connected_instance = NULL FROM old WHERE m.id = old.id
       RETURNING old.connected_instance, old.connected_at`;
     if (done.length !== 1) throw new ApiError("not_found", "No such machine for this user.");
-    await this.notifications.notify(MACHINE_REVOKED_CHANNEL, machineId);
+    await this.db.notify(MACHINE_REVOKED_CHANNEL, machineId);
     const was = done[0];
     if (was.connected_instance !== null && was.connected_at !== null) {
       await this.facts?.machineOffline({ ...tenant, endUserId, machineId }, new Date(was.connected_at));
