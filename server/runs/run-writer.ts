@@ -26,9 +26,10 @@ const MAX_BATCH = 64;
  * waits, then sees everything written). Each driver is answered once its step
  * is committed: owned, or not (the lease was lost and nothing was written).
  *
- * A batch holds one step per end user, so a ledger row's overage is figured
- * against every earlier row of that user. A driver has one step in flight, so a
- * run has at most one step per batch. A step with events is written once: when
+ * A few statements may be in flight at once (Postgres), but a user's
+ * ledger-writing steps go one statement at a time, so a ledger row's overage is
+ * figured against every earlier row of that user. A driver has one step in
+ * flight, so a run has at most one step per batch. A step with events is written once: when
  * its first event is stored already (the same step sent again after its
  * commit's answer was lost to an outage) nothing is written again and it counts
  * as written. A batch that fails is written again step by step, so one bad step
@@ -36,51 +37,65 @@ const MAX_BATCH = 64;
  */
 export class RunWriter {
   private queue: Step[] = [];
-  private flushing = false;
   private scheduled = false;
+  private inFlight = 0;
+  /** End users with a ledger row in a statement in flight: their next one waits for it. */
+  private readonly billing = new Set<string>();
 
   constructor(
     private readonly db: Database,
     private readonly instance: string,
+    /** Statements in flight at once (Postgres: a few connections; PGlite: one, it runs one at a time anyway). */
+    private readonly maxInFlight = db.kind === "postgres" ? 4 : 1,
   ) {}
 
   write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       this.queue.push({ runId, endUserId, now, w, resolve, reject });
-      if (!this.flushing && !this.scheduled) {
+      if (!this.scheduled) {
         this.scheduled = true;
         // One turn of the event loop: the steps made in it join the statement.
         setImmediate(() => {
           this.scheduled = false;
-          void this.flush();
+          this.pump();
         });
       }
     });
   }
 
-  private async flush(): Promise<void> {
-    if (this.flushing) return;
-    this.flushing = true;
-    while (this.queue.length > 0) {
+  /** Sends batches while there are steps and room: each takes the steps waiting, one ledger-writing step per end user. */
+  private pump(): void {
+    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const users = new Set<string>();
       const batch: Step[] = [];
       const later: Step[] = [];
       for (const s of this.queue) {
-        if (batch.length < MAX_BATCH && !users.has(s.endUserId)) {
-          users.add(s.endUserId);
+        const bills = (s.w.usage?.length ?? 0) > 0;
+        if (batch.length < MAX_BATCH && !(bills && (users.has(s.endUserId) || this.billing.has(s.endUserId)))) {
+          if (bills) users.add(s.endUserId);
           batch.push(s);
         } else later.push(s);
       }
+      if (batch.length === 0) return;
       this.queue = later;
-      try {
-        const owned = await this.statement(batch);
-        for (const s of batch) s.resolve(owned.has(s.runId));
-      } catch (err) {
-        if (batch.length === 1) batch[0].reject(err);
-        else for (const s of batch) await this.statement([s]).then((owned) => s.resolve(owned.has(s.runId)), s.reject);
-      }
+      for (const u of users) this.billing.add(u);
+      this.inFlight++;
+      void this.send(batch).finally(() => {
+        this.inFlight--;
+        for (const u of users) this.billing.delete(u);
+        this.pump();
+      });
     }
-    this.flushing = false;
+  }
+
+  private async send(batch: Step[]): Promise<void> {
+    try {
+      const owned = await this.statement(batch);
+      for (const s of batch) s.resolve(owned.has(s.runId));
+    } catch (err) {
+      if (batch.length === 1) batch[0].reject(err);
+      else for (const s of batch) await this.statement([s]).then((owned) => s.resolve(owned.has(s.runId)), s.reject);
+    }
   }
 
   /** The steps in one statement; the ids of the runs whose lease this instance holds. */
