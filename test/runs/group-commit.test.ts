@@ -40,8 +40,14 @@ describe("group commit", () => {
   });
 });
 
-/** `svc/echo` answers under concurrency: one run and one ledger row per answer, never more or fewer, however they were grouped. */
-onEachDatabase("svc/echo records by group commit on $db.name", (db) => {
+/**
+ * Group commit on the database. `svc/echo` answers under concurrency: one run and
+ * one ledger row per answer, never more or fewer, however they were grouped. The
+ * steps of runs driven on one instance (`RunWriter`): made together, written
+ * together; each driver told whether its run's lease held; a step whose first
+ * event is stored already (sent again after a lost commit answer) written once.
+ */
+onEachDatabase("group commit on $db.name: svc/echo records and run steps", (db) => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startTestServerOn(db);
@@ -67,21 +73,6 @@ onEachDatabase("svc/echo records by group commit on $db.name", (db) => {
     expect(new Set(rows.map((r) => r.run_id))).toEqual(new Set(ids));
     const runs = await server.db.query<{ n: string | number }>(`SELECT count(*) AS n FROM runs WHERE model = 'svc/echo'`);
     expect(Number(runs[0].n)).toBe(200);
-  });
-});
-
-/**
- * The steps of runs driven on one instance (`RunWriter`): made together, written
- * together; each driver told whether its run's lease held; a step whose first
- * event is stored already (sent again after a lost commit answer) written once.
- */
-onEachDatabase("run steps by group commit on $db.name", (db) => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServerOn(db);
-  }, 60_000);
-  afterAll(async () => {
-    await server?.close();
   });
 
   it("20 runs' steps made together are a few statements; a run whose lease is elsewhere is told so and gets nothing; a step sent twice is written once", async () => {
