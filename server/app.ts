@@ -129,7 +129,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   );
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
-  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
+  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);

@@ -24,6 +24,7 @@ const Env = z.object({
     .default("false"),
   DEVICE_POLL_INTERVAL: z.coerce.number().int().min(1).max(60).default(5),
   RUN_LEASE_SECONDS: z.coerce.number().min(0.5).max(300).default(15),
+  RUN_POLL_MS: z.coerce.number().int().min(5).max(60_000).default(1000),
   RUN_MACHINE_GRACE_SECONDS: z.coerce.number().min(1).max(86400).optional(),
   /** The older name of RUN_MACHINE_GRACE_SECONDS, read when the new one is unset. */
   RUN_ORPHAN_SECONDS: z.coerce.number().min(1).max(86400).optional(),
@@ -80,6 +81,8 @@ export interface Config {
   devicePollIntervalSeconds: number;
   /** A run's driving instance renews its lease this often (a third of it); another takes the run over once it lapses. */
   runLeaseSeconds: number;
+  /** How often a run's driver looks at its inputs (answers, a cancel) without being woken: the fallback for a lost notification. */
+  runPollMs: number;
   /**
    * How long the runs of a machine that vanished (silent past the heartbeat
    * timeout, or its connection closed without a goodbye) wait for it: it
@@ -166,6 +169,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     trustProxy: e.TRUST_PROXY === "false" ? false : e.TRUST_PROXY === "true" ? true : /^\d+$/.test(e.TRUST_PROXY) ? Number(e.TRUST_PROXY) : e.TRUST_PROXY,
     devicePollIntervalSeconds: e.DEVICE_POLL_INTERVAL,
     runLeaseSeconds: e.RUN_LEASE_SECONDS,
+    runPollMs: e.RUN_POLL_MS,
     runMachineGraceSeconds: e.RUN_MACHINE_GRACE_SECONDS ?? e.RUN_ORPHAN_SECONDS ?? 300,
     workerHeartbeatTimeoutSeconds: e.WORKER_HEARTBEAT_TIMEOUT_SECONDS,
     stripe: {

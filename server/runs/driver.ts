@@ -87,6 +87,8 @@ export abstract class RunDriver {
   /** The run's inputs as last read, kept current by this instance's own answers; `stale` when something else may have changed them. */
   private known: RunInputs | null = null;
   private stale = true;
+  /** Reads of the inputs in flight (the model turn's watch and the loop may both read). */
+  private reads = 0;
   private woken = false;
   protected abandoned = false;
   protected job: JobHandle | null = null;
@@ -174,7 +176,8 @@ export abstract class RunDriver {
    * any other wake (a notification, the sweep) makes it read the database.
    */
   wake(answer?: Answer): void {
-    if (!answer || !this.known || !this.apply(this.known, answer)) this.stale = true;
+    // A read in flight may have begun before this answer was stored: its result will not have it.
+    if (!answer || !this.known || !this.apply(this.known, answer) || this.reads > 0) this.stale = true;
     this.woken = true;
     this.wakeUp?.();
   }
@@ -187,7 +190,8 @@ export abstract class RunDriver {
 
   private remember(extra: Omit<Writes, "events" | "patch">): void {
     const known = this.known;
-    if (!known || this.stale) return void (this.stale = true);
+    // A read in flight began before these rows: what it brings replaces `known` without them, so read again after.
+    if (!known || this.stale || this.reads > 0) return void (this.stale = true);
     for (const c of extra.toolCalls ?? []) {
       if (!known.toolCalls.has(c.call_id)) known.toolCalls.set(c.call_id, { call_id: c.call_id, result: null, is_error: null, answered: false, deadline_at: c.deadline_at });
     }
@@ -363,12 +367,17 @@ export abstract class RunDriver {
     if (this.fault) throw this.fault;
     let known = this.known;
     if (this.stale || !known) {
+      // Cleared before the read: whatever happens while it is in flight marks it stale again.
+      this.stale = false;
+      this.reads++;
       try {
         known = this.known = await this.throughOutage(() => this.deps.store.inputs(this.run.id), false, known !== null);
-        this.stale = false;
       } catch (err) {
+        this.stale = true;
         // The database away: the answers known so far stand (an answer cannot be taken meanwhile); read again at the next wake.
         if (!(err instanceof DatabaseAway) || !known) throw err;
+      } finally {
+        this.reads--;
       }
     }
     if (this.fault) throw this.fault;

@@ -57,6 +57,8 @@ export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]):
     }
     const paced = prompt.includes("[slow]") ? 50 : 0;
     frames.push({ ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
+    // "[late]" in the prompt: each answer begins 30 ms late (a model thinking), so a turn outlasts a driver's short polls.
+    if (prompt.includes("[late]")) await new Promise((r) => setTimeout(r, 30));
     res.writeHead(200, { "content-type": "text/event-stream" });
     for (const f of frames) {
       if (res.destroyed) return;
