@@ -1,6 +1,6 @@
 import { detectSandbox } from "../../worker/src/policy/sandbox.js";
 import { spawn, type ChildProcess } from "node:child_process";
-import { ROOT, tempDir } from "./process.js";
+import { pollUntil, ROOT, tempDir } from "./process.js";
 import { pairInto, type PairedMachine } from "./pair-via-api.js";
 
 /**
@@ -73,6 +73,32 @@ export function pairViaApi(
   hostname = "test-machine",
 ): Promise<PairedMachine> {
   return pairInto(tempDir("svc-worker-home-"), server, keys, user, settings, hostname);
+}
+
+/**
+ * A user's machine serving a model stand-in as its `ollama`, ready for runs:
+ * paired through the API, `svc-worker start` connected, and its runtime
+ * advertised (what routing reads), so a run started now reaches it.
+ */
+export async function startModelMachine(
+  server: { url: string; fetch(path: string, init?: RequestInit): Promise<Response> },
+  keys: { appKey: string; connectKey: string },
+  user: string,
+  modelUrl: string,
+  settings: Record<string, unknown> = {},
+): Promise<WorkerProcess> {
+  const m = await pairViaApi(server, keys, user, { runtimes: { ollama: modelUrl, llamacpp: false, lmstudio: false, claude: false, codex: false }, ...settings });
+  const worker = spawnWorker(["start"], m.home);
+  try {
+    await worker.waitFor(/Connected/);
+    const headers = { authorization: `Bearer ${keys.appKey}` };
+    const advertised = async () => ((await (await server.fetch(`/v1/models?user=${encodeURIComponent(user)}`, { headers })).json()) as { data: { owned_by: string }[] }).data.some((x) => x.owned_by === "ollama");
+    await pollUntil(advertised, (ok) => ok, 20_000, "the worker's runtimes advertised");
+  } catch (err) {
+    worker.stop();
+    throw err;
+  }
+  return worker;
 }
 
 /**

@@ -5,7 +5,7 @@ import { pollUntil, removeTempDirs } from "../helpers/process.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { sseFrames, type SseFrame } from "../helpers/sse.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
 
 /**
  * Runs in flight through a database outage, on a private Postgres cluster (never
@@ -27,11 +27,7 @@ describe.skipIf(!privatePostgresAvailable)("runs in flight through a database ou
     cluster = await startPrivatePostgres();
     server = await startTestServer({ kind: "postgres", url: cluster.url }, {}, { runningClock: true });
     model = await startModelStandIn();
-    const m = await pairViaApi(server, server.dev, "ada", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false }, maxConcurrentJobs: RUNS });
-    worker = spawnWorker(["start"], m.home);
-    await worker.waitFor(/Connected/);
-    // Its runtimes advertised: a run can be routed to it.
-    await pollUntil(async () => ((await (await server.fetch("/v1/models?user=ada", { headers: headers() })).json()) as { data: { owned_by: string }[] }).data.some((m) => m.owned_by === "ollama"), (ok) => ok, 20_000, "the worker's runtimes advertised");
+    worker = await startModelMachine(server, server.dev, "ada", model.url, { maxConcurrentJobs: RUNS });
   }, 120_000);
 
   afterAll(async () => {
@@ -133,12 +129,9 @@ describe.skipIf(!privatePostgresAvailable)("runs in flight through a database ou
     await withClient(cluster.url, (c) => c.query("CREATE DATABASE short_wait"));
     const url = cluster.url.replace(/\/postgres$/, "/short_wait");
     const short = await startTestServer({ kind: "postgres", url }, { RUN_DATABASE_OUTAGE_SECONDS: "1" }, { runningClock: true });
-    const m = await pairViaApi(short, short.dev, "bo", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
-    const w = spawnWorker(["start"], m.home);
+    const w = await startModelMachine(short, short.dev, "bo", model.url);
     try {
-      await w.waitFor(/Connected/);
       const auth = { authorization: `Bearer ${short.dev.appKey}`, "content-type": "application/json" };
-      await pollUntil(async () => ((await (await short.fetch("/v1/models?user=bo", { headers: auth })).json()) as { data: { owned_by: string }[] }).data.some((x) => x.owned_by === "ollama"), (ok) => ok, 20_000, "the worker's runtimes advertised");
       const res = await short.fetch("/v1/runs", { method: "POST", headers: auth, body: JSON.stringify({ user: "bo", prompt: "Tell me [slow]", model: "ollama/llama3.2:3b", route: { prefer: ["user-hardware"] } }) });
       expect(res.status).toBe(200);
       const runId = res.headers.get("service-run-id")!;

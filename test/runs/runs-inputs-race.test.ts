@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { onEachDatabase } from "../helpers/databases.js";
-import { pollUntil, removeTempDirs } from "../helpers/process.js";
+import { removeTempDirs } from "../helpers/process.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { sseFrames } from "../helpers/sse.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
 
 /**
  * A driver reads its inputs (answers, a cancel) while a model turn runs, and
@@ -32,11 +32,7 @@ onEachDatabase("a run's inputs read while its turn ends, on $db.name", (db) => {
       return inputs;
     };
     model = await startModelStandIn();
-    const m = await pairViaApi(server, server.dev, "rita", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
-    worker = spawnWorker(["start"], m.home);
-    await worker.waitFor(/Connected/);
-    const headers = { authorization: `Bearer ${server.dev.appKey}` };
-    await pollUntil(async () => ((await (await server.fetch("/v1/models?user=rita", { headers })).json()) as { data: { owned_by: string }[] }).data.some((x) => x.owned_by === "ollama"), (ok) => ok, 20_000, "the worker's runtimes advertised");
+    worker = await startModelMachine(server, server.dev, "rita", model.url);
   }, 60_000);
   afterAll(async () => {
     worker?.stop();
