@@ -196,6 +196,9 @@ export const RUN_EVENT_KINDS = RunEvent.options.map((o) => o.shape.kind.value);
 
 /** The kinds after which a run's stream ends. */
 export const FINAL_RUN_EVENT_KINDS = ["run_completed", "run_failed", "run_cancelled"] as const;
+const FINAL_KINDS = new Set<string>(FINAL_RUN_EVENT_KINDS);
+/** Does an event of this kind end its run (and its stream)? */
+export const isFinalRunEvent = (kind: string): boolean => FINAL_KINDS.has(kind);
 
 export const RunStatus = z.enum(["queued", "running", "waiting", "completed", "failed", "cancelled", "handed_back"]);
 export type RunStatus = z.infer<typeof RunStatus>;

@@ -1,4 +1,4 @@
-import { FINAL_RUN_EVENT_KINDS, type ApprovalDecision, type Job, type JobEvent, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
+import { isFinalRunEvent, type ApprovalDecision, type Job, type JobEvent, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
@@ -11,8 +11,6 @@ import type { RunStore } from "./store.js";
 import type { AnsweredApproval, NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
-
-const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
 
 export interface DriverDeps {
   store: RunStore;
@@ -235,7 +233,7 @@ export abstract class RunDriver {
   protected emit<K extends RunEvent["kind"]>(kind: K, data: Omit<RunEventOf<K>, "kind">): void {
     const event: StoredEvent = { seq: ++this.seq, kind, data: { kind, ...data } as RunEventOf<K> };
     this.buffer.push(event);
-    if (this.relayFirst && !FINAL.has(kind)) this.deps.bus.publish(this.run.id, [event]);
+    if (this.relayFirst && !isFinalRunEvent(kind)) this.deps.bus.publish(this.run.id, [event]);
   }
 
   /** Stores buffered events (and a patch, rows) in one write, then hands the events to this instance's readers. */
@@ -252,7 +250,7 @@ export abstract class RunDriver {
         this.abandoned = true;
         throw new Abandoned();
       }
-      const unseen = this.relayFirst ? events.filter((e) => FINAL.has(e.kind)) : events;
+      const unseen = this.relayFirst ? events.filter((e) => isFinalRunEvent(e.kind)) : events;
       if (unseen.length) this.deps.bus.publish(this.run.id, unseen);
       if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
     });

@@ -1,4 +1,4 @@
-import { FINAL_RUN_EVENT_KINDS } from "@svc/contract";
+import { isFinalRunEvent } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import { isDatabaseUnavailable } from "../db/outage.js";
 import type { RunBus } from "./bus.js";
@@ -16,7 +16,6 @@ export const CATCH_UP_PAGE_BYTES = 64 * 1024;
  */
 export const STREAM_BUFFER_CAP_BYTES = 1024 * 1024;
 
-const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
 /** A catch-up read that failed is tried again after this long (readers are otherwise woken only by events and notifications). */
 const RETRY_READ_MS = 1000;
 
@@ -92,7 +91,7 @@ export function followRun(
   const deliver = (e: StoredEvent) => {
     last = e.seq;
     onEvent(e);
-    if (FINAL.has(e.kind)) finish("end");
+    if (isFinalRunEvent(e.kind)) finish("end");
   };
   /** The reader is at or past the end of a finished run: hand its final event over again, and end. */
   const replayEnd = (final: StoredEvent) => {
@@ -113,7 +112,7 @@ export function followRun(
       if ((end.last?.seq ?? 0) === after) mayBePastEnd = false;
       return false;
     }
-    if (end.last && FINAL.has(end.last.kind)) replayEnd(end.last);
+    if (end.last && isFinalRunEvent(end.last.kind)) replayEnd(end.last);
     else finish("end"); // ended with nothing to hand over
     return true;
   };
@@ -188,7 +187,7 @@ export function followRun(
     const next = (pending.at(-1)?.e.seq ?? last) + 1;
     if (e.seq < next) {
       // A final event at or before `after`: the reader asked from past the end.
-      if (FINAL.has(e.kind) && last === after && pending.length === 0) replayEnd(e);
+      if (isFinalRunEvent(e.kind) && last === after && pending.length === 0) replayEnd(e);
       return;
     }
     if (e.seq > next) return void catchUp();
