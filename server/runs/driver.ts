@@ -68,6 +68,8 @@ export abstract class RunDriver {
   protected seq: number;
   protected readonly costClass: CostClassValue;
   private buffer: StoredEvent[] = [];
+  /** A patch that waits for the run's next write (see `later`). */
+  private deferred: RunPatch | null = null;
   private writing: Promise<void> = Promise.resolve();
   private deltaTimer: NodeJS.Timeout | null = null;
   private lastDeltaFlush = 0;
@@ -236,10 +238,24 @@ export abstract class RunDriver {
     if (this.relayFirst && !isFinalRunEvent(kind)) this.deps.bus.publish(this.run.id, [event]);
   }
 
+  /**
+   * A patch with nothing to wait for (a turn begun: status `running`) goes with
+   * the run's next write, not in one of its own: the round trip it would put
+   * between an answer and the next turn's events is saved. A patch given to that
+   * write wins over it.
+   */
+  protected later(patch: RunPatch): void {
+    this.deferred = { ...this.deferred, ...patch };
+  }
+
   /** Stores buffered events (and a patch, rows) in one write, then hands the events to this instance's readers. */
   protected flush(patch?: RunPatch, extra: Omit<Writes, "events" | "patch"> = {}): Promise<void> {
     const events = this.buffer;
     this.buffer = [];
+    if (this.deferred) {
+      patch = { ...this.deferred, ...patch };
+      this.deferred = null;
+    }
     const step = this.writing.then(async () => {
       if (this.abandoned) throw new Abandoned();
       // New calls and approvals: the inputs known so far get them as this driver made them (unanswered), not by a read.
@@ -453,7 +469,15 @@ export abstract class RunDriver {
    */
   protected releaseLease(): void {
     this.abandoned = true;
-    void this.writing.then(() => this.deps.store.release(this.run.id, this.deps.clock.now())).catch(() => {});
+    // What waited for the next write goes first (a turn begun: the taker runs it again behind `turn_restarted`, which is counted).
+    const patch = this.deferred;
+    this.deferred = null;
+    void this.writing
+      .then(async () => {
+        if (patch) await this.deps.store.write(this.run.id, this.run.end_user_id, this.deps.clock.now(), { patch });
+        await this.deps.store.release(this.run.id, this.deps.clock.now());
+      })
+      .catch(() => {});
   }
 
   /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */

@@ -49,7 +49,8 @@ export class ModelRunDriver extends RunDriver {
     const last = transcript.at(-1);
     if (last?.role === "assistant" && last.tool_calls?.length) {
       // `running` here: its answers were all in and the next turn had begun (its
-      // results join the transcript only at that turn's end), so it runs again.
+      // results join the transcript only at that turn's end; `running` is stored
+      // with the turn's first write, or as its machine's link was lost), so it runs again.
       const nextTurnBegun = this.run.status === "running";
       transcript = await this.awaitAnswers(transcript);
       if (nextTurnBegun) await this.restart(turns + 1);
@@ -191,8 +192,8 @@ export class ModelRunDriver extends RunDriver {
         continue;
       }
       if (results) {
-        // Not awaited: the next turn starts at once; writes stay in order, and a lost lease shows at the next one.
-        this.flush({ status: "running" }).catch(() => {});
+        // The next turn starts at once; `running` is stored with its first write (its first text, or its end).
+        this.later({ status: "running" });
         return [...transcript, ...results];
       }
       await this.waitWake(Math.min(this.deps.pollMs, nextDeadline - now));
