@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import { createHash } from "node:crypto";
 import { AsyncResource } from "node:async_hooks";
 import { PGlite } from "@electric-sql/pglite";
 import { PrismaPGlite } from "pglite-prisma-adapter";
@@ -49,8 +50,28 @@ export type Tx = Parameters<Parameters<Prisma["$transaction"]>[0]>[0];
 export interface Sql {
   /** Runs SQL that may hold several statements, without parameters. */
   exec(sql: string): Promise<void>;
-  /** One parameterised statement. */
-  query<T = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<T[]>;
+  /** One parameterised statement; `prepared`: see `QueryOptions`. */
+  query<T = Record<string, unknown>>(sql: string, params?: unknown[], options?: QueryOptions): Promise<T[]>;
+}
+
+export interface QueryOptions {
+  /**
+   * A hot statement of fixed text (a run's step, an answer): on Postgres it is
+   * prepared once per connection, by a name derived from its text, and then only
+   * bound and run (parsing and, once Postgres settles on a generic plan, planning
+   * are saved; a run's step spent ≈ 0.8 of its 1.5 ms there). PGlite ignores it.
+   * A pooler in front of Postgres must pass protocol-level prepared statements
+   * (PgBouncer ≥ 1.21 with `max_prepared_statements`).
+   */
+  prepared?: boolean;
+}
+
+const statementNames = new Map<string, string>();
+/** The name a statement is prepared under: the same text, the same name, on every connection and instance. */
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (!name) statementNames.set(text, (name = `svc_${createHash("sha1").update(text).digest("hex").slice(0, 24)}`));
+  return name;
 }
 
 /** Wakes whoever listens on a channel, in every process sharing the database (Postgres LISTEN/NOTIFY). */
@@ -130,7 +151,8 @@ async function openPostgres(url: string): Promise<Database> {
     exec: async (text) => {
       await client.query(text);
     },
-    query: async <T>(text: string, params: unknown[] = []) => (await client.query(text, params)).rows as T[],
+    query: async <T>(text: string, params: unknown[] = [], options?: QueryOptions) =>
+      (await (options?.prepared ? client.query({ name: statementName(text), text, values: params }) : client.query(text, params))).rows as T[],
   });
   return {
     kind: "postgres",

@@ -23,7 +23,7 @@ function named(fn: string, args: Record<string, string>): string {
 
 /** Runs one statement with `params`, on the database or inside a Prisma transaction. */
 async function rows<T>(q: Sql | Tx, text: string, params: unknown[]): Promise<T[]> {
-  return "$queryRawUnsafe" in q ? q.$queryRawUnsafe<T[]>(text, ...params) : q.query<T>(text, params);
+  return "$queryRawUnsafe" in q ? q.$queryRawUnsafe<T[]>(text, ...params) : q.query<T>(text, params, { prepared: true });
 }
 
 /** Binds `values` as `$1…$n` with their SQL types, in named notation. */

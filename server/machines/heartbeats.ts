@@ -100,6 +100,7 @@ export class HeartbeatBatch {
                           FROM beat WHERE m.id = beat.id AND m.connected_instance = beat.instance AND m.revoked_at IS NULL RETURNING m.id)
          SELECT beat.id FROM beat LEFT JOIN machines m ON m.id = beat.id WHERE m.id IS NULL OR m.revoked_at IS NOT NULL`,
         [ids, beats.map((b) => b.instance), beats.map((b) => b.at.toISOString())],
+        { prepared: true },
       );
       revoked = new Set(rows.map((r) => r.id));
       await this.writeBusy(batch);
@@ -128,6 +129,7 @@ export class HeartbeatBatch {
          FROM jsonb_to_recordset($1::jsonb) AS b(id text, busy jsonb)
         WHERE r.machine_id = b.id AND r.busy IS DISTINCT FROM (b.busy ? r.name)`,
       [JSON.stringify(changed)],
+      { prepared: true },
     );
     for (const c of changed) this.busyWritten.set(c.id, JSON.stringify(c.busy));
   }

@@ -164,6 +164,7 @@ export class RunWriter {
          FROM r WHERE runs.id = r.id RETURNING 1)
        SELECT o.id, ${notify} AS notified FROM o`,
       [JSON.stringify(rows), this.instance, now],
+      { prepared: true },
     );
     return new Set(result.map((r) => r.id));
   }

@@ -62,6 +62,7 @@ export class RunStore {
           ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1 OR runs.lease_expires_at < $2)"}
       RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
       runId ? [this.instance, now, until, runId] : [this.instance, now, until],
+      { prepared: true },
     );
   }
 
@@ -79,6 +80,7 @@ export class RunStore {
        INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, amount_micros, period, unique_key, created_at)
        SELECT $2, $3::"Environment", $4, run.id, $11::"CostClass", 'echo', 0, $12, 'run:' || run.id, $10 FROM run`,
       [r.id, r.tenant.appId, r.tenant.environment, r.endUserId, r.model, JSON.stringify(r.request), r.runtime, this.instance, r.leaseUntil, r.now, r.costClass, r.period],
+      { prepared: true },
     );
   }
 
@@ -102,12 +104,13 @@ export class RunStore {
         WHERE runs.id = o.id AND (runs.lease_expires_at IS NULL OR runs.lease_expires_at < $4)
       RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}, o.machine_removed`,
       [this.instance, before, until, now],
+      { prepared: true },
     );
   }
 
   /** How many times turn `turn` of the run was announced restarted (read at a takeover only). */
   async restarts(runId: string, turn: number): Promise<number> {
-    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM run_events WHERE run_id = $1 AND kind = 'turn_restarted' AND (data->>'turn')::int = $2`, [runId, turn]);
+    const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM run_events WHERE run_id = $1 AND kind = 'turn_restarted' AND (data->>'turn')::int = $2`, [runId, turn], { prepared: true });
     return rows[0]?.n ?? 0;
   }
 
@@ -117,6 +120,7 @@ export class RunStore {
     const rows = await this.db.query<{ id: string }>(
       `UPDATE runs SET lease_expires_at = $3 WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN ('queued', 'running', 'waiting') RETURNING id`,
       [this.instance, runIds, until],
+      { prepared: true },
     );
     return new Set(rows.map((r) => r.id));
   }
@@ -129,6 +133,7 @@ export class RunStore {
               (SELECT jsonb_agg(jsonb_build_object('approval_id', a.approval_id, 'request', a.request, 'decision', a.decision, 'reason', a.reason, 'answered', a.answered_at IS NOT NULL, 'deadline_at', a.deadline_at)) FROM approvals a WHERE a.run_id = r.id) AS approvals
          FROM runs r WHERE r.id = $1`,
       [runId],
+      { prepared: true },
     );
     const r = rows[0];
     return {
@@ -149,7 +154,7 @@ export class RunStore {
    * The lease ends `now`, the moment from which the run waits for its machine.
    */
   async release(runId: string, now: Date): Promise<void> {
-    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2`, [runId, this.instance, now]);
+    await this.db.query(`UPDATE runs SET lease_owner = NULL, lease_expires_at = $3 WHERE id = $1 AND lease_owner = $2`, [runId, this.instance, now], { prepared: true });
   }
 
   /**
@@ -166,6 +171,7 @@ export class RunStore {
          WINDOW w AS (ORDER BY seq)) p
         WHERE n <= $3 AND (n = 1 OR before < $4) ORDER BY seq`,
       [runId, after, limit, maxBytes],
+      { prepared: true },
     );
     const more = rows.length > 0 && Number(rows[0].fetched) > rows.length;
     return { events: rows.map(({ seq, kind, data }) => ({ seq, kind, data })), more };
@@ -178,6 +184,7 @@ export class RunStore {
          FROM runs r LEFT JOIN LATERAL (SELECT seq, kind, data FROM run_events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
         WHERE r.id = $1`,
       [runId],
+      { prepared: true },
     );
     const r = rows[0];
     if (!r) return { active: false, last: null };
@@ -192,6 +199,7 @@ export class RunStore {
           AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1`,
       [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now, user ?? null],
+      { prepared: true },
     );
     return rows.length === 1;
   }
@@ -207,6 +215,7 @@ export class RunStore {
           AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1`,
       [runId, t.appId, t.environment, approvalId, decision, reason, now, user ?? null],
+      { prepared: true },
     );
     return rows.length === 1;
   }
@@ -220,6 +229,7 @@ export class RunStore {
     await this.db.query(
       `UPDATE approvals SET decision = 'withdrawn', decided_by = 'machine', answered_at = $3 WHERE run_id = $1 AND approval_id = $2 AND answered_at IS NULL`,
       [runId, approvalId, now],
+      { prepared: true },
     );
   }
 }

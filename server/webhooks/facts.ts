@@ -100,6 +100,7 @@ export class WebhookFacts {
       const rows = await this.db.query<{ external_id: string; wanted: boolean }>(
         "endUserId" in who ? `SELECT u.external_id, ${wanted} FROM end_users u WHERE u.id = $1` : `SELECT $1::text AS external_id, ${wanted}`,
         ["endUserId" in who ? who.endUserId : who.user, tenant.appId, tenant.environment, type],
+        { prepared: true },
       );
       if (!rows[0]?.wanted) return;
       await this.outbox.emit(tenant, type, data(rows[0].external_id), key);
