@@ -27,8 +27,12 @@ const MAX_BATCH = 64;
  * is committed: owned, or not (the lease was lost and nothing was written).
  *
  * A few statements may be in flight at once (Postgres), but a user's
- * ledger-writing steps go one statement at a time, so a ledger row's overage is
- * figured against every earlier row of that user. A driver has one step in
+ * ledger-writing steps are in one statement in flight at a time (statements
+ * pricing overage lock their users' rows: two with the same users could lock
+ * them in opposite orders). A ledger row's overage is figured against every
+ * earlier row of that user: those stored, and those before it in the same
+ * statement, so a user running many runs at once has all of their waiting
+ * steps in one statement, not one statement each. A driver has one step in
  * flight, so a run has at most one step per batch. A step with events is written once: when
  * its first event is stored already (the same step sent again after its
  * commit's answer was lost to an outage) nothing is written again and it counts
@@ -63,7 +67,7 @@ export class RunWriter {
     });
   }
 
-  /** Sends batches while there are steps and room: each takes the steps waiting, one ledger-writing step per end user. */
+  /** Sends batches while there are steps and room: each takes the steps waiting, but none of a user whose ledger rows are in a statement in flight. */
   private pump(): void {
     while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
       const users = new Set<string>();
@@ -71,7 +75,7 @@ export class RunWriter {
       const later: Step[] = [];
       for (const s of this.queue) {
         const bills = (s.w.usage?.length ?? 0) > 0;
-        if (batch.length < MAX_BATCH && !(bills && (users.has(s.endUserId) || this.billing.has(s.endUserId)))) {
+        if (batch.length < MAX_BATCH && !(bills && this.billing.has(s.endUserId))) {
           if (bills) users.add(s.endUserId);
           batch.push(s);
         } else later.push(s);
@@ -101,10 +105,11 @@ export class RunWriter {
   /** The steps in one statement; the ids of the runs whose lease this instance holds. */
   private async statement(steps: Step[]): Promise<Set<string>> {
     const now = steps.reduce((t, s) => (s.now > t ? s.now : t), steps[0].now);
-    const rows = steps.map(({ runId, w }) => {
+    const rows = steps.map(({ runId, w }, ord) => {
       const p = w.patch ?? {};
       return {
         run_id: runId,
+        ord,
         first_seq: w.events?.[0]?.seq ?? null,
         last_seq: w.events?.at(-1)?.seq ?? null,
         status: p.status ?? null,
@@ -119,7 +124,7 @@ export class RunWriter {
         events: w.events?.length ? w.events : null,
         tool_calls: w.toolCalls?.length ? w.toolCalls : null,
         approvals: w.approvals?.length ? w.approvals : null,
-        usage: w.usage?.length ? w.usage : null,
+        usage: w.usage?.length ? w.usage.map((u, n) => ({ ...u, n })) : null,
       };
     });
     // Readers on other instances learn of new events by a notification (Postgres only: an embedded
@@ -128,7 +133,7 @@ export class RunWriter {
     const notify = this.db.kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', r.id || ' ' || $2) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
     const result = await this.db.query<{ id: string }>(
       `WITH x AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq FROM runs
               WHERE id IN (SELECT run_id FROM x) AND lease_owner = $2 ORDER BY id FOR UPDATE),
@@ -144,10 +149,13 @@ export class RunWriter {
          SELECT r.id, r.app_id, r.environment, a.approval_id, a.kind, a.request, a.deadline_at, $3
            FROM r, jsonb_to_recordset(r.approvals) AS a(approval_id text, kind text, request jsonb, deadline_at timestamptz)
          ON CONFLICT DO NOTHING RETURNING 1),
+       -- In order (the statement's steps, each step's rows): svc_overage_micros is VOLATILE, so each call sees the rows this
+       -- statement inserted before it (SPI's read-write visibility), and a user's rows are priced as one after another.
        ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
          SELECT r.app_id, r.environment, r.end_user_id, r.id, u.cost_class::"CostClass", u.kind, u.input_tokens, u.output_tokens, COALESCE(u.cache_read_tokens, 0), COALESCE(u.cache_write_tokens, 0),
                 u.amount_micros + ${overageMicrosSql({ app: "r.app_id", environment: "r.environment", user: "r.end_user_id", period: "u.period", tokens: "u.input_tokens + COALESCE(u.cache_read_tokens, 0) + COALESCE(u.cache_write_tokens, 0) + u.output_tokens" })}, u.period, u.unique_key, $3
-           FROM r, jsonb_to_recordset(r.usage) AS u(cost_class text, kind text, input_tokens bigint, output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, amount_micros bigint, period text, unique_key text)
+           FROM r, jsonb_to_recordset(r.usage) AS u(n int, cost_class text, kind text, input_tokens bigint, output_tokens bigint, cache_read_tokens bigint, cache_write_tokens bigint, amount_micros bigint, period text, unique_key text)
+          ORDER BY r.ord, u.n
          ON CONFLICT (app_id, environment, unique_key) DO NOTHING RETURNING 1),
        up AS (UPDATE runs SET
            last_seq = GREATEST(runs.last_seq, COALESCE(r.last_seq, runs.last_seq)),

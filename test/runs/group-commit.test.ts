@@ -104,9 +104,8 @@ onEachDatabase("group commit on $db.name: svc/echo records and run steps", (db) 
     try {
       const owned = await Promise.all(runs.map((r) => runStore.write(r.id, r.endUserId, new Date(), step(r.id, 1))));
       expect(owned).toEqual(runs.map((_, i) => i !== 7));
-      // One statement per end user at most in each (10 users): 20 steps in 2 to 4 statements, not 20.
-      expect(statements).toBeGreaterThanOrEqual(2);
-      expect(statements).toBeLessThanOrEqual(4);
+      // 20 steps of 10 users (two each, both with a ledger row) in one statement, not 20.
+      expect(statements).toBe(1);
       // The same step again (its commit's answer lost): told written, written once.
       expect(await runStore.write(runs[0].id, runs[0].endUserId, new Date(), step(runs[0].id, 1))).toBe(true);
     } finally {
@@ -122,5 +121,61 @@ onEachDatabase("group commit on $db.name: svc/echo records and run steps", (db) 
       const lost = row.id === runs[7].id;
       expect(row).toMatchObject(lost ? { last_seq: 0, turns: 0, input_tokens: "0", events: 0, usage: 0 } : { last_seq: 1, turns: 1, input_tokens: "5", events: 1, usage: 1 });
     }
+  });
+
+  it("one user's ledger steps written in one statement are priced as one after another would be (overage past a tokens allowance, rounded per row)", async () => {
+    const { runStore } = server.services;
+    const tenant = { appId: server.dev.appId, environment: "test" as const };
+    const api = (method: string, path: string, body: unknown) =>
+      server.fetch(path, { method, headers: { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    const allowance = 20;
+    const price = 1_500; // micros per 1,000 tokens: 1.5 µ a token, so a row's rounding shows
+    expect((await api("POST", "/v1/plans", { slug: "gc-meter", name: "GC meter", allowance: { unit: "tokens", limit: allowance }, overage: true, overagePriceMicros: price })).status).toBe(201);
+    expect((await api("PUT", "/v1/users/gc-metered/plan", { plan: "gc-meter" })).status).toBe(200);
+    const endUserId = await ensureEndUser(server.db, tenant, "gc-metered");
+    const runs = await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        const id = randomId("run_", 24);
+        await server.db.query(
+          `INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, lease_owner, lease_expires_at, created_at) VALUES ($1, $2, 'test', $3, 'runs', 'm', '{}', 'running', $4, now() + interval '1 hour', now())`,
+          [id, tenant.appId, endUserId, runStore.instance],
+        );
+        return id;
+      }),
+    );
+    const period = new Date().toISOString().slice(0, 7);
+    // Each step two turns' rows (7 and 4 + i tokens): 12 rows of one user, made in one turn of the event loop.
+    const tokens = (i: number, turn: number) => (turn === 1 ? 7 : 4 + i);
+    const row = (runId: string, i: number, turn: number) => ({
+      cost_class: "user_hardware" as const, kind: "tokens", input_tokens: tokens(i, turn) - 1, output_tokens: 1, cache_read_tokens: 0, cache_write_tokens: 0, amount_micros: 0, period, unique_key: `tokens:${runId}:${turn}`,
+    });
+    let statements = 0;
+    const query = server.db.query.bind(server.db);
+    server.db.query = (async (text: string, params?: unknown[], options?: unknown) => {
+      if (text.includes("jsonb_to_recordset($1::jsonb) AS x(run_id")) statements++;
+      return query(text, params, options as never);
+    }) as typeof server.db.query;
+    try {
+      const owned = await Promise.all(runs.map((id, i) => runStore.write(id, endUserId, new Date(), { usage: [row(id, i, 1), row(id, i, 2)] })));
+      expect(owned).toEqual(runs.map(() => true));
+      expect(statements).toBe(1);
+    } finally {
+      server.db.query = query;
+    }
+    const rows = await server.db.query<{ run_id: string; unique_key: string; tokens: number; amount_micros: string }>(
+      `SELECT run_id, unique_key, (input_tokens + output_tokens)::int AS tokens, amount_micros::text FROM usage_rows WHERE end_user_id = $1 ORDER BY id`,
+      [endUserId],
+    );
+    expect(rows.map((r) => r.unique_key)).toEqual(runs.flatMap((id) => [`tokens:${id}:1`, `tokens:${id}:2`]));
+    // The serial computation, in the order written: each row priced on the total before it.
+    let used = 0;
+    const expected = rows.map((r) => {
+      const over = Math.max(0, Math.min(r.tokens, used + r.tokens - allowance));
+      used += r.tokens;
+      return String(Math.floor((over * price) / 1000));
+    });
+    expect(rows.map((r) => r.amount_micros)).toEqual(expected);
+    // Past the allowance from the third row on: the rows after it are priced in full.
+    expect(expected.filter((m) => m !== "0").length).toBeGreaterThan(8);
   });
 });
