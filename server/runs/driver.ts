@@ -107,6 +107,11 @@ export abstract class RunDriver {
     protected run: RunRow,
   ) {
     this.seq = run.last_seq;
+    if (run.last_seq === 0) {
+      // Nothing stored yet, so nothing announced: no call or approval to wait on; a cancel is on the row as read (a later one wakes the driver).
+      this.known = { cancel: run.cancel_requested_at ? { reason: run.cancel_reason } : null, toolCalls: new Map(), approvals: new Map() };
+      this.stale = false;
+    }
     this.relayFirst = run.source === "chat";
     this.costClass = costClassOf((run.route_kind ?? "user-hardware") as CostRoute);
     this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };

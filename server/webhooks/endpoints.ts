@@ -7,6 +7,7 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { SecretSealer } from "./seal.js";
+import type { EndpointInterest } from "./interest.js";
 
 /** Endpoints one app and environment may have at once: plenty for fan-out, a bound on what one event costs. */
 export const MAX_ENDPOINTS = 20;
@@ -31,6 +32,8 @@ export class WebhookEndpoints {
     private readonly db: Database,
     private readonly clock: Clock,
     private readonly sealer: SecretSealer,
+    /** Told of each change, so facts reported anywhere see it. */
+    private readonly interest: EndpointInterest,
   ) {}
 
   async create(tenant: Tenant, body: z.infer<typeof CreateWebhookEndpoint>): Promise<z.infer<typeof CreatedWebhookEndpoint>> {
@@ -46,6 +49,7 @@ export class WebhookEndpoints {
       [id, tenant.appId, tenant.environment, body.url, this.sealer.seal(secret, id), events, this.clock.now(), MAX_ENDPOINTS],
     );
     if (!rows[0]) throw new ApiError("invalid_request", `An app may have ${MAX_ENDPOINTS} webhook endpoints per environment; delete one first.`, { param: "url" });
+    await this.interest.changed(tenant);
     return { ...view(rows[0]), secret };
   }
 
@@ -75,6 +79,7 @@ export class WebhookEndpoints {
       [id, tenant.appId, tenant.environment, this.clock.now()],
     );
     if (!rows[0]) throw new ApiError("not_found", `No webhook endpoint ${id}.`);
+    await this.interest.changed(tenant);
     return view(rows[0]);
   }
 }

@@ -3,6 +3,7 @@ import type { Database } from "../db/open.js";
 import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
 import type { WebhookOutbox } from "./outbox.js";
+import type { EndpointInterest } from "./interest.js";
 
 /** A machine as the facts about it name it. */
 export interface MachineRef extends Tenant {
@@ -31,7 +32,8 @@ export interface FinishedRun {
  * makes it one delivery however often it is reported (a retry, a takeover, two
  * instances). Reporting never fails the fact itself: the write that made it has
  * happened; an emit that fails is logged and the app's read endpoints still say
- * it. When no endpoint of the app wants the event, it costs one small read.
+ * it. When no endpoint of the app wants the event, it costs nothing (the
+ * tenant's interest is kept in memory: `EndpointInterest`).
  */
 export class WebhookFacts {
   private readonly pending = new Set<Promise<void>>();
@@ -40,6 +42,7 @@ export class WebhookFacts {
     private readonly outbox: WebhookOutbox,
     private readonly db: Database,
     private readonly log: Logger,
+    private readonly interest: EndpointInterest,
   ) {}
 
   /** A run reached completed, failed or cancelled (handed-back runs are the app's own to report). */
@@ -85,7 +88,7 @@ export class WebhookFacts {
     await Promise.all(this.pending);
   }
 
-  /** `who`: our id for the user (their own id is read with the check), or their own id when the caller has it. */
+  /** `who`: our id for the user (their own id is read once the event is wanted), or their own id when the caller has it. */
   private report(
     type: WebhookEventType,
     tenant: Tenant,
@@ -94,19 +97,18 @@ export class WebhookFacts {
     data: (user: string) => Record<string, unknown>,
   ): Promise<void> {
     const work = (async () => {
-      // One read: the user's own id, and whether any endpoint wants this event at all.
-      const wanted = `EXISTS (SELECT 1 FROM webhook_endpoints e
-                 WHERE e.app_id = $2 AND e.environment = $3::"Environment" AND e.disabled_at IS NULL AND $4 = ANY(e.event_types)) AS wanted`;
-      const rows = await this.db.query<{ external_id: string; wanted: boolean }>(
-        "endUserId" in who ? `SELECT u.external_id, ${wanted} FROM end_users u WHERE u.id = $1` : `SELECT $1::text AS external_id, ${wanted}`,
-        ["endUserId" in who ? who.endUserId : who.user, tenant.appId, tenant.environment, type],
-        { prepared: true },
-      );
-      if (!rows[0]?.wanted) return;
-      await this.outbox.emit(tenant, type, data(rows[0].external_id), key);
+      if (!(await this.interest.wants(tenant, type))) return;
+      const user = "endUserId" in who ? await this.externalId(who.endUserId) : who.user;
+      if (user === undefined) return;
+      await this.outbox.emit(tenant, type, data(user), key);
     })().catch((err) => this.log.error({ err, type, key }, "could not record a webhook event"));
     this.pending.add(work);
     void work.finally(() => this.pending.delete(work));
     return work;
+  }
+
+  private async externalId(endUserId: string): Promise<string | undefined> {
+    const rows = await this.db.query<{ external_id: string }>(`SELECT external_id FROM end_users WHERE id = $1`, [endUserId], { prepared: true });
+    return rows[0]?.external_id;
   }
 }

@@ -6,6 +6,7 @@ import { WebhookDispatcher, type DispatcherOptions } from "./dispatcher.js";
 import { WebhookDeliveryLog } from "./deliveries.js";
 import { WebhookEndpoints } from "./endpoints.js";
 import { WebhookFacts } from "./facts.js";
+import { EndpointInterest } from "./interest.js";
 import type { WebhookOutbox } from "./outbox.js";
 import { PresenceSweep } from "./presence.js";
 import { WebhookManualSends } from "./resend.js";
@@ -25,18 +26,21 @@ export class Webhooks {
   readonly facts: WebhookFacts;
   readonly dispatcher: WebhookDispatcher;
   readonly presence: PresenceSweep;
+  private readonly interest: EndpointInterest;
 
   constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger, outage: DatabaseOutage | null = null, onAttempt?: DispatcherOptions["onAttempt"]) {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
-    this.endpoints = new WebhookEndpoints(db, clock, sealer);
+    this.interest = new EndpointInterest(db, logger);
+    this.endpoints = new WebhookEndpoints(db, clock, sealer, this.interest);
     this.log = new WebhookDeliveryLog(db);
     this.manual = new WebhookManualSends(db, clock, this.log);
-    this.facts = new WebhookFacts(outbox, db, logger);
+    this.facts = new WebhookFacts(outbox, db, logger, this.interest);
     this.dispatcher = new WebhookDispatcher(db, clock, sealer, logger, { ...config.webhooks, outage, onAttempt });
     this.presence = new PresenceSweep(db, clock, this.facts, logger);
   }
 
   async start(): Promise<void> {
+    await this.interest.start();
     await this.dispatcher.start();
     this.presence.start();
   }
@@ -46,5 +50,6 @@ export class Webhooks {
     this.presence.stop();
     await this.dispatcher.close();
     await this.facts.drain();
+    await this.interest.close();
   }
 }

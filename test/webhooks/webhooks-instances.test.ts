@@ -80,4 +80,25 @@ onPostgres("webhooks across instances on postgres", (postgres) => {
     expect(new Set(ok.received.map((r) => (verified(okSecret, r).data as { machineId: string }).machineId)).size).toBe(30);
     expect(log.data.map((d) => d.attempts.length).sort()).toEqual([...Array(30).fill(1), ...Array(30).fill(2)]);
   });
+
+  it("an endpoint created on B gets the facts reported on A at once (A's kept interest is dropped by notification), and none once deleted on B", async () => {
+    const r = await startReceiver();
+    receivers.push(r);
+    const tenant = { appId: a.dev.appId, environment: "test" as const };
+    let n = 0;
+    const report = () => a.services.webhooks.facts.planChanged(tenant, "interest-user", { plan: "pro" }, `plan.changed:interest:${n++}`);
+    const rows = async () => Number((await a.db.query<{ n: string }>(`SELECT count(*) AS n FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id WHERE e.url = $1`, [r.url]))[0].n);
+    // Nobody wants plan.changed yet: A reads that once and keeps it.
+    await report();
+    const res = await b.fetch("/v1/webhook_endpoints", { method: "POST", headers: { ...bearer(a.dev.appKey), "content-type": "application/json" }, body: JSON.stringify({ url: r.url, events: ["plan.changed"] }) });
+    expect(res.status).toBe(201);
+    const { id } = (await res.json()) as { id: string };
+    // Well within the 30 s a kept interest lives without a change heard: the notification reached A.
+    await pollUntil(async () => (await report(), rows()), (x) => x > 0, 5_000, "a fact reported on A delivered to the endpoint made on B");
+    await r.waitFor(1);
+    expect((await b.fetch(`/v1/webhook_endpoints/${id}`, { method: "DELETE", headers: bearer(a.dev.appKey) })).status).toBe(200);
+    const before = await rows();
+    await report();
+    expect(await rows()).toBe(before);
+  });
 });
