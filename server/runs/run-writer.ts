@@ -136,7 +136,7 @@ export class RunWriter {
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq FROM runs
-              WHERE id IN (SELECT run_id FROM x) AND lease_owner = $2 ORDER BY id FOR UPDATE),
+              WHERE id = ANY($4::text[]) AND lease_owner = $2 ORDER BY id FOR UPDATE),
        r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, x.* FROM o JOIN x ON x.run_id = o.id
               WHERE x.first_seq IS NULL OR o.stored_seq < x.first_seq),
        ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
@@ -171,7 +171,8 @@ export class RunWriter {
            lease_expires_at = CASE WHEN r.finished THEN NULL ELSE runs.lease_expires_at END
          FROM r WHERE runs.id = r.id RETURNING 1)
        SELECT o.id, ${notify} AS notified FROM o`,
-      [JSON.stringify(rows), this.instance, now],
+      // The run ids apart ($4): the rows are found by their key in any plan (a generic plan over `IN (SELECT … FROM x)` scanned the table).
+      [JSON.stringify(rows), this.instance, now, steps.map((s) => s.runId)],
       { prepared: true },
     );
     return new Set(result.map((r) => r.id));

@@ -49,7 +49,7 @@ export class WebhookEndpoints {
       [id, tenant.appId, tenant.environment, body.url, this.sealer.seal(secret, id), events, this.clock.now(), MAX_ENDPOINTS],
     );
     if (!rows[0]) throw new ApiError("invalid_request", `An app may have ${MAX_ENDPOINTS} webhook endpoints per environment; delete one first.`, { param: "url" });
-    await this.interest.changed(tenant);
+    this.interest.changed(tenant);
     return { ...view(rows[0]), secret };
   }
 
@@ -79,7 +79,7 @@ export class WebhookEndpoints {
       [id, tenant.appId, tenant.environment, this.clock.now()],
     );
     if (!rows[0]) throw new ApiError("not_found", `No webhook endpoint ${id}.`);
-    await this.interest.changed(tenant);
+    this.interest.changed(tenant);
     return view(rows[0]);
   }
 }

@@ -1,8 +1,10 @@
 import type { Database } from "../db/open.js";
-import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
 
-/** Tells every instance that a tenant's endpoints changed (payload: `<app id> <environment>`). */
+/**
+ * Where the database tells every instance that a tenant's endpoints changed, whoever wrote them (the trigger
+ * `webhook_endpoints_notify`, prisma/functions/webhook_endpoints_changed.sql). Payload: `<app id> <environment>`, or `*`.
+ */
 export const WEBHOOK_ENDPOINTS_CHANNEL = "svc_webhook_endpoints";
 /** How long a tenant's interest is trusted without a change heard: a lost notification costs at most this. */
 const INTEREST_TTL_MS = 30_000;
@@ -17,23 +19,21 @@ interface Interest {
 /**
  * Which event types some live endpoint of a tenant wants, read once and kept:
  * a fact nobody wants (most runs' `run.finished`) costs no statement. An
- * endpoint created, changed or deleted on any instance drops the tenant's entry
- * everywhere (a notification; here at once), a lost notification connection
- * drops every entry, and an entry is read again after INTEREST_TTL_MS anyway.
+ * endpoint created, changed or deleted, by any instance or by hand, drops the
+ * tenant's entry everywhere (the table's trigger notifies; the instance that
+ * made the change drops it at once too), a lost notification connection drops
+ * every entry, and an entry is read again after INTEREST_TTL_MS anyway.
  */
 export class EndpointInterest {
   private readonly tenants = new Map<string, Interest>();
   private stop: (() => Promise<void>) | null = null;
 
-  constructor(
-    private readonly db: Database,
-    private readonly log: Logger,
-  ) {}
+  constructor(private readonly db: Database) {}
 
   async start(): Promise<void> {
     this.stop = await this.db.listen(
       WEBHOOK_ENDPOINTS_CHANNEL,
-      (key) => this.tenants.delete(key),
+      (key) => (key === "*" ? this.tenants.clear() : this.tenants.delete(key)),
       () => this.tenants.clear(),
     );
   }
@@ -62,11 +62,9 @@ export class EndpointInterest {
     return (await entry.types).has(type);
   }
 
-  /** A tenant's endpoints changed here: forgotten at once here, and on every other instance by notification. */
-  async changed(tenant: Tenant): Promise<void> {
-    const key = keyOf(tenant);
-    this.tenants.delete(key);
-    await this.db.notify(WEBHOOK_ENDPOINTS_CHANNEL, key).catch((err) => this.log.warn({ err }, "could not tell other instances of a webhook endpoint change"));
+  /** A tenant's endpoints changed here: forgotten here at once (every instance hears it from the table's trigger a moment later). */
+  changed(tenant: Tenant): void {
+    this.tenants.delete(keyOf(tenant));
   }
 }
 

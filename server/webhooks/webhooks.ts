@@ -30,7 +30,7 @@ export class Webhooks {
 
   constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger, outage: DatabaseOutage | null = null, onAttempt?: DispatcherOptions["onAttempt"]) {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
-    this.interest = new EndpointInterest(db, logger);
+    this.interest = new EndpointInterest(db);
     this.endpoints = new WebhookEndpoints(db, clock, sealer, this.interest);
     this.log = new WebhookDeliveryLog(db);
     this.manual = new WebhookManualSends(db, clock, this.log);
