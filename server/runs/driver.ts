@@ -137,8 +137,10 @@ export abstract class RunDriver {
           model: this.run.model,
           ...(this.run.request.billing ? { billing: this.run.request.billing } : {}),
         });
+        // A chat's readers have it from memory: it is stored with the turn's first write (often its only one).
+        if (this.relayFirst) this.later({ status: "running" });
         // Not awaited: the first job goes out at once; writes stay in order, and a lost lease shows at the next one.
-        this.flush({ status: "running" }).catch(() => {});
+        else this.flush({ status: "running" }).catch(() => {});
       }
       const { output, stopReason, patch, extra, completion } = await this.loop();
       this.endJobWatch?.();
