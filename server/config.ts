@@ -24,7 +24,7 @@ const Env = z.object({
     .default("false"),
   DEVICE_POLL_INTERVAL: z.coerce.number().int().min(1).max(60).default(5),
   RUN_LEASE_SECONDS: z.coerce.number().min(0.5).max(300).default(15),
-  RUN_POLL_MS: z.coerce.number().int().min(5).max(60_000).default(1000),
+  RUN_POLL_MS: z.coerce.number().int().min(5).max(600_000).default(10_000),
   RUN_MACHINE_GRACE_SECONDS: z.coerce.number().min(1).max(86400).optional(),
   /** The older name of RUN_MACHINE_GRACE_SECONDS, read when the new one is unset. */
   RUN_ORPHAN_SECONDS: z.coerce.number().min(1).max(86400).optional(),

@@ -1,4 +1,4 @@
-import type { StoredEvent } from "./run-rows.js";
+import { jsonOf, type StoredEvent } from "./run-rows.js";
 
 /** Someone reading a run's stream on this instance. */
 export interface RunReader {
@@ -70,7 +70,7 @@ export class RunBus {
     const r = this.recent.get(runId);
     if (r) {
       for (const e of events) {
-        const size = Buffer.byteLength(JSON.stringify(e.data)) + 32;
+        const size = Buffer.byteLength(jsonOf(e)) + 32;
         r.events.push({ e, size });
         r.bytes += size;
       }

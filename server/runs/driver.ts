@@ -107,11 +107,6 @@ export abstract class RunDriver {
     protected run: RunRow,
   ) {
     this.seq = run.last_seq;
-    if (run.last_seq === 0) {
-      // Nothing stored yet, so nothing announced: no call or approval to wait on; a cancel is on the row as read (a later one wakes the driver).
-      this.known = { cancel: run.cancel_requested_at ? { reason: run.cancel_reason } : null, toolCalls: new Map(), approvals: new Map() };
-      this.stale = false;
-    }
     this.relayFirst = run.source === "chat";
     this.costClass = costClassOf((run.route_kind ?? "user-hardware") as CostRoute);
     this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };
@@ -119,6 +114,18 @@ export abstract class RunDriver {
 
   get id(): string {
     return this.run.id;
+  }
+
+  /**
+   * A run this instance has just created and drives from its first moment: it
+   * has announced nothing (no call or approval to wait on), and a cancel can
+   * only reach it as a wake, so its inputs are known without a read. (A run
+   * claimed from elsewhere reads them once: a wake sent before it was driven
+   * here is lost.)
+   */
+  startsFresh(): void {
+    this.known = { cancel: null, toolCalls: new Map(), approvals: new Map() };
+    this.stale = false;
   }
 
   /** The agent loop; resolves when the run has ended (or was abandoned). */

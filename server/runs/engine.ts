@@ -54,7 +54,7 @@ export class RunEngine {
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 1000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS, outage: options.outage };
+    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 10_000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS, outage: options.outage };
   }
 
   get instance(): string {
@@ -91,10 +91,11 @@ export class RunEngine {
     this.every(Math.min(leaseMs / 3, 1000), () => this.sweep());
   }
 
-  /** Drives a run this instance just created with its lease (its machine is connected here). */
-  drive(run: RunRow): void {
+  /** Drives a run: one this instance just `created` with its lease (its machine is connected here), or one it claimed. */
+  drive(run: RunRow, created = false): void {
     if (this.closing || this.drivers.has(run.id)) return;
     const driver = this.driverFor(run);
+    if (created) driver.startsFresh();
     this.drivers.set(run.id, driver);
     // Its readers here are fed from memory, also one that subscribes a moment after the driver began.
     this.bus.driving(run.id);
@@ -174,7 +175,14 @@ export class RunEngine {
     for (const id of ids) if (!held.has(id)) this.drivers.get(id)?.abandon();
   }
 
-  /** Takes over runs this instance can drive; fails runs nobody could drive for the grace, or whose machine was removed; catches lost wakes. */
+  /**
+   * Takes over runs this instance can drive; fails runs nobody could drive for the
+   * grace, or whose machine was removed. Lost wakes are not its business: a wake
+   * sent while this instance's LISTEN connection was down is made up for when it
+   * is back (every driver looks once), and a driver looks by itself every
+   * `RUN_POLL_MS` anyway (10,000 runs waiting on their tools once read 10,000
+   * times a second here).
+   */
   private async sweep(): Promise<void> {
     await this.claim();
     const now = this.clock.now();
@@ -192,7 +200,6 @@ export class RunEngine {
       if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
       void driver.fail(stop).finally(() => this.drivers.delete(run.id));
     }
-    this.wakeDrivers();
   }
 
   /** Every driver here looks at its inputs (a wake may have been lost). */

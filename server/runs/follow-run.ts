@@ -3,7 +3,7 @@ import type { Logger } from "../logger.js";
 import { isDatabaseUnavailable } from "../db/outage.js";
 import type { RunBus } from "./bus.js";
 import type { RunStore } from "./store.js";
-import type { StoredEvent } from "./run-rows.js";
+import { jsonOf, type StoredEvent } from "./run-rows.js";
 
 /** Catch-up reads stored events a page at a time, at most this many events... */
 export const CATCH_UP_PAGE_EVENTS = 500;
@@ -219,5 +219,5 @@ export function followRun(
 
 /** What a waiting event holds, about (its frame's size). */
 function sizeOf(e: StoredEvent): number {
-  return Buffer.byteLength(JSON.stringify(e.data)) + e.kind.length + 32;
+  return Buffer.byteLength(jsonOf(e)) + e.kind.length + 32;
 }

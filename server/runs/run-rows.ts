@@ -103,3 +103,16 @@ export interface AnsweredApproval {
   answered: boolean;
   deadline_at: string;
 }
+
+const eventJson = new WeakMap<StoredEvent, string>();
+
+/**
+ * An event's data as JSON, made once per event however many use it (the bus's
+ * memory of the run, each reader's SSE frame and its pace): an event is never
+ * changed once handed over.
+ */
+export function jsonOf(e: StoredEvent): string {
+  let json = eventJson.get(e);
+  if (json === undefined) eventJson.set(e, (json = JSON.stringify(e.data)));
+  return json;
+}

@@ -144,7 +144,7 @@ export class RunService {
     if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
     if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
     if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now };
-    if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route));
+    if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route), true);
     else await this.engine.announce(route.instance, runId);
     return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local, createdAt: now };
   }
@@ -181,7 +181,7 @@ export class RunService {
       costClass: costClassOf("service"),
       period: periodOf(now),
     });
-    this.engine.drive(newRunRow(runId, tenant, endUserId, spec.source, ECHO_MODEL, request, route));
+    this.engine.drive(newRunRow(runId, tenant, endUserId, spec.source, ECHO_MODEL, request, route), true);
     return { runId, endUserId, handedBack: false, repeated: false, model: ECHO_MODEL, drivenHere: true, createdAt: now };
   }
 

@@ -3,7 +3,7 @@ import type { Response } from "express";
 import type { Logger } from "../logger.js";
 import type { RunBus } from "./bus.js";
 import type { RunStore } from "./store.js";
-import type { StoredEvent } from "./run-rows.js";
+import { jsonOf, type StoredEvent } from "./run-rows.js";
 import { followRun, STREAM_BUFFER_CAP_BYTES, type Flow } from "./follow-run.js";
 
 /** An idle stream gets a comment this often, so proxies keep it open (only when nothing is waiting to be sent: keep-alives never pile up). */
@@ -76,7 +76,7 @@ export class EventStreamWriter implements Flow {
 
 /** One run event as an SSE frame: `id:` its sequence, `event:` its kind, JSON `data:`. */
 export function runEventFrame(e: StoredEvent): string {
-  return `id: ${e.seq}\nevent: ${e.kind}\ndata: ${JSON.stringify(e.data)}\n\n`;
+  return `id: ${e.seq}\nevent: ${e.kind}\ndata: ${jsonOf(e)}\n\n`;
 }
 
 /**
