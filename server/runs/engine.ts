@@ -123,6 +123,12 @@ export class RunEngine {
     await this.notifications.notify(RUN_INPUT_CHANNEL, runId);
   }
 
+  /** Is the run driven here (an answer then wakes it directly; else the answer's statement notifies)? */
+  drivesHere(runId: string): boolean {
+    return this.drivers.has(runId);
+  }
+
+
   /** Asks the instance holding a machine to drive a new run. */
   async announce(instance: string, runId: string): Promise<void> {
     await this.notifications.notify(RUN_DISPATCH_CHANNEL, `${instance} ${runId}`);

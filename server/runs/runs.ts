@@ -192,22 +192,26 @@ export class RunService {
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {
     // The happy path is one statement; only a refused answer looks further, to say why.
-    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now(), body.user))) {
+    // A driver elsewhere is woken by the answer's own statement; one here, directly, with the answer.
+    const here = this.engine.drivesHere(runId);
+    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now(), body.user, !here))) {
       await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "tool_calls", "call_id", body.callId, "tool call");
     }
-    await this.engine.wake(runId, { kind: "tool", callId: body.callId, result: body.result ?? null, isError: body.isError ?? false });
+    // (Gone from here meanwhile: `wake` notifies.)
+    if (here) await this.engine.wake(runId, { kind: "tool", callId: body.callId, result: body.result ?? null, isError: body.isError ?? false });
     return { runId, callId: body.callId, accepted: true as const };
   }
 
   async answerApproval(tenant: Tenant, runId: string, body: z.infer<typeof ApprovalRequest>) {
     const decision: ApprovalDecision = body.decision === "allow" ? "allow" : "deny";
     const reason = body.reason ?? (decision === "deny" && body.decision !== "deny" ? `decision: ${body.decision}` : null);
-    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now(), body.user))) {
+    const here = this.engine.drivesHere(runId);
+    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now(), body.user, !here))) {
       await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "approvals", "approval_id", body.approvalId, "approval");
     }
-    await this.engine.wake(runId, { kind: "approval", approvalId: body.approvalId, decision, reason });
+    if (here) await this.engine.wake(runId, { kind: "approval", approvalId: body.approvalId, decision, reason });
     return { runId, approvalId: body.approvalId, decision };
   }
 

@@ -24,6 +24,13 @@ export const RUN_DISPATCH_CHANNEL = "svc_run_dispatch";
 const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.id = r.end_user_id
   WHERE r.id = $1 AND r.status IN ('queued', 'running', 'waiting') AND ($8::text IS NULL OR u.external_id = $8))`;
 
+/**
+ * An answer's statement wakes the run's driver itself when that driver is not on
+ * this instance ($9): the notification goes with the answer's commit, in the same
+ * round trip (a driver here is woken directly, with the answer).
+ */
+const WAKE_DRIVER = `CASE WHEN $9::boolean THEN pg_notify('${RUN_INPUT_CHANNEL}', $1) END AS woke`;
+
 const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
 
 export class RunStore {
@@ -191,14 +198,15 @@ export class RunStore {
     return { active: r.active, last: r.seq === null ? null : { seq: r.seq, kind: r.kind!, data: r.data! } };
   }
 
-  /** Records a tool result once: false when there is no such open call of this tenant's active run. */
-  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date, user?: string): Promise<boolean> {
+  /** Records a tool result once: false when there is no such open call of this tenant's active run. `wake`: see `WAKE_DRIVER`. */
+  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date, user: string | undefined, wake: boolean): Promise<boolean> {
     const rows = await this.db.query(
-      `UPDATE tool_calls SET result = $5::jsonb, is_error = $6, answered_at = $7
+      `WITH a AS (UPDATE tool_calls SET result = $5::jsonb, is_error = $6, answered_at = $7
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND call_id = $4 AND answered_at IS NULL
           AND ${ACTIVE_RUN_OF_USER}
-      RETURNING 1`,
-      [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now, user ?? null],
+      RETURNING 1)
+      SELECT ${WAKE_DRIVER} FROM a`,
+      [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now, user ?? null, wake],
       { prepared: true },
     );
     return rows.length === 1;
@@ -206,15 +214,16 @@ export class RunStore {
 
   /**
    * Records an approval decision once: false when there is no such open approval of this tenant's active run.
-   * Who decided is kept: the user the app answered for, else `app`.
+   * Who decided is kept: the user the app answered for, else `app`. `wake`: see `WAKE_DRIVER`.
    */
-  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: ApprovalDecision, reason: string | null, now: Date, user?: string): Promise<boolean> {
+  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: ApprovalDecision, reason: string | null, now: Date, user: string | undefined, wake: boolean): Promise<boolean> {
     const rows = await this.db.query(
-      `UPDATE approvals SET decision = $5, reason = $6, answered_at = $7, decided_by = COALESCE($8, 'app')
+      `WITH a AS (UPDATE approvals SET decision = $5, reason = $6, answered_at = $7, decided_by = COALESCE($8, 'app')
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL
           AND ${ACTIVE_RUN_OF_USER}
-      RETURNING 1`,
-      [runId, t.appId, t.environment, approvalId, decision, reason, now, user ?? null],
+      RETURNING 1)
+      SELECT ${WAKE_DRIVER} FROM a`,
+      [runId, t.appId, t.environment, approvalId, decision, reason, now, user ?? null, wake],
       { prepared: true },
     );
     return rows.length === 1;
