@@ -128,7 +128,6 @@ export class RunEngine {
     return this.drivers.has(runId);
   }
 
-
   /** Asks the instance holding a machine to drive a new run. */
   async announce(instance: string, runId: string): Promise<void> {
     await this.notifications.notify(RUN_DISPATCH_CHANNEL, `${instance} ${runId}`);
