@@ -2,7 +2,7 @@
  * A child of bench/workers.ts: many paired machines' connections in one process,
  * each speaking the real worker protocol (contract/src/worker.ts) as `svc-worker`
  * does (worker/src/connection.ts): the pairing token in the handshake, `hello`
- * with its runtimes, then a `heartbeat` (with a ping) every `heartbeatSeconds`
+ * with its runtimes, then a `heartbeat` (with a ping when `pingDue`) every `heartbeatSeconds`
  * the `welcome` told, and on any drop a reconnect with the worker's own backoff
  * (0.5 s doubling to 30 s, full jitter, reset once welcomed).
  *
@@ -15,7 +15,7 @@
  */
 import fs from "node:fs";
 import WebSocket from "ws";
-import { WORKER_CONNECT_PATH, workerMessage, type RuntimeAdvert } from "@svc/contract";
+import { pingDue, WORKER_CONNECT_PATH, workerMessage, type RuntimeAdvert } from "@svc/contract";
 
 const [url, tokensFile] = process.argv.slice(2);
 const tokens = fs.readFileSync(tokensFile, "utf8").split("\n").filter(Boolean);
@@ -45,17 +45,21 @@ function machine(token: string, first: () => void): void {
       if (once) (once = false), first();
     };
     ws.on("open", () => ws.send(JSON.stringify(workerMessage("hello", { client: "svc-worker", version: "bench", runtimes: RUNTIMES }))));
+    let heardAt = Date.now();
+    ws.on("pong", () => (heardAt = Date.now()));
     ws.on("message", (data: Buffer) => {
+      heardAt = Date.now();
       const m = JSON.parse(data.toString("utf8")) as { type: string; payload: { heartbeatSeconds?: number } };
       if (m.type === "welcome" && !welcomed) {
         welcomed = true;
         attempt = 0;
         connected++;
         done();
+        const beatMs = m.payload.heartbeatSeconds! * 1000;
         beat = setInterval(() => {
-          ws.ping();
+          if (pingDue(Date.now() - heardAt, beatMs)) ws.ping();
           ws.send(JSON.stringify(workerMessage("heartbeat", { busy: [] })));
-        }, m.payload.heartbeatSeconds! * 1000);
+        }, beatMs);
       }
     });
     ws.on("error", () => {});

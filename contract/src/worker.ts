@@ -25,6 +25,18 @@ export const WORKER_MAX_FRAME_BYTES = 1024 * 1024;
 export const WORKER_MAX_JOB_FRAME_BYTES = 16 * 1024 * 1024;
 /** The path the worker connects to (the token response's `connect_url`). */
 export const WORKER_CONNECT_PATH = "/v1/worker";
+
+/**
+ * Whether a heartbeat goes with a ping: only once the server has said nothing for
+ * one and a half beats. Its pong proves the link; a link that carries messages
+ * needs none, and an idle one gets one every other beat (each pong is a write on
+ * a server holding thousands of machines). A dead server is still noticed after
+ * 4.5 beats: pings go at 2, 3 and 4.
+ */
+export function pingDue(quietMs: number, beatMs: number): boolean {
+  return quietMs >= beatMs * 1.5;
+}
+
 /** WebSocket close codes the service uses, so the worker knows whether to come back. */
 export const WORKER_CLOSE = {
   /** The machine was removed or its token revoked: do not reconnect, pair again. */

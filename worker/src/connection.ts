@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { parseFrame, ServerMessage, type RuntimeAdvert, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
+import { parseFrame, pingDue, ServerMessage, type RuntimeAdvert, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
 import type { Credentials } from "./store.js";
 import type { Runtime, ToolAnswer } from "./runtimes/runtime.js";
 import { machinePolicy, type MachinePolicy } from "./policy/index.js";
@@ -171,14 +171,16 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
           }
           if (heartbeat) clearInterval(heartbeat);
           // A link that died without a close (a network changed, a path gone) is noticed here, not by TCP minutes later:
-          // each heartbeat goes with a ping, and a server heard from neither way for 4.5 heartbeats is taken for gone.
-          const silentMs = m.payload.heartbeatSeconds * 4500;
+          // a server heard from neither way (a message, a pong) for 4.5 heartbeats is taken for gone.
+          const beatMs = m.payload.heartbeatSeconds * 1000;
+          const silentMs = beatMs * 4.5;
           heartbeat = setInterval(() => {
-            if (Date.now() - heardAt > silentMs) {
+            const quietMs = Date.now() - heardAt;
+            if (quietMs > silentMs) {
               ws.terminate();
               return finish({ why: `the server went silent for ${Math.round(silentMs / 1000)} s` });
             }
-            ws.ping();
+            if (pingDue(quietMs, beatMs)) ws.ping();
             send(workerMessage("heartbeat", { busy: [...new Set([...jobs.values()].map((j) => j.runtime))] }));
           }, m.payload.heartbeatSeconds * 1000);
           return;
