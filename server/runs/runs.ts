@@ -9,7 +9,8 @@ import { costClassOf, periodOf } from "../ledger/metering.js";
 import { overageMicros, startRun } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
-import type { RunEngine } from "./engine.js";
+import { wakePayload, type RunEngine } from "./engine.js";
+import type { Answer } from "./driver.js";
 import type { RunStore } from "./store.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource } from "./run-rows.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -192,26 +193,28 @@ export class RunService {
 
   async answerToolCall(tenant: Tenant, runId: string, body: z.infer<typeof ToolResultRequest>) {
     // The happy path is one statement; only a refused answer looks further, to say why.
-    // A driver elsewhere is woken by the answer's own statement; one here, directly, with the answer.
+    // A driver elsewhere is woken by the answer's own statement, the answer with it; one here, directly.
+    const answer: Answer = { kind: "tool", callId: body.callId, result: body.result ?? null, isError: body.isError ?? false };
     const here = this.engine.drivesHere(runId);
-    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now(), body.user, !here))) {
+    if (!(await this.store.answerToolCall(tenant, runId, body.callId, body.result, body.isError ?? false, this.clock.now(), body.user, here ? null : wakePayload(runId, answer)))) {
       await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "tool_calls", "call_id", body.callId, "tool call");
     }
     // (Gone from here meanwhile: `wake` notifies.)
-    if (here) await this.engine.wake(runId, { kind: "tool", callId: body.callId, result: body.result ?? null, isError: body.isError ?? false });
+    if (here) await this.engine.wake(runId, answer);
     return { runId, callId: body.callId, accepted: true as const };
   }
 
   async answerApproval(tenant: Tenant, runId: string, body: z.infer<typeof ApprovalRequest>) {
     const decision: ApprovalDecision = body.decision === "allow" ? "allow" : "deny";
     const reason = body.reason ?? (decision === "deny" && body.decision !== "deny" ? `decision: ${body.decision}` : null);
+    const answer: Answer = { kind: "approval", approvalId: body.approvalId, decision, reason };
     const here = this.engine.drivesHere(runId);
-    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now(), body.user, !here))) {
+    if (!(await this.store.answerApproval(tenant, runId, body.approvalId, decision, reason, this.clock.now(), body.user, here ? null : wakePayload(runId, answer)))) {
       await this.find(tenant, runId, body.user);
       await this.whyNot(tenant, runId, "approvals", "approval_id", body.approvalId, "approval");
     }
-    if (here) await this.engine.wake(runId, { kind: "approval", approvalId: body.approvalId, decision, reason });
+    if (here) await this.engine.wake(runId, answer);
     return { runId, approvalId: body.approvalId, decision };
   }
 

@@ -26,10 +26,10 @@ const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.i
 
 /**
  * An answer's statement wakes the run's driver itself when that driver is not on
- * this instance ($9): the notification goes with the answer's commit, in the same
- * round trip (a driver here is woken directly, with the answer).
+ * this instance: the notification ($9, see `wakePayload`) goes with the answer's
+ * commit, in the same round trip. A driver here is woken directly, with the answer.
  */
-const WAKE_DRIVER = `CASE WHEN $9::boolean THEN pg_notify('${RUN_INPUT_CHANNEL}', $1) END AS woke`;
+const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_CHANNEL}', $9) END AS woke`;
 
 const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
 
@@ -199,7 +199,7 @@ export class RunStore {
   }
 
   /** Records a tool result once: false when there is no such open call of this tenant's active run. `wake`: see `WAKE_DRIVER`. */
-  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date, user: string | undefined, wake: boolean): Promise<boolean> {
+  async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date, user: string | undefined, wake: string | null): Promise<boolean> {
     const rows = await this.db.query(
       `WITH a AS (UPDATE tool_calls SET result = $5::jsonb, is_error = $6, answered_at = $7
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND call_id = $4 AND answered_at IS NULL
@@ -216,7 +216,7 @@ export class RunStore {
    * Records an approval decision once: false when there is no such open approval of this tenant's active run.
    * Who decided is kept: the user the app answered for, else `app`. `wake`: see `WAKE_DRIVER`.
    */
-  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: ApprovalDecision, reason: string | null, now: Date, user: string | undefined, wake: boolean): Promise<boolean> {
+  async answerApproval(t: Tenant, runId: string, approvalId: string, decision: ApprovalDecision, reason: string | null, now: Date, user: string | undefined, wake: string | null): Promise<boolean> {
     const rows = await this.db.query(
       `WITH a AS (UPDATE approvals SET decision = $5, reason = $6, answered_at = $7, decided_by = COALESCE($8, 'app')
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL
