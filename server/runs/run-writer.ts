@@ -45,13 +45,17 @@ export class RunWriter {
   private inFlight = 0;
   /** End users with a ledger row in a statement in flight: their next one waits for it. */
   private readonly billing = new Set<string>();
+  /** The one statement of a batch: its text made once (it is prepared by it). */
+  private readonly sql: string;
 
   constructor(
     private readonly db: Database,
     private readonly instance: string,
     /** Statements in flight at once (Postgres: a few connections; PGlite: one, it runs one at a time anyway). */
     private readonly maxInFlight = db.kind === "postgres" ? 4 : 1,
-  ) {}
+  ) {
+    this.sql = stepStatement(db.kind);
+  }
 
   write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
@@ -127,12 +131,23 @@ export class RunWriter {
         usage: w.usage?.length ? w.usage.map((u, n) => ({ ...u, n })) : null,
       };
     });
-    // Readers on other instances learn of new events by a notification (Postgres only: an embedded
-    // database has one instance, whose readers hear the driver directly). The payload names the
-    // writer, whose own readers heard the events already.
-    const notify = this.db.kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', r.id || ' ' || $2) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
     const result = await this.db.query<{ id: string }>(
-      `WITH x AS (
+      this.sql,
+      // The run ids apart ($4): the rows are found by their key in any plan (a generic plan over `IN (SELECT … FROM x)` scanned the table).
+      [JSON.stringify(rows), this.instance, now, steps.map((s) => s.runId)],
+      { prepared: true },
+    );
+    return new Set(result.map((r) => r.id));
+  }
+}
+
+/** The statement writing a batch of steps ($1 the steps as JSON, $2 this instance, $3 now, $4 the run ids). */
+function stepStatement(kind: Database["kind"]): string {
+  // Readers on other instances learn of new events by a notification (Postgres only: an embedded
+  // database has one instance, whose readers hear the driver directly). The payload names the
+  // writer, whose own readers heard the events already.
+  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', r.id || ' ' || $2) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
+  return `WITH x AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq FROM runs
@@ -170,11 +185,5 @@ export class RunWriter {
            finished_at = CASE WHEN r.finished THEN $3 ELSE runs.finished_at END,
            lease_expires_at = CASE WHEN r.finished THEN NULL ELSE runs.lease_expires_at END
          FROM r WHERE runs.id = r.id RETURNING 1)
-       SELECT o.id, ${notify} AS notified FROM o`,
-      // The run ids apart ($4): the rows are found by their key in any plan (a generic plan over `IN (SELECT … FROM x)` scanned the table).
-      [JSON.stringify(rows), this.instance, now, steps.map((s) => s.runId)],
-      { prepared: true },
-    );
-    return new Set(result.map((r) => r.id));
-  }
+       SELECT o.id, ${notify} AS notified FROM o`;
 }
