@@ -2,7 +2,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import OpenAI from "openai";
 import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
 import { removeTempDirs } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { expectError } from "../helpers/requests.js";
@@ -22,9 +22,7 @@ onEachDatabase("chat completions with the official openai client on $db.name", (
     server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     client = new OpenAI({ apiKey: server.dev.appKey, baseURL: `${server.url}/v1`, maxRetries: 2 });
-    const alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
-    worker = spawnWorker(["start"], alice.home);
-    await worker.waitFor(/Connected/);
+    worker = await startModelMachine(server, server.dev, "alice", model.url);
   }, 60_000);
   afterAll(async () => {
     worker?.stop();

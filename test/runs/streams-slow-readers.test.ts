@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
 import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
 import { removeTempDirs } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { sseFrames, type SseFrame } from "../helpers/sse.js";
@@ -130,9 +130,7 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
     server = await startTestServerOn(db, {}, { runningClock: true });
     model = await startModelStandIn();
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
-    const alice = await pairViaApi(server, server.dev, "alice", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
-    worker = spawnWorker(["start"], alice.home);
-    await worker.waitFor(/Connected/);
+    worker = await startModelMachine(server, server.dev, "alice", model.url);
   }, 60_000);
   afterAll(async () => {
     worker?.stop();
