@@ -27,9 +27,8 @@
  */
 import os from "node:os";
 import { performance } from "node:perf_hooks";
-import { OpenAICompatibleRuntime } from "../worker/src/runtimes/openai-compatible.js";
-import type { JobEvent } from "@svc/contract";
-import { ROUND_TRIPS, RUN_TIMEOUT_MS, PROMPT, TOOLS, TOOL_SPECS, serviceLoop, throughput as measure, warmUp, type Loop, type Samples } from "./app-loop.js";
+import { baselineLoop } from "./baseline-loop.js";
+import { ROUND_TRIPS, serviceLoop, throughput as measure, warmUp, type Loop, type Samples } from "./app-loop.js";
 import { groupCpuMs, ownCpuMs, pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer, type Child } from "./lib.js";
 import type { DatabaseTarget } from "../server/db/open.js";
 
@@ -50,62 +49,8 @@ const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_
  */
 const TARGET = { addedMedianMs: 1.5, addedP99Ms: 5, runsRatio: 0.5, postgresCpuMs: 5 };
 
-const MODEL = "llama3.2:3b";
 const USER = "bench-user";
 
-// ---------------------------------------------------------------- baseline
-
-type Msg = { role: string; content?: string | null; tool_calls?: { id: string; type: "function"; function: { name: string; arguments: string } }[]; tool_call_id?: string };
-
-/** The loop an app would run itself: the worker's adapter against the model, tools here. */
-function baselineLoop(modelUrl: string) {
-  const runtime = new OpenAICompatibleRuntime({ name: "ollama", kind: "model", costClass: "user_hardware", models: [MODEL] }, modelUrl);
-  const tools = TOOL_SPECS.map((t) => ({ type: "function" as const, function: { name: t.name, description: undefined, parameters: t.parameters } }));
-
-  /** One model turn; `at` is when its tool call (or, without one, its end) was in hand. */
-  async function turn(messages: Msg[]) {
-    let at = 0;
-    let text = "";
-    const calls: { id: string; name: string; arguments: string }[] = [];
-    let failure: string | null = null;
-    const onEvent = (e: JobEvent) => {
-      if (e.type === "tool_call") {
-        if (!at) at = performance.now();
-        calls.push({ id: e.id, name: e.name, arguments: e.arguments });
-      } else if (e.type === "text_delta") text += e.text;
-      else if (e.type === "done") {
-        if (!at) at = performance.now();
-        text ||= e.output;
-      } else if (e.type === "failed") failure = `${e.code}: ${e.message}`;
-    };
-    const signal = AbortSignal.timeout(RUN_TIMEOUT_MS);
-    // A model turn uses only emit and signal; the rest of the context is for agent CLIs.
-    const unused = () => Promise.reject(new Error("not used by a model turn"));
-    const ctx = { emit: onEvent, signal, askPermission: async () => ({ allow: true }), withdrawPermission: () => {}, callTool: unused, launch: unused, commandOutput: "none" as const, allowedEnv: {} };
-    await runtime.run({ kind: "model_turn", runtime: "ollama", model: MODEL, messages: messages as never, tools }, ctx);
-    if (failure) throw new Error(`baseline turn failed: ${failure}`);
-    return { at, text, calls };
-  }
-
-  return async function run(samples: Samples | null): Promise<void> {
-    let messages: Msg[] = [{ role: "user", content: PROMPT }];
-    let ready = 0;
-    let toolCalls = 0;
-    for (let i = 0; i < 20; i++) {
-      const r = await turn(messages);
-      if (ready) samples?.push(r.at - ready);
-      if (r.calls.length === 0) {
-        if (toolCalls !== ROUND_TRIPS) throw new Error(`baseline: ${toolCalls} tool calls, expected ${ROUND_TRIPS}`);
-        return;
-      }
-      const results: Msg[] = r.calls.map((c) => ({ role: "tool", tool_call_id: c.id, content: JSON.stringify(TOOLS[c.name](JSON.parse(c.arguments))) }));
-      toolCalls += r.calls.length;
-      ready = performance.now();
-      messages = [...messages, { role: "assistant", content: r.text || null, tool_calls: r.calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } })) }, ...results];
-    }
-    throw new Error("baseline: no final answer after 20 turns");
-  };
-}
 
 // ---------------------------------------------------------------- measuring
 
