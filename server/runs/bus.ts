@@ -24,8 +24,9 @@ interface Recent {
 /**
  * In-process fan-out of a run's events to the readers of its stream on this
  * instance. The driver publishes its events (a run's once stored, a chat's as
- * they are made); events written on another instance arrive as a wake (a
- * notification), and the reader catches up from the stored rows.
+ * they are made); events written on another instance arrive with its
+ * notification (`stored`), or, when they were too long for it, as a wake, and
+ * the reader catches up from the stored rows.
  *
  * For a run driven here the bus also remembers its last events (bounded), and
  * hands them to a reader that asks once subscribed (`replay`): a reader that comes a moment after
@@ -76,6 +77,16 @@ export class RunBus {
       }
       while (r.events.length > RECENT_EVENTS || (r.bytes > RECENT_BYTES && r.events.length > 1)) r.bytes -= r.events.shift()!.size;
     }
+    const set = this.readers.get(runId);
+    if (!set) return;
+    for (const reader of set) for (const e of events) reader.event(e);
+  }
+
+  /**
+   * Events another instance stored, carried by its notification: handed to this run's readers
+   * here like the driver's (a reader ignores one it has, and reads the rows on a gap).
+   */
+  stored(runId: string, events: StoredEvent[]): void {
     const set = this.readers.get(runId);
     if (!set) return;
     for (const reader of set) for (const e of events) reader.event(e);

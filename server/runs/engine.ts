@@ -5,6 +5,7 @@ import type { WorkerHub } from "../workers/hub.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
 import type { Answer, DriverDeps, RunDriver } from "./driver.js";
+import { readEventNotice, readWake } from "./notices.js";
 import { Cancelled, DEFAULT_RUN_LIMITS, RunStop } from "./run-stop.js";
 import type { RunLimitsConfig } from "../config.js";
 import { ModelRunDriver } from "./model-loop.js";
@@ -75,8 +76,11 @@ export class RunEngine {
       await this.notifications.listen(
         RUN_EVENT_CHANNEL,
         (payload) => {
-          const [runId, writer] = payload.split(" ");
-          if (writer !== this.instance) this.bus.wake(runId);
+          const { runId, writer, events } = readEventNotice(payload);
+          if (writer === this.instance) return;
+          // The step's events came with it (short ones do): its readers here take them as they take the driver's; else they read.
+          if (events) this.bus.stored(runId, events);
+          else this.bus.wake(runId);
         },
         () => this.bus.wakeAll(),
       ),
@@ -213,34 +217,5 @@ export class RunEngine {
   /** Every driver here looks at its inputs (a wake may have been lost). */
   private wakeDrivers(): void {
     for (const d of this.drivers.values()) d.wake();
-  }
-}
-
-/** An answer carried in a wake's notification, at most this long (Postgres takes 8,000 bytes a payload); a longer one is read by the driver. */
-const WAKE_ANSWER_BYTES = 7_000;
-
-/**
- * What wakes a run's driver on another instance: the run id, and the answer
- * stored (when short), so the driver need not read it back. The notification is
- * sent with the answer's commit, so what it says is stored.
- */
-export function wakePayload(runId: string, answer: Answer): string {
-  const json = JSON.stringify(answer);
-  return Buffer.byteLength(json) <= WAKE_ANSWER_BYTES ? `${runId} ${json}` : runId;
-}
-
-/** A wake's notification read back: the run id, and its answer when it came with one of a known shape (else the driver reads). */
-export function readWake(payload: string): { runId: string; answer?: Answer } {
-  const at = payload.indexOf(" ");
-  if (at < 0) return { runId: payload };
-  const runId = payload.slice(0, at);
-  try {
-    const a = JSON.parse(payload.slice(at + 1)) as Answer;
-    const known =
-      (a.kind === "tool" && typeof a.callId === "string" && typeof a.isError === "boolean" && "result" in a) ||
-      (a.kind === "approval" && typeof a.approvalId === "string" && (a.decision === "allow" || a.decision === "deny") && (a.reason === null || typeof a.reason === "string"));
-    return known ? { runId, answer: a } : { runId };
-  } catch {
-    return { runId };
   }
 }

@@ -1,6 +1,7 @@
 import type { Database } from "../db/open.js";
 import { overageMicrosSql } from "../ledger/functions.js";
 import type { Writes } from "./run-rows.js";
+import { NOTICE_EVENTS_BYTES } from "./notices.js";
 
 /** Wakes the readers of a run's stream on every instance (payload: `<run id> <writing instance>`). */
 export const RUN_EVENT_CHANNEL = "svc_run_event";
@@ -145,8 +146,10 @@ export class RunWriter {
 function stepStatement(kind: Database["kind"]): string {
   // Readers on other instances learn of new events by a notification (Postgres only: an embedded
   // database has one instance, whose readers hear the driver directly). The payload names the
-  // writer, whose own readers heard the events already.
-  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', r.id || ' ' || $2) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
+  // writer, whose own readers heard the events already, and carries the events when they are short.
+  // The step's events go with it when short (`notices.ts`), so those readers need not read them back.
+  const payload = `r.id || ' ' || $2 || CASE WHEN octet_length(r.events::text) <= ${NOTICE_EVENTS_BYTES} THEN ' ' || r.events::text ELSE '' END`;
+  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
   return `WITH x AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { readWake, wakePayload } from "../../server/runs/engine.js";
+import { readEventNotice, readWake, wakePayload } from "../../server/runs/notices.js";
 
 /**
  * What an answer's statement notifies when the run is driven on another instance
@@ -31,5 +31,46 @@ describe("a driver's wake across instances", () => {
       expect(readWake(bad)).toEqual({ runId: "run_a" });
     }
     expect(readWake("run_plain")).toEqual({ runId: "run_plain" });
+  });
+});
+
+/**
+ * What a stored step notifies (`svc_run_event`): the run, the instance that wrote it, and
+ * its events when short, as the step's statement prints them (`jsonb`). Readers take only a
+ * run of events of a known shape, numbered one after another; anything else makes them read.
+ */
+describe("a stored step's notice across instances", () => {
+  const events = [
+    { seq: 4, kind: "text_delta", data: { kind: "text_delta", turn: 1, text: "two words" } },
+    { seq: 5, kind: "tool_call", data: { kind: "tool_call", callId: "call_1", name: "lookup", arguments: { q: 1 } } },
+  ];
+
+  it("reads the run, the writer and the events as printed by Postgres", () => {
+    expect(readEventNotice(`run_a inst_b ${JSON.stringify(events)}`)).toEqual({ runId: "run_a", writer: "inst_b", events });
+    // jsonb's own text: a space after each colon and comma.
+    const printed = '[{"seq": 4, "data": {"kind": "text_delta", "text": "two words", "turn": 1}, "kind": "text_delta"}]';
+    expect(readEventNotice(`run_a inst_b ${printed}`).events).toEqual([events[0]]);
+  });
+
+  it("without events (too long for a notification), or an older writer's notice: the readers read", () => {
+    expect(readEventNotice("run_a inst_b")).toEqual({ runId: "run_a", writer: "inst_b" });
+    expect(readEventNotice("run_a")).toEqual({ runId: "run_a", writer: "" });
+  });
+
+  it("takes nothing of an unknown shape, or out of order: the readers read instead", () => {
+    const bad = [
+      "{",
+      "[]",
+      "null",
+      '{"seq": 1}',
+      JSON.stringify([{ ...events[0], seq: 0 }]),
+      JSON.stringify([{ ...events[0], seq: 1.5 }]),
+      JSON.stringify([events[1], events[0]]),
+      JSON.stringify([events[0], { ...events[1], seq: 7 }]),
+      JSON.stringify([{ ...events[0], data: null }]),
+      JSON.stringify([{ ...events[0], data: { kind: "tool_call" } }]),
+      JSON.stringify([{ seq: 4, data: events[0].data }]),
+    ];
+    for (const text of bad) expect(readEventNotice(`run_a inst_b ${text}`)).toEqual({ runId: "run_a", writer: "inst_b" });
   });
 });
