@@ -23,13 +23,22 @@
  *  - reconnect after a restart: the server closed, a new one started on the same
  *    port and database, the time until all N are welcomed again.
  *
+ * The floor, first: the same N connections, from the same client processes, to a bare `ws`
+ * server in this process that only answers `hello` with a `welcome` (the same heartbeat
+ * interval) and parses each frame: what the frames alone cost this process, with no
+ * service behind them. Its CPU over the same window is the lowest any server could spend
+ * on this machine for this traffic (SVC_BENCH_FLOOR=0 skips it).
+ *
  * Knobs: SVC_BENCH_MACHINES (10000), SVC_BENCH_SECONDS (idle window, 20),
  * SVC_BENCH_CLIENTS (client processes, 4), SVC_BENCH_DATABASES (pglite,postgres),
  * SVC_BENCH_POSTGRES_URL (admin URL; a scratch database is created and dropped),
- * SVC_BENCH_STRICT=1 (exit code 1 on a miss). Needs N + a few hundred file
+ * SVC_BENCH_STRICT=1 (exit code 1 on a miss), SVC_BENCH_PROFILE=<dir> (a CPU profile of the
+ * server's idle window, per database). Needs N + a few hundred file
  * descriptors in this process (`ulimit -n`); it says so if the limit is lower.
  */
 import fs from "node:fs";
+import http from "node:http";
+import inspector from "node:inspector";
 import os from "node:os";
 import path from "node:path";
 import v8 from "node:v8";
@@ -44,6 +53,8 @@ import { hashSecret, randomId } from "../server/crypto.js";
 import { newPairingToken } from "../server/pairing/codes.js";
 import { heartbeatSecondsFor } from "../server/workers/connection.js";
 import { pairInto } from "../test/helpers/pair-via-api.js";
+import { WebSocketServer } from "ws";
+import { WORKER_CONNECT_PATH, WORKER_PROTOCOL_VERSION } from "@svc/contract";
 import { ownCpuMs, removeTempDirs, scratchPostgres, spawnNode, tempDir, type Child } from "./lib.js";
 
 const MACHINES = Number(process.env.SVC_BENCH_MACHINES ?? 10_000);
@@ -206,6 +217,26 @@ function memory() {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * SVC_BENCH_PROFILE=<dir>: a CPU profile of this process over the idle window only
+ * (`<dir>/workers-<db>.cpuprofile`, for Chrome's DevTools); the returned function ends it.
+ */
+async function profileWindow(db: string): Promise<() => Promise<void>> {
+  const dir = process.env.SVC_BENCH_PROFILE;
+  if (!dir) return async () => {};
+  const session = new inspector.Session();
+  session.connect();
+  const post = (method: string) => new Promise<unknown>((resolve, reject) => session.post(method, (err, r) => (err ? reject(err) : resolve(r))));
+  await post("Profiler.enable");
+  await post("Profiler.start");
+  return async () => {
+    const { profile } = (await post("Profiler.stop")) as { profile: unknown };
+    fs.mkdirSync(dir, { recursive: true });
+    fs.writeFileSync(path.join(dir, `workers-${db}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  };
+}
+
 async function benchOn(db: string, target: DatabaseTarget): Promise<Result> {
   const dataDir = tempDir("svc-bench-");
   let server: Server | null = await start(target, dataDir, 0);
@@ -233,10 +264,12 @@ async function benchOn(db: string, target: DatabaseTarget): Promise<Result> {
 
     process.stdout.write(`  ${db}: idle for ${SECONDS} s (a heartbeat every ${heartbeatSeconds} s per machine)...\n`);
     const w0 = await writes();
+    const profile = await profileWindow(db);
     const cpu0 = ownCpuMs();
     const t0 = performance.now();
     await sleep(SECONDS * 1000);
     const cpu1 = ownCpuMs();
+    await profile();
     const t1 = performance.now();
     const w1 = await writes();
     const seconds = (t1 - t0) / 1000;
@@ -270,9 +303,43 @@ async function benchOn(db: string, target: DatabaseTarget): Promise<Result> {
   }
 }
 
+/**
+ * The floor: the same clients against a bare `ws` server here that parses each frame and
+ * answers `hello` with `welcome`, nothing else. Returns its CPU at idle, % of a core.
+ */
+async function bareFloor(): Promise<number> {
+  const heartbeatSeconds = heartbeatSecondsFor(parseConfig({}).workerHeartbeatTimeoutSeconds * 1000);
+  const welcome = JSON.stringify({ v: WORKER_PROTOCOL_VERSION, type: "welcome", payload: { heartbeatSeconds } });
+  const server = http.createServer((_req, res) => res.writeHead(404).end());
+  const wss = new WebSocketServer({ server, path: WORKER_CONNECT_PATH });
+  wss.on("connection", (ws) => {
+    ws.on("message", (data: Buffer) => {
+      if ((JSON.parse(data.toString("utf8")) as { type: string }).type === "hello") ws.send(welcome);
+    });
+    ws.on("error", () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const clients = new Clients(url, Array.from({ length: MACHINES }, (_, i) => `bare-${i}`));
+  try {
+    process.stdout.write(`  floor: connecting ${MACHINES} machines to a bare ws server...\n`);
+    await clients.until(MACHINES, "connecting");
+    await sleep((heartbeatSeconds + 2) * 1000);
+    process.stdout.write(`  floor: idle for ${SECONDS} s...\n`);
+    const cpu0 = ownCpuMs();
+    const t0 = performance.now();
+    await sleep(SECONDS * 1000);
+    return ((ownCpuMs() - cpu0) / (performance.now() - t0)) * 100;
+  } finally {
+    clients.stop();
+    for (const ws of wss.clients) ws.terminate();
+    await new Promise((r) => (wss.close(), server.close(r)));
+  }
+}
+
 // ---------------------------------------------------------------- report
 
-function table(results: Result[]): string {
+function table(results: Result[], floorCpu: number | null): string {
   const kb = (b: number) => `${(b / 1024).toFixed(1)} KB`;
   const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
   const rows: string[][] = [["database", "measure", "value", "target", ""]];
@@ -282,6 +349,7 @@ function table(results: Result[]): string {
       [r.db, `memory per idle connection: RSS / JS (heap+external) / heap`, `${kb(r.rssPerConn)} / ${kb(r.jsPerConn)} / ${kb(r.heapPerConn)}`, "≤ 50 KB", verdict(perConn <= TARGET.bytesPerConnection)],
       [r.db, "server CPU at idle, % of a core", r.cpuPercent.toFixed(1), `≤ ${TARGET.cpuPercent}`, verdict(r.cpuPercent <= TARGET.cpuPercent)],
       [r.db, "  of which the server with no machine connected", r.baseCpuPercent.toFixed(1), "", ""],
+      ...(floorCpu === null ? [] : [[r.db, `  the floor: a bare ws server, the same frames; the server ÷ the floor`, `${floorCpu.toFixed(1)}; ${(r.cpuPercent / floorCpu).toFixed(2)}×`, "", ""]]),
       [r.db, "database writes per second at idle (statements)", r.writesPerSecond.toFixed(1), `≤ ${TARGET.writesPerSecond}`, verdict(r.writesPerSecond <= TARGET.writesPerSecond)],
       [r.db, "  by table", r.writesByTable.map(([t, n]) => `${t} ${n.toFixed(1)}`).join(", ") || "none", "", ""],
       [r.db, `all ${MACHINES} connected at first, s`, (r.connectMs / 1000).toFixed(1), "", ""],
@@ -308,7 +376,9 @@ async function main() {
   process.once("SIGINT", () => void stop(130)).once("SIGTERM", () => void stop(130));
   const results: Result[] = [];
   const skipped: string[] = [];
+  let floorCpu: number | null = null;
   try {
+    if (process.env.SVC_BENCH_FLOOR !== "0") floorCpu = await bareFloor();
     for (const db of DATABASES) {
       if (db === "pglite") results.push(await benchOn("pglite", { kind: "pglite", dataDir: path.join(tempDir("svc-bench-pglite-"), "db") }));
       else if (db === "postgres") {
@@ -330,7 +400,7 @@ async function main() {
   } finally {
     removeTempDirs();
   }
-  process.stdout.write(`\n${table(results)}\n`);
+  process.stdout.write(`\n${table(results, floorCpu)}\n`);
   for (const line of skipped) process.stdout.write(`${line}\n`);
   process.stdout.write(`  memory: this process with the N connected (after a heartbeat interval, full GC) less before, ÷ N; the verdict takes the larger of RSS and JS. Total ${((performance.now() - startedAt) / 1000).toFixed(0)} s.\n`);
   process.exitCode = process.env.SVC_BENCH_STRICT === "1" && results.some(missed) ? 1 : 0;
