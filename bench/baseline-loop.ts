@@ -19,13 +19,14 @@ export const MODEL_TOOLS = TOOL_SPECS.map((t) => ({ type: "function" as const, f
 /**
  * One model turn through the worker's adapter, each event handed to `onEvent` as it comes
  * (what a worker relays); a model turn uses only `emit` and `signal` of the job context.
+ * The app's tools go with it unless `withTools` is false (a chat completion's turn).
  */
 export function modelTurns(modelUrl: string) {
   const runtime = new OpenAICompatibleRuntime({ name: "ollama", kind: "model", costClass: "user_hardware", models: [MODEL] }, modelUrl);
   const unused = () => Promise.reject(new Error("not used by a model turn"));
-  return async (messages: Msg[], onEvent: (e: JobEvent) => void, signal: AbortSignal): Promise<void> => {
+  return async (messages: Msg[], onEvent: (e: JobEvent) => void, signal: AbortSignal, model = MODEL, withTools = true): Promise<void> => {
     const ctx = { emit: onEvent, signal, askPermission: async () => ({ allow: true }), withdrawPermission: () => {}, callTool: unused, launch: unused, commandOutput: "none" as const, allowedEnv: {} };
-    await runtime.run({ kind: "model_turn", runtime: "ollama", model: MODEL, messages: messages as never, tools: MODEL_TOOLS }, ctx);
+    await runtime.run({ kind: "model_turn", runtime: "ollama", model, messages: messages as never, ...(withTools ? { tools: MODEL_TOOLS } : {}) }, ctx);
   };
 }
 

@@ -22,6 +22,10 @@
  *     through the service (and, as a reference, directly).
  *  4. Scenario 1 on embedded PGlite and on Postgres.
  *
+ * Scenarios 2 and 3 also measure the floor: the same path through bare relays (bench/floor-relay.ts:
+ * a relay in this process and a bare worker process, the same hops with nothing done at them),
+ * in turn with the other two; what it adds is the least any service on this path could add here.
+ *
  * Options (environment): SVC_BENCH_SECONDS (window of 1 and 4, default 5),
  * SVC_BENCH_CONCURRENCY (in flight in 1 and 4, default 64), SVC_BENCH_REQUESTS
  * (scenario 2, per path, default 300), SVC_BENCH_TTFT_STREAMS (scenario 3, per path,
@@ -37,6 +41,7 @@ import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import express from "express";
 import { post, stream, type StreamResult } from "./chat-client.js";
+import { startFloorRelay, startFloorWorker } from "./floor-relay.js";
 import { ownCpuMs, pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer, type BenchServer, type Child } from "./lib.js";
 
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
@@ -139,10 +144,11 @@ const json = { "content-type": "application/json" };
 let nonce = 0;
 const ask = (what: string) => [{ role: "user", content: `${what} #${++nonce} ${Date.now()}` }];
 
-/** Scenario 2: non-streamed, the runtime directly and through the service, alternating. */
-async function routedLatency(server: BenchServer, standin: string) {
+/** Scenario 2: non-streamed, the runtime directly, through the bare relays (the floor) and through the service, in turn. */
+async function routedLatency(server: BenchServer, standin: string, floorUrl: string) {
   const agentDirect = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const agentService = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const agentFloor = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const auth = { ...json, authorization: `Bearer ${server.appKey}` };
   const expected = "Hello from the stand-in model.";
   const direct = async () => {
@@ -161,22 +167,35 @@ async function routedLatency(server: BenchServer, standin: string) {
     if (a.status !== 200 || JSON.parse(a.text).choices[0].message.content !== expected) throw new Error(`service: ${a.status} ${a.text.slice(0, 300)}`);
     return ms;
   };
-  for (let i = 0; i < WARMUP_REQUESTS; i++) await direct(), await service();
-  const d: number[] = [];
-  const s: number[] = [];
-  for (let i = 0; i < REQUESTS; i++) {
-    if (i % 2 === 0) d.push(await direct()), s.push(await service());
-    else s.push(await service()), d.push(await direct());
-  }
-  agentDirect.destroy();
-  agentService.destroy();
-  return { d, s };
+  const floor = async () => {
+    const body = JSON.stringify({ model: "instant", messages: ask("Say hello") });
+    const t = performance.now();
+    const a = await post(agentFloor, `${floorUrl}/v1/chat/completions`, json, body);
+    const ms = performance.now() - t;
+    if (a.status !== 200 || JSON.parse(a.text).choices[0].message.content !== expected) throw new Error(`bare relays: ${a.status} ${a.text.slice(0, 300)}`);
+    return ms;
+  };
+  for (let i = 0; i < WARMUP_REQUESTS; i++) await direct(), await floor(), await service();
+  const [d, b, s] = await inTurn(REQUESTS, [direct, floor, service]);
+  for (const a of [agentDirect, agentService, agentFloor]) a.destroy();
+  return { d, b, s };
 }
 
-/** Scenario 3, first part: one stream at a time, alternating, each read to its end. */
-async function ttft(server: BenchServer, standin: string) {
+/** `n` rounds of the paths, one call each, the first of each round rotating; each path's results. */
+async function inTurn<T>(n: number, paths: (() => Promise<T>)[]): Promise<T[][]> {
+  const out: T[][] = paths.map(() => []);
+  for (let i = 0; i < n; i++) for (let k = 0; k < paths.length; k++) {
+    const at = (i + k) % paths.length;
+    out[at].push(await paths[at]());
+  }
+  return out;
+}
+
+/** Scenario 3, first part: one stream at a time, directly, through the bare relays and through the service in turn, each read to its end. */
+async function ttft(server: BenchServer, standin: string, floorUrl: string) {
   const agentDirect = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const agentService = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const agentFloor = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const auth = { ...json, authorization: `Bearer ${server.appKey}` };
   const check = (path: string, r: StreamResult) => {
     if (r.error || !r.done || r.chunks !== CHUNKS || !r.usage) throw new Error(`${path} stream: ${JSON.stringify(r)}`);
@@ -189,16 +208,12 @@ async function ttft(server: BenchServer, standin: string) {
       "service",
       await stream(agentService, `${server.url}/v1/chat/completions`, auth, JSON.stringify({ model: `${RUNTIME}/paced64`, user: USER, stream: true, stream_options: { include_usage: true }, messages: ask("Count") })),
     );
-  for (let i = 0; i < 2; i++) await direct(), await service();
-  const d: StreamResult[] = [];
-  const s: StreamResult[] = [];
-  for (let i = 0; i < TTFT_STREAMS; i++) {
-    if (i % 2 === 0) d.push(await direct()), s.push(await service());
-    else s.push(await service()), d.push(await direct());
-  }
-  agentDirect.destroy();
-  agentService.destroy();
-  return { d, s };
+  const floor = async () =>
+    check("bare relays", await stream(agentFloor, `${floorUrl}/v1/chat/completions`, json, JSON.stringify({ model: "paced64", stream: true, stream_options: { include_usage: true }, messages: ask("Count") })));
+  for (let i = 0; i < 2; i++) await direct(), await floor(), await service();
+  const [d, b, s] = await inTurn(TTFT_STREAMS, [direct, floor, service]);
+  for (const a of [agentDirect, agentService, agentFloor]) a.destroy();
+  return { d, b, s };
 }
 
 // ---------------------------------------------------------------- many streams
@@ -295,6 +310,11 @@ async function main() {
     undo.push(() => w.stop());
     await worker.waitFor(/Connected/);
     worker.quiet();
+    // The floor: the same hops with nothing done at them (bench/floor-relay.ts), in this process like the service.
+    const floorRelay = await startFloorRelay(null);
+    undo.push(floorRelay.close);
+    const floorWorker = await startFloorWorker(floorRelay, standin);
+    undo.push(() => floorWorker.stop());
 
     // ---- scenarios 1 and 4
     if (SCENARIOS.has("1")) {
@@ -331,11 +351,14 @@ async function main() {
     // ---- scenario 2
     if (SCENARIOS.has("2")) {
       say(`scenario 2 (on ${CHAT_DATABASE}): ${WARMUP_REQUESTS} warm-up + ${REQUESTS} non-streamed completions per path, one at a time, alternating...`);
-      const routed = await routedLatency(chatServer, standin);
+      const routed = await routedLatency(chatServer, standin, floorRelay.url);
       const addMed = percentile(routed.s, 50) - percentile(routed.d, 50);
       const addP99 = percentile(routed.s, 99) - percentile(routed.d, 99);
+      const floorMed = percentile(routed.b, 50) - percentile(routed.d, 50);
+      const floorP99 = percentile(routed.b, 99) - percentile(routed.d, 99);
       rows.push(["2", `completion via worker (${CHAT_DATABASE}) vs runtime direct, median ms`, f(percentile(routed.d, 50)), f(percentile(routed.s, 50)), `+${f(addMed)}`, `≤ +${TARGET.addedMedianMs}`, verdict(addMed <= TARGET.addedMedianMs)]);
       rows.push(["2", `completion via worker (${CHAT_DATABASE}) vs runtime direct, p99 ms`, f(percentile(routed.d, 99)), f(percentile(routed.s, 99)), `+${f(addP99)}`, `≤ +${TARGET.addedP99Ms}`, verdict(addP99 <= TARGET.addedP99Ms)]);
+      rows.push(["2", `  the floor: via bare relays vs runtime direct, median / p99 ms`, `${f(percentile(routed.d, 50))} / ${f(percentile(routed.d, 99))}`, `${f(percentile(routed.b, 50))} / ${f(percentile(routed.b, 99))}`, `+${f(floorMed)} / +${f(floorP99)}`, "", ""]);
       if (addMed > TARGET.addedMedianMs) missed.push("2 (median)");
       if (addP99 > TARGET.addedP99Ms) missed.push("2 (p99)");
     }
@@ -343,11 +366,13 @@ async function main() {
     // ---- scenario 3
     if (SCENARIOS.has("3")) {
       say(`scenario 3 (on ${CHAT_DATABASE}): 2 warm-up + ${TTFT_STREAMS} streams of ${CHUNKS} chunks 20 ms apart per path, one at a time, alternating...`);
-      const t = await ttft(chatServer, standin);
+      const t = await ttft(chatServer, standin, floorRelay.url);
       const td = t.d.map((r) => r.ttft);
       const ts = t.s.map((r) => r.ttft);
+      const tb = t.b.map((r) => r.ttft);
       const addTtft = percentile(ts, 50) - percentile(td, 50);
       rows.push(["3", `time to first token (${CHAT_DATABASE}), median ms`, f(percentile(td, 50)), f(percentile(ts, 50)), `+${f(addTtft)}`, `≤ +${TARGET.ttftAddedMedianMs}`, verdict(addTtft <= TARGET.ttftAddedMedianMs)]);
+      rows.push(["3", `  the floor: time to first token via bare relays, median ms`, f(percentile(td, 50)), f(percentile(tb, 50)), `+${f(percentile(tb, 50) - percentile(td, 50))}`, "", ""]);
       rows.push(["3", `  time to first token, p99 (= max here) ms`, f(percentile(td, 99)), f(percentile(ts, 99)), `+${f(percentile(ts, 99) - percentile(td, 99))}`, "", ""]);
       rows.push(["3", `  one stream: max chunk gap, median / max ms`, `${f(percentile(t.d.map((r) => r.maxGap), 50), 1)} / ${f(Math.max(...t.d.map((r) => r.maxGap)), 1)}`, `${f(percentile(t.s.map((r) => r.maxGap), 50), 1)} / ${f(Math.max(...t.s.map((r) => r.maxGap)), 1)}`, "", "", ""]);
       if (addTtft > TARGET.ttftAddedMedianMs) missed.push("3 (TTFT)");
@@ -362,6 +387,9 @@ async function main() {
         JSON.stringify({ model: `${RUNTIME}/paced64`, user: USER, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: `Count ${Date.now()} {i}` }] }),
       );
       const manyCpu = ownCpuMs() - cpu0;
+      const cpu1 = ownCpuMs();
+      const floorMany = await manyStreams("through the bare relays (the floor)", `${floorRelay.url}/v1/chat/completions`, json, JSON.stringify({ model: "paced64", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "Count {i}" }] }));
+      const floorCpu = ownCpuMs() - cpu1;
       const ok = serviceMany.clean === STREAMS;
       rows.push(["3", `${STREAMS} streams at once: completed, max gap < ${TARGET.stallMs} ms`, `${directMany.clean} / ${directMany.n}`, `${serviceMany.clean} / ${serviceMany.n}`, "", `${STREAMS} / ${STREAMS}`, verdict(ok)]);
       rows.push(["3", `  per-stream max chunk gap, median / p99 / max ms`, dist(directMany.maxGap), dist(serviceMany.maxGap), "", "", ""]);
@@ -369,6 +397,9 @@ async function main() {
       rows.push(["3", `  time to first token, median / p99 / max ms`, dist(directMany.ttft), dist(serviceMany.ttft), "", "", ""]);
       rows.push(["3", `  stream duration (ideal ${((CHUNKS - 1) * 20) / 1000} s), median / p99 / max ms`, dist(directMany.total, 0), dist(serviceMany.total, 0), "", "", ""]);
       rows.push(["3", `  all streams done in, s; service process CPU s`, f(directMany.wallMs / 1000, 1), `${f(serviceMany.wallMs / 1000, 1)}; ${f(manyCpu / 1000, 1)}`, "", "", ""]);
+      rows.push(["3", `  the floor, bare relays: completed; TTFT median / p99 / max ms`, "", `${floorMany.clean} / ${floorMany.n}; ${dist(floorMany.ttft)}`, "", "", ""]);
+      rows.push(["3", `  the floor, bare relays: all done in, s; relay process CPU s (ms per stream)`, "", `${f(floorMany.wallMs / 1000, 1)}; ${f(floorCpu / 1000, 1)} (${f(floorCpu / STREAMS)})`, "", "", ""]);
+      rows.push(["3", `  CPU ms per stream: service; bare relays`, "", `${f(manyCpu / STREAMS)}; ${f(floorCpu / STREAMS)}`, `${f(manyCpu / floorCpu)}×`, "", ""]);
       if (!ok) missed.push("3 (1000 streams)");
       for (const e of serviceMany.errors) notes.push(`service streams: ${e}`);
       for (const e of directMany.errors) notes.push(`direct streams: ${e}`);

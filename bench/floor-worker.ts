@@ -13,8 +13,9 @@ const turn = modelTurns(modelUrl);
 const ws = new WebSocket(relayUrl);
 ws.on("open", () => process.stdout.write("connected\n"));
 ws.on("message", (data) => {
-  const job = JSON.parse(String(data)) as { id: string; messages: Msg[] };
-  turn(job.messages, (e) => ws.send(JSON.stringify({ id: job.id, e })), AbortSignal.timeout(30_000)).catch((err: Error) =>
+  const job = JSON.parse(String(data)) as { id: string; messages: Msg[]; model?: string };
+  // A chat completion's job names its model and has no tools; a run's turn has the app's tools.
+  turn(job.messages, (e) => ws.send(JSON.stringify({ id: job.id, e })), AbortSignal.timeout(60_000), job.model, !job.model).catch((err: Error) =>
     ws.send(JSON.stringify({ id: job.id, e: { type: "failed", code: "floor_worker", message: err.message } })),
   );
 });

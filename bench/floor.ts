@@ -29,15 +29,12 @@
  * postgres://postgres@127.0.0.1:5432/postgres; a scratch database is created and dropped).
  * Postgres is needed: without it the bench says so and stops.
  */
-import http from "node:http";
 import os from "node:os";
-import type { AddressInfo } from "node:net";
 import { performance } from "node:perf_hooks";
 import pg from "pg";
-import { WebSocketServer, type WebSocket } from "ws";
-import type { JobEvent } from "@svc/contract";
-import { baselineLoop, type Msg } from "./baseline-loop.js";
-import { PROMPT, ROUND_TRIPS, serviceLoop, throughput, warmUp, type Loop, type Samples } from "./app-loop.js";
+import { baselineLoop } from "./baseline-loop.js";
+import { startFloorRelay, startFloorWorker } from "./floor-relay.js";
+import { ROUND_TRIPS, serviceLoop, throughput, warmUp, type Loop, type Samples } from "./app-loop.js";
 import { groupCpuMs, ownCpuMs, pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer, type Child } from "./lib.js";
 
 const LATENCY_RUNS = Number(process.env.SVC_BENCH_RUNS ?? 100);
@@ -47,108 +44,6 @@ const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
 const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 /** Issue 19's round-trip targets, added to the in-process loop's. */
 const TARGET = { addedMedianMs: 1.5, addedP99Ms: 5 };
-
-// ---------------------------------------------------------------- the bare relay
-
-/** One run at the relay: its SSE response, the transcript, the current turn's calls and answers. */
-interface RelayRun {
-  res: http.ServerResponse;
-  messages: Msg[];
-  text: string;
-  calls: { id: string; name: string; arguments: string }[];
-  answers: Msg[];
-  turnDone: boolean;
-}
-
-/**
- * A relay that speaks the app's side of the service (the routes bench/app-loop.ts calls) and a
- * WebSocket to one bare worker, and does nothing else; `store`, when given, is awaited where
- * the service must have written before it goes on.
- */
-async function startRelay(store: ((run: string) => Promise<void>) | null) {
-  const runs = new Map<string, RelayRun>();
-  let worker: WebSocket | null = null;
-  let nextId = 0;
-  const job = (id: string, run: RelayRun) => worker!.send(JSON.stringify({ id, messages: run.messages }));
-  const sse = (run: RelayRun, event: string, data: unknown) => run.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-  const stored = (id: string) => (store ? store(id) : Promise.resolve());
-
-  /** The next turn starts once the model's turn has ended and every call of it is answered. */
-  const maybeNextTurn = (id: string, run: RelayRun) => {
-    if (!run.turnDone || run.answers.length < run.calls.length) return;
-    run.messages = [
-      ...run.messages,
-      { role: "assistant", content: run.text || null, tool_calls: run.calls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: c.arguments } })) },
-      ...run.answers,
-    ];
-    Object.assign(run, { text: "", calls: [], answers: [], turnDone: false });
-    job(id, run);
-  };
-
-  const onEvent = async (id: string, e: JobEvent) => {
-    const run = runs.get(id);
-    if (!run) return;
-    if (e.type === "text_delta") run.text += e.text;
-    else if (e.type === "tool_call") {
-      run.calls.push({ id: e.id, name: e.name, arguments: e.arguments });
-      await stored(id);
-      sse(run, "tool_call", { callId: e.id, name: e.name, arguments: JSON.parse(e.arguments) });
-    } else if (e.type === "done") {
-      run.text ||= e.output;
-      run.turnDone = true;
-      if (run.calls.length > 0) return maybeNextTurn(id, run);
-      await stored(id);
-      sse(run, "run_completed", { output: run.text });
-      run.res.end();
-      runs.delete(id);
-    } else if (e.type === "failed") {
-      sse(run, "run_failed", e);
-      run.res.end();
-      runs.delete(id);
-    }
-  };
-
-  const body = (req: http.IncomingMessage) =>
-    new Promise<string>((resolve, reject) => {
-      let text = "";
-      req.setEncoding("utf8").on("data", (c: string) => (text += c)).once("end", () => resolve(text)).once("error", reject);
-    });
-
-  const server = http.createServer(async (req, res) => {
-    const text = await body(req);
-    const answer = /^\/v1\/runs\/([^/]+)\/tool_result$/.exec(req.url ?? "");
-    if (req.method === "POST" && req.url === "/v1/runs") {
-      const id = `floor_${++nextId}`;
-      const run: RelayRun = { res, messages: [{ role: "user", content: (JSON.parse(text) as { prompt: string }).prompt }], text: "", calls: [], answers: [], turnDone: false };
-      runs.set(id, run);
-      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", "service-run-id": id });
-      job(id, run);
-    } else if (req.method === "POST" && answer && runs.has(answer[1])) {
-      const { callId, result } = JSON.parse(text) as { callId: string; result: unknown };
-      await stored(answer[1]);
-      res.writeHead(200, { "content-type": "application/json" }).end("{}");
-      const run = runs.get(answer[1])!;
-      run.answers.push({ role: "tool", tool_call_id: callId, content: JSON.stringify(result) });
-      maybeNextTurn(answer[1], run);
-    } else res.writeHead(404).end();
-  });
-  server.keepAliveTimeout = 60_000;
-  const wss = new WebSocketServer({ server });
-  wss.on("connection", (ws) => {
-    worker = ws;
-    ws.on("message", (data) => {
-      const { id, e } = JSON.parse(String(data)) as { id: string; e: JobEvent };
-      void onEvent(id, e);
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const port = (server.address() as AddressInfo).port;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    wsUrl: `ws://127.0.0.1:${port}`,
-    close: () => new Promise<void>((r) => (wss.close(), server.closeAllConnections(), server.close(() => r()))),
-  };
-}
 
 // ---------------------------------------------------------------- measuring
 
@@ -198,11 +93,10 @@ async function main() {
 
     const paths: Path[] = [{ name: "in-process", loop: baselineLoop(modelUrl), workerPgid: null, samples: [] }];
     for (const [name, store] of [["bare relays", null], ["bare relays + 2 statements", insert]] as const) {
-      const relay = await startRelay(store);
+      const relay = await startFloorRelay(store);
       closers.push(relay.close);
-      const worker = spawnNode(["--import", "tsx", "bench/floor-worker.ts", relay.wsUrl, modelUrl]);
+      const worker = await startFloorWorker(relay, modelUrl);
       children.push(worker);
-      await worker.waitFor(/connected/);
       paths.push({ name, loop: serviceLoop({ url: relay.url, appKey: "none" }, "bench-user"), workerPgid: worker.child.pid!, samples: [] });
     }
     const server = await startBenchServer({ kind: "postgres", url: scratch.url });
