@@ -1,4 +1,4 @@
-import { FINAL_RUN_EVENT_KINDS } from "@svc/contract";
+import { isFinalRunEvent } from "@svc/contract";
 import { answerApproval, answerToolCall, backoffMs, type Answerer } from "./answers.js";
 import { newIdempotencyKey, seg, type RequestOptions, type ResolvedClientOptions, type Transport } from "./client.js";
 import { ConnectionError, MalformedEventError, UserAbortError } from "./errors.js";
@@ -35,8 +35,8 @@ export interface RunStreamOptions {
   after?: number;
 }
 
-const FINAL = new Set<string>(FINAL_RUN_EVENT_KINDS);
-const isFinal = (e: RunEvent): boolean => FINAL.has(e.kind);
+/** A run's last event (the contract's one list of final kinds). */
+const isFinal = (e: RunEvent): boolean => isFinalRunEvent(e.kind);
 
 /** The service sends a keep-alive every 15 s: a stream silent for three of them is taken as dropped and re-attached. */
 const STREAM_IDLE_MS = 45_000;
