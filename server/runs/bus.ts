@@ -82,6 +82,11 @@ export class RunBus {
     for (const reader of set) for (const e of events) reader.event(e);
   }
 
+  /** Whether anyone reads this run's stream here (a notice for a run nobody reads here is not even parsed). */
+  hasReaders(runId: string): boolean {
+    return this.readers.has(runId);
+  }
+
   /**
    * Events another instance stored, carried by its notification: handed to this run's readers
    * here like the driver's (a reader ignores one it has, and reads the rows on a gap).

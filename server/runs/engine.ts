@@ -76,8 +76,10 @@ export class RunEngine {
       await this.notifications.listen(
         RUN_EVENT_CHANNEL,
         (payload) => {
-          const { runId, writer, events } = readEventNotice(payload);
-          if (writer === this.instance) return;
+          const { runId, writer } = readEventNotice(payload, false);
+          // Every instance hears every step: one without a reader of that run here, or the writer, only drops it.
+          if (writer === this.instance || !this.bus.hasReaders(runId)) return;
+          const { events } = readEventNotice(payload);
           // The step's events came with it (short ones do): its readers here take them as they take the driver's; else they read.
           if (events) this.bus.stored(runId, events);
           else this.bus.wake(runId);

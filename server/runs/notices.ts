@@ -50,15 +50,17 @@ export const NOTICE_EVENTS_BYTES = 7_000;
  * A step's notification read back: the run, the instance that stored it, and its events when
  * they came, each `{ seq, kind, data }` (else the readers here read the rows). The events are
  * stored (the notification is sent with the step's commit), so a reader takes them as it takes
- * its driver's: in order, one seen already ignored, a gap read from the rows.
+ * its driver's: in order, one seen already ignored, a gap read from the rows. `withEvents`
+ * false reads the run and the writer only (the events are parsed only where someone reads).
  */
-export function readEventNotice(payload: string): { runId: string; writer: string; events?: StoredEvent[] } {
+export function readEventNotice(payload: string, withEvents = true): { runId: string; writer: string; events?: StoredEvent[] } {
   const a = payload.indexOf(" ");
   if (a < 0) return { runId: payload, writer: "" };
   const runId = payload.slice(0, a);
   const b = payload.indexOf(" ", a + 1);
   if (b < 0) return { runId, writer: payload.slice(a + 1) };
   const writer = payload.slice(a + 1, b);
+  if (!withEvents) return { runId, writer };
   try {
     const events = JSON.parse(payload.slice(b + 1)) as unknown;
     const known =

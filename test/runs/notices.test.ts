@@ -52,6 +52,10 @@ describe("a stored step's notice across instances", () => {
     expect(readEventNotice(`run_a inst_b ${printed}`).events).toEqual([events[0]]);
   });
 
+  it("reads the run and the writer only when asked to (the events parsed only where someone reads them)", () => {
+    expect(readEventNotice(`run_a inst_b ${JSON.stringify(events)}`, false)).toEqual({ runId: "run_a", writer: "inst_b" });
+  });
+
   it("without events (too long for a notification), or an older writer's notice: the readers read", () => {
     expect(readEventNotice("run_a inst_b")).toEqual({ runId: "run_a", writer: "inst_b" });
     expect(readEventNotice("run_a")).toEqual({ runId: "run_a", writer: "" });
