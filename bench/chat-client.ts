@@ -36,6 +36,8 @@ export interface StreamResult {
   total: number;
   /** Content chunks received. */
   chunks: number;
+  /** Characters of content received, all chunks together. */
+  chars: number;
   /** Largest gap between two consecutive content chunks, ms. */
   maxGap: number;
   /** `data: [DONE]` seen. */
@@ -52,7 +54,7 @@ export interface StreamResult {
 export function stream(agent: http.Agent, url: string, headers: Record<string, string>, body: string, timeoutMs = 60_000): Promise<StreamResult> {
   return new Promise((resolve) => {
     const t0 = performance.now();
-    const r: StreamResult = { status: 0, ttft: NaN, total: NaN, chunks: 0, maxGap: 0, done: false, usage: false };
+    const r: StreamResult = { status: 0, ttft: NaN, total: NaN, chunks: 0, chars: 0, maxGap: 0, done: false, usage: false };
     let last = 0;
     let settled = false;
     const finish = (error?: string) => {
@@ -95,6 +97,7 @@ export function stream(agent: http.Agent, url: string, headers: Record<string, s
               else r.maxGap = Math.max(r.maxGap, now - last);
               last = now;
               r.chunks++;
+              r.chars += chunk.choices[0].delta.content.length;
             }
           }
         }
