@@ -77,9 +77,7 @@ export class RunBus {
       }
       while (r.events.length > RECENT_EVENTS || (r.bytes > RECENT_BYTES && r.events.length > 1)) r.bytes -= r.events.shift()!.size;
     }
-    const set = this.readers.get(runId);
-    if (!set) return;
-    for (const reader of set) for (const e of events) reader.event(e);
+    this.stored(runId, events);
   }
 
   /** Whether anyone reads this run's stream here (a notice for a run nobody reads here is not even parsed). */
@@ -88,8 +86,8 @@ export class RunBus {
   }
 
   /**
-   * Events another instance stored, carried by its notification: handed to this run's readers
-   * here like the driver's (a reader ignores one it has, and reads the rows on a gap).
+   * Events handed to this run's readers here, in order: the driver's (`publish`), or those another
+   * instance stored, carried by its notification (a reader ignores one it has, and reads the rows on a gap).
    */
   stored(runId: string, events: StoredEvent[]): void {
     const set = this.readers.get(runId);

@@ -3,7 +3,7 @@ import { overageMicrosSql } from "../ledger/functions.js";
 import type { Writes } from "./run-rows.js";
 import { NOTICE_EVENTS_BYTES } from "./notices.js";
 
-/** Wakes the readers of a run's stream on every instance (payload: `<run id> <writing instance>`). */
+/** Tells every instance of a stored step, for its readers there (payload: `<run id> <writing instance>[ <events>]`, `notices.ts`). */
 export const RUN_EVENT_CHANNEL = "svc_run_event";
 
 /** One run's step, waiting for the next group commit. */
@@ -146,8 +146,8 @@ export class RunWriter {
 function stepStatement(kind: Database["kind"]): string {
   // Readers on other instances learn of new events by a notification (Postgres only: an embedded
   // database has one instance, whose readers hear the driver directly). The payload names the
-  // writer, whose own readers heard the events already, and carries the events when they are short.
-  // The step's events go with it when short (`notices.ts`), so those readers need not read them back.
+  // writer, whose own readers heard the events already, and carries the events when they are
+  // short (`notices.ts`), so the readers elsewhere need not read them back.
   const payload = `r.id || ' ' || $2 || CASE WHEN octet_length(r.events::text) <= ${NOTICE_EVENTS_BYTES} THEN ' ' || r.events::text ELSE '' END`;
   const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
   return `WITH x AS (
