@@ -130,7 +130,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const runStore = new RunStore(db, instance);
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
-  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts);
+  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts, config.runLimits.queuePerMachine);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);
   const keys = new KeyService(db.prisma, clock, db);
@@ -161,7 +161,10 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     sessions: new SessionService(db.prisma, clock),
     owners: new OwnerService(db.prisma, clock, limiter, keys),
     limiter,
-    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds, webhooks.facts),
+    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds, webhooks.facts, {
+      perAddress: { max: config.pairingLimits.codesPerAddressPerHour, windowSeconds: 3600 },
+      perConnectKey: { max: config.pairingLimits.codesPerConnectKeyPerMinute, windowSeconds: 60 },
+    }),
     machines,
     workers,
   };

@@ -48,6 +48,10 @@ const Env = z.object({
   RUN_TURN_TIMEOUT_SECONDS: z.coerce.number().min(1).max(86_400).default(600),
   RUN_AGENT_TIMEOUT_SECONDS: z.coerce.number().min(1).max(7 * 86_400).default(3600),
   RUN_DATABASE_OUTAGE_SECONDS: z.coerce.number().min(1).max(3600).default(60),
+  RUN_QUEUE_PER_MACHINE: z.coerce.number().int().min(0).max(100_000).default(100),
+  RUN_QUEUE_WAIT_SECONDS: z.coerce.number().min(1).max(86_400).default(600),
+  PAIRING_CODES_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
+  PAIRING_CODES_PER_CONNECT_KEY: z.coerce.number().int().min(1).max(1_000_000).default(3000),
   WORKER_MESSAGES_PER_SECOND: z.coerce.number().int().min(10).max(1_000_000).default(200),
   WORKER_BYTES_PER_SECOND: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(8 * 1024 * 1024),
   WORKER_JOB_FRAME_BYTES: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(16 * 1024 * 1024),
@@ -101,6 +105,7 @@ export interface Config {
   webhooks: { retrySchedule: number[]; timeoutMs: number; privateAddresses: "test" | "all" | "none" };
   /** What one run may take from its machine, and its deadlines (see `RunLimitsConfig`). */
   runLimits: RunLimitsConfig;
+  pairingLimits: PairingLimitsConfig;
   /** What one worker connection may send, and the largest job frame sent to it (see `WorkerLimitsConfig`). */
   workerLimits: WorkerLimitsConfig;
   /** Key sealing secrets kept usable at rest (webhook signing secrets); null: a key file in the data folder. */
@@ -132,6 +137,16 @@ export interface RunLimitsConfig {
   agentRunTimeoutMs: number;
   /** How long a run's driver keeps a run going while the database is unreachable (its writes held in memory); past it the run fails `database_unavailable`. */
   databaseOutageMs: number;
+  /** Runs one machine may hold waiting for a slot (its runtimes at their cap) before a new one goes to the next route or is refused `compute_busy`; 0: no queue. */
+  queuePerMachine: number;
+  /** How long a run (or its next turn) waits for a slot on its machine; past it the run fails `compute_busy`. */
+  queueWaitMs: number;
+}
+
+/** Pairing's device codes: per client address an hour, per connect key a minute (the wrong-code limits are fixed: `server/pairing/limits.ts`). */
+export interface PairingLimitsConfig {
+  codesPerAddressPerHour: number;
+  codesPerConnectKeyPerMinute: number;
 }
 
 /** Per-connection limits of a worker's WebSocket (token buckets, for the connection and again per job it runs; burst: 5 s of messages, 4 s of bytes); passing one closes it with 4029. */
@@ -188,7 +203,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       turnTimeoutMs: e.RUN_TURN_TIMEOUT_SECONDS * 1000,
       agentRunTimeoutMs: e.RUN_AGENT_TIMEOUT_SECONDS * 1000,
       databaseOutageMs: e.RUN_DATABASE_OUTAGE_SECONDS * 1000,
+      queuePerMachine: e.RUN_QUEUE_PER_MACHINE,
+      queueWaitMs: e.RUN_QUEUE_WAIT_SECONDS * 1000,
     },
+    pairingLimits: { codesPerAddressPerHour: e.PAIRING_CODES_PER_ADDRESS, codesPerConnectKeyPerMinute: e.PAIRING_CODES_PER_CONNECT_KEY },
     workerLimits: { messagesPerSecond: e.WORKER_MESSAGES_PER_SECOND, bytesPerSecond: e.WORKER_BYTES_PER_SECOND, jobFrameBytes: e.WORKER_JOB_FRAME_BYTES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
     devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",

@@ -68,6 +68,7 @@ export const ERROR_CODES = {
   headers_too_large: { status: 431, type: "invalid_request_error", message: "The request's headers (or its URL) are too large." },
   // 429
   rate_limited: { status: 429, type: "rate_limit_error", message: "Too many requests; retry after the time in Retry-After." },
+  compute_busy: { status: 429, type: "routing_error", message: "The user's machine that serves this is online but full (its runtimes at their cap and its queue at its bound), and the route allows nothing else; retry after the time in Retry-After." },
   // 5xx
   internal_error: { status: 500, type: "api_error", message: "Something went wrong on our side." },
   not_implemented: { status: 501, type: "api_error", message: "This endpoint is not built yet." },
@@ -99,10 +100,12 @@ export const RUN_STOP_CODES = {
   turn_timeout: { stopReason: "turn_timeout", message: "A model turn passed its deadline; it was stopped." },
   run_timeout: { stopReason: "run_timeout", message: "The agent run passed its deadline; it was stopped." },
   limit_exceeded: { stopReason: "limit_exceeded", message: "The machine passed one of this run's limits; the run was stopped." },
+  machine_limit_exceeded: { stopReason: "limit_exceeded", message: "The service closed the link to the user's machine for passing one of its connection's limits; the run was stopped." },
   conversation_too_large: { stopReason: "conversation_too_large", message: "The conversation is too large for the link to the machine." },
   // the plan
   spend_ceiling_reached: { stopReason: "spend_ceiling", message: "The user's spend this period reached the plan's ceiling." },
   // the machine or its link
+  compute_busy: { stopReason: "compute_busy", message: "The run waited its queue deadline for a free slot on the user's machine and none came." },
   worker_lost: { stopReason: "worker_lost", message: "The link to the user's machine was lost; the run cannot go on." },
   runtime_error: { stopReason: "runtime_error", message: "The user's runtime failed." },
   // svc/echo's own runtime (its scripts)

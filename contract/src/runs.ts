@@ -36,6 +36,7 @@ export const RUN_FAILURE_REASONS = [
   "conversation_too_large",
   "turn_timeout",
   "run_timeout",
+  "compute_busy",
 ] as const;
 export const RunFailureReason = z.enum(RUN_FAILURE_REASONS);
 export type RunFailureReason = z.infer<typeof RunFailureReason>;
@@ -160,6 +161,14 @@ export const RunEvent = z.discriminatedUnion("kind", [
     detail: z.unknown().optional(),
   }),
   z.object({
+    kind: z.literal("run_queued"),
+    machineId: z.string(),
+    runtime: z.string(),
+    place: z.number().int().min(1).describe("The run's place in its machine's queue for this runtime (1: next)."),
+    reason: z.string().describe("Why it waits: the runtime is running as many jobs as its cap allows."),
+    deadlineAt: z.string().describe("When it stops waiting: past it, the run fails `compute_busy`."),
+  }),
+  z.object({
     kind: z.literal("turn_restarted"),
     turn: z.number().int(),
     reason: z.string().describe("Why the turn is run again (its driving instance was lost); drop that turn's text so far."),
@@ -184,7 +193,7 @@ export const RunEvent = z.discriminatedUnion("kind", [
         "Why it failed: `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, `internal_error`, " +
           "`limit_exceeded` (the machine passed a per-run limit: events, bytes, permission requests or tool calls; `error.message` names it), " +
           "`conversation_too_large` (a model turn's job would not fit the link's frame limit), `turn_timeout` (a model turn passed its deadline), " +
-          "`run_timeout` (an agent CLI's run passed its deadline). Unknown values may be added.",
+          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline). Unknown values may be added.",
       ),
   }),
   z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),

@@ -55,6 +55,7 @@ export type ErrorCode =
   | "unsupported_media_type"
   | "headers_too_large"
   | "rate_limited"
+  | "compute_busy"
   | "internal_error"
   | "not_implemented"
   | "service_unavailable"
@@ -338,6 +339,17 @@ export type RunEvent =
       /** What an agent runtime did on its own (a command run, a file changed). */
       summary: string;
       detail?: unknown;
+    }
+  | {
+      kind: "run_queued";
+      machineId: string;
+      runtime: string;
+      /** The run's place in its machine's queue for this runtime (1: next). */
+      place: number;
+      /** Why it waits: the runtime is running as many jobs as its cap allows. */
+      reason: string;
+      /** When it stops waiting: past it, the run fails `compute_busy`. */
+      deadlineAt: string;
     }
   | {
       kind: "turn_restarted";

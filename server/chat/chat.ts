@@ -69,8 +69,8 @@ export class ChatService {
     });
     res.setHeader("Service-Run-Id", started.runId);
     if (started.handedBack) {
-      const served = await this.runs.whatIsServed(tenant, started.endUserId, body.user);
-      throw new ApiError("serve_in_app", `User ${body.user} has no reachable model runtime for model ${body.model}: ${served}; serve this completion with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
+      const why = started.busy ?? (await this.runs.whyNoRoute(tenant, started.endUserId, body.user, body.model, DEFAULT_CHAT_ROUTE));
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable model runtime for model ${body.model}: ${why}; serve this completion with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
         // The OpenAI client retries 409s unless told not to.
         headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
       });

@@ -167,6 +167,14 @@ export const EXAMPLES: Record<string, unknown> = {
   },
   UsageEvent: { kind: "usage", turn: 1, usage: { inputTokens: 1210, outputTokens: 48, ...usage } },
   ActivityEvent: { kind: "activity", summary: "ran `npm test` (exit 0)", detail: { command: "npm test", exitCode: 0 } },
+  RunQueuedEvent: {
+    kind: "run_queued",
+    machineId: "mch_4f8a2c9d1e7b3a6f0c5d",
+    runtime: "ollama",
+    place: 2,
+    reason: "ollama on this machine is running 4 jobs, its cap (maxConcurrentJobs); the run starts when a slot frees",
+    deadlineAt: "2026-03-14T09:36:54.000Z",
+  },
   TurnRestartedEvent: { kind: "turn_restarted", turn: 2, reason: "the instance driving the run was lost" },
   RunCompletedEvent: {
     kind: "run_completed",

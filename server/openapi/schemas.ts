@@ -134,6 +134,7 @@ const RUN_EVENT_DESCRIPTIONS: Record<RunEvent["kind"], string> = {
   approval_request: "The run waits for the app's decision: answer with `POST /v1/runs/{id}/approval` before `deadlineAt`.",
   usage: "What one turn used, and its cost class and amount.",
   activity: "Something an agent runtime did on its own (a command run, a file changed).",
+  run_queued: "The run (or its next turn) waits for a free slot on the user's machine, whose runtime is at its cap: its place in the machine's queue and how long it waits (past `deadlineAt`: `compute_busy`).",
   turn_restarted: "The turn is run again from its start (its driving instance was lost): drop the turn's text so far.",
   run_completed: "Final: the run ended normally, with its whole output and usage.",
   run_failed: "Final: the run failed; `stopReason` says why.",

@@ -9,7 +9,7 @@ import type { RateLimiter } from "../rate-limit/rate-limiter.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { displayUserCode, newDeviceCode, newPairingToken, newUserCode, normalizeUserCode } from "./codes.js";
-import { deviceCodeBuckets, guessBuckets } from "./limits.js";
+import { DEFAULT_CODE_LIMITS, deviceCodeBuckets, guessBuckets, type CodeLimits } from "./limits.js";
 import { connectInfo } from "./connect-info.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 
@@ -39,6 +39,8 @@ export class DeviceFlowService {
     private readonly pollIntervalSeconds: number,
     /** Told when a machine is paired (webhooks). */
     private readonly facts: WebhookFacts | null = null,
+    /** Device codes per client address and per connect key (`PAIRING_CODES_PER_*`). */
+    private readonly codeLimits: CodeLimits = DEFAULT_CODE_LIMITS,
   ) {}
 
   async requestCode(
@@ -47,7 +49,7 @@ export class DeviceFlowService {
     machine: z.infer<typeof DeviceCodeRequest>,
     address: string,
   ): Promise<z.infer<typeof DeviceCodeResponse>> {
-    await this.limiter.take(deviceCodeBuckets(connectKey, address));
+    await this.limiter.take(deviceCodeBuckets(connectKey, address, this.codeLimits));
     const app = await this.prisma.app.findUniqueOrThrow({ where: { id: tenant.appId } });
     const deviceCode = newDeviceCode();
     const now = this.clock.now();

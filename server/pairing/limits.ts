@@ -2,22 +2,38 @@ import type { Bucket, Limit } from "../rate-limit/rate-limiter.js";
 import type { Tenant } from "../keys/keys.js";
 
 /**
- * Pairing's rate limits (README "Pairing"). A user code has 20^8 (2.6e10)
+ * Pairing's rate limits (README "Security"). A user code has 20^8 (2.6e10)
  * values, so even the app-wide budget of wrong guesses leaves an attacker a
- * chance per window of about (pending codes) x 1e-7.
+ * chance per window of about (pending codes) x 1e-7. Guessing is limited per
+ * session and app as tightly as ever; what one client address may do is only a
+ * safety net, sized for a large NAT (an office, a school, a carrier-grade NAT:
+ * hundreds of honest people behind one address), since the address says little
+ * about who is calling.
  */
 export const PAIRING_LIMITS = {
   /** Wrong user codes one session may enter: a person mistyping, never a search. */
   guessesPerSession: { max: 10, windowSeconds: 600 },
-  /** Wrong user codes from one client address, whatever the session (sessions are cheap for an app's user). */
-  guessesPerAddress: { max: 30, windowSeconds: 600 },
+  /** Wrong user codes from one client address, whatever the session (sessions are cheap for an app's user): a NAT's worth of mistyping. */
+  guessesPerAddress: { max: 300, windowSeconds: 600 },
   /** Wrong user codes across one app and environment: bounds a distributed search. */
   guessesPerApp: { max: 1000, windowSeconds: 600 },
-  /** Device codes created with one connect key (it is public: anyone can call with it). */
-  codesPerConnectKey: { max: 300, windowSeconds: 60 },
-  /** Device codes created from one client address. */
-  codesPerAddress: { max: 20, windowSeconds: 600 },
 } satisfies Record<string, Limit>;
+
+/** Device codes: per client address (a safety net against one host creating codes without end) and per connect key (public: anyone can call with it). */
+export interface CodeLimits {
+  perAddress: Limit;
+  perConnectKey: Limit;
+}
+
+/**
+ * The defaults of `PAIRING_CODES_PER_ADDRESS` (an hour) and `PAIRING_CODES_PER_CONNECT_KEY`
+ * (a minute): 1,000 an hour from one address holds a school's morning of pairings;
+ * 3,000 a minute per key lets an app pair 10,000 users' machines in under 4 minutes.
+ */
+export const DEFAULT_CODE_LIMITS: CodeLimits = {
+  perAddress: { max: 1000, windowSeconds: 3600 },
+  perConnectKey: { max: 3000, windowSeconds: 60 },
+};
 
 export function guessBuckets(sessionId: string, tenant: Tenant, address: string): Bucket[] {
   const what = "wrong codes";
@@ -28,9 +44,9 @@ export function guessBuckets(sessionId: string, tenant: Tenant, address: string)
   ];
 }
 
-export function deviceCodeBuckets(connectKey: string, address: string): Bucket[] {
+export function deviceCodeBuckets(connectKey: string, address: string, limits: CodeLimits = DEFAULT_CODE_LIMITS): Bucket[] {
   return [
-    { key: `code:pk:${connectKey}`, limit: PAIRING_LIMITS.codesPerConnectKey, what: "pairing requests with this connect key" },
-    { key: `code:addr:${address}`, limit: PAIRING_LIMITS.codesPerAddress, what: "pairing requests from this address" },
+    { key: `code:pk:${connectKey}`, limit: limits.perConnectKey, what: "pairing requests with this connect key" },
+    { key: `code:addr:${address}`, limit: limits.perAddress, what: "pairing requests from this address" },
   ];
 }

@@ -453,8 +453,41 @@ export abstract class RunDriver {
       else if (this.seq >= limits.maxEvents) return stop(over("stored events", limits.maxEvents));
       onEvent(e);
     };
+    const own = this.run.request.limits;
+    const [ms, code, what]: [number, RunStopCode, string] =
+      job.kind === "model_turn"
+        ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
+        : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
+    // The job's deadline runs from when it is sent; one waiting for a slot has the queue's deadline instead.
+    const deadline = (after: number, why: RunStop) => {
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(() => stop(why), after);
+      timer.unref();
+    };
+    const sent = () => deadline(ms, new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
+    const queue = {
+      onQueued: (place: number, cap: number) => {
+        if (ended) return;
+        const waitMs = limits.queueWaitMs;
+        const runtime = job.runtime;
+        this.emit("run_queued", {
+          machineId: this.run.machine_id!,
+          runtime,
+          place,
+          reason: `${runtime} on the user's machine is running ${cap} job${cap === 1 ? "" : "s"}, its cap (maxConcurrentJobs); the run goes on when a slot frees`,
+          deadlineAt: new Date(this.deps.clock.now().getTime() + waitMs).toISOString(),
+        });
+        void this.flush({ status: "queued" }).catch(() => {});
+        deadline(waitMs, new RunStop("compute_busy", `The run waited ${Math.round(waitMs / 1000)} s (RUN_QUEUE_WAIT_SECONDS) for a free slot of ${runtime} on the user's machine, which stayed at its cap of ${cap}; retry later, or let the route fall back to another runtime or the app.`));
+      },
+      onSent: () => {
+        if (ended) return;
+        sent();
+        void this.flush({ status: "running" }).catch(() => {});
+      },
+    };
     try {
-      handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch);
+      handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch, queue);
     } catch (err) {
       finish();
       if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", err.message);
@@ -462,13 +495,8 @@ export abstract class RunDriver {
       this.releaseLease();
       throw new Abandoned();
     }
-    const own = this.run.request.limits;
-    const [ms, code, what]: [number, RunStopCode, string] =
-      job.kind === "model_turn"
-        ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
-        : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
-    timer = setTimeout(() => stop(new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`)), ms);
-    timer.unref();
+    // Sent at once (not queued): its own deadline starts now.
+    if (!timer) sent();
     this.endJobWatch?.();
     this.endJobWatch = finish;
     this.stopJob = stop;

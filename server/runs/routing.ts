@@ -32,26 +32,57 @@ export interface Candidate {
   active: number;
 }
 
+/** A runtime that would serve the run but is at its cap, with its machine's queue full too. */
+export interface FullRuntime {
+  machineId: string;
+  runtime: string;
+  cap: number;
+  /** Runs waiting for a slot on its machine. */
+  waiting: number;
+}
+
+/** What routing found: the route (`queued` when the run waits for a slot on it), or none, with the runtimes that were full. */
+export interface RouteChoice {
+  route: (Route & { queued?: boolean }) | null;
+  full: FullRuntime[];
+}
+
 /**
  * Picks the compute for a run among the user's reachable runtimes: one that
- * serves the model asked for. Route kinds are tried in
- * the order asked; null when nothing fits and `app` is not allowed.
+ * serves the model asked for. Route kinds are tried in the order asked. Within a
+ * kind, a runtime with a free slot first; else one at its cap whose machine's
+ * queue (runs waiting for a slot, across its runtimes) is below `queueBound`: the
+ * run waits there (`queued`), first in first out. Only past that bound does the
+ * next kind get its turn (`app`: a handback). No route: `full` says which
+ * runtimes would have served but were full.
  */
-export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[]): Promise<Route | null> {
+export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[], queueBound: number): Promise<RouteChoice> {
   const rows = await reachableRuntimes(sql, clock, tenant, endUserId);
+  const full: FullRuntime[] = [];
+  // Runs waiting for a slot on each machine: what its runtimes hold past their caps.
+  const waiting = new Map<string, number>();
+  for (const r of rows) if (r.cap !== null && r.active > r.cap) waiting.set(r.machine_id, (waiting.get(r.machine_id) ?? 0) + r.active - r.cap);
+  const routeOn = (kind: Exclude<RouteKind, "app">, r: Candidate, served: string | null): Route => {
+    const cost = runtimeCost(r.kind, r.billing);
+    return { kind, costClass: cost.costClass, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: cost.billing, model: served };
+  };
   for (const kind of prefer) {
-    if (kind === "app") return { kind: "app", costClass: costClassOf("app") };
-    // A runtime at its advertised cap is busy for good: the run goes elsewhere (or back to the app).
-    const fits = rows.filter((r) => runtimeCost(r.kind, r.billing).route === kind && (r.cap === null || r.active < r.cap)).sort(byPreference);
-    for (const r of fits) {
-      const served = modelServed(r, model);
-      if (served !== undefined) {
-        const cost = runtimeCost(r.kind, r.billing);
-        return { kind, costClass: cost.costClass, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: cost.billing, model: served };
-      }
-    }
+    if (kind === "app") return { route: { kind: "app", costClass: costClassOf("app") }, full };
+    const serving = rows
+      .filter((r) => runtimeCost(r.kind, r.billing).route === kind)
+      .sort(byPreference)
+      .flatMap((r) => {
+        const served = modelServed(r, model);
+        return served === undefined ? [] : [{ r, served }];
+      });
+    const free = serving.find(({ r }) => r.cap === null || r.active < r.cap);
+    if (free) return { route: routeOn(kind, free.r, free.served), full };
+    // All at their cap: the machine with the shortest queue that still has room.
+    const roomy = serving.filter(({ r }) => (waiting.get(r.machine_id) ?? 0) < queueBound).sort((a, b) => (waiting.get(a.r.machine_id) ?? 0) - (waiting.get(b.r.machine_id) ?? 0));
+    if (roomy.length) return { route: { ...routeOn(kind, roomy[0].r, roomy[0].served), queued: true }, full };
+    for (const { r } of serving) full.push({ machineId: r.machine_id, runtime: r.runtime, cap: r.cap ?? 0, waiting: waiting.get(r.machine_id) ?? 0 });
   }
-  return null;
+  return { route: null, full };
 }
 
 /**

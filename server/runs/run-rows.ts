@@ -39,7 +39,7 @@ export interface StoredEvent {
 }
 
 export interface RunPatch {
-  status?: Exclude<RunStatus, "queued" | "handed_back">;
+  status?: Exclude<RunStatus, "handed_back">;
   turns?: number;
   transcript?: ChatMessage[];
   output?: string;

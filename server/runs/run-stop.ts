@@ -13,6 +13,8 @@ export const DEFAULT_RUN_LIMITS: RunLimitsConfig = {
   turnTimeoutMs: 10 * 60 * 1000,
   agentRunTimeoutMs: 60 * 60 * 1000,
   databaseOutageMs: 60 * 1000,
+  queuePerMachine: 100,
+  queueWaitMs: 10 * 60 * 1000,
 };
 
 /**
@@ -30,9 +32,14 @@ export class RunStop extends Error {
     this.stopReason = RUN_STOP_CODES[code].stopReason;
   }
 
-  /** A job's `failed` event as reported: a lost link is `worker_lost`; any other code is the runtime's failure (`runtime_error`), its code relayed as it came. */
+  /**
+   * A job's `failed` event as reported: a lost link is `worker_lost`, a link the service
+   * closed for a broken limit `machine_limit_exceeded` (both said by the service's side of
+   * the link); any other code is the runtime's failure (`runtime_error`), its code relayed as it came.
+   */
   static reported(e: { code: string; message: string }): RunStop {
-    return e.code === "worker_lost" ? new RunStop("worker_lost", e.message) : new RunStop("runtime_error", e.message, e.code as ReportedStopCode);
+    if (e.code === "worker_lost" || e.code === "machine_limit_exceeded") return new RunStop(e.code, e.message);
+    return new RunStop("runtime_error", e.message, e.code as ReportedStopCode);
   }
 }
 /** The run was cancelled on request. */

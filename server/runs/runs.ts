@@ -8,7 +8,11 @@ import { randomId } from "../crypto.js";
 import { costClassOf, periodOf } from "../ledger/metering.js";
 import { overageMicros, startRun } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { reachableRuntimes, chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
+import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
+import { busyReason, noRouteReason } from "./route-refusals.js";
+
+/** How soon a run refused `compute_busy` is worth trying again: a slot frees when a job ends. */
+const COMPUTE_BUSY_RETRY_SECONDS = 5;
 import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
 import type { Answer } from "./driver.js";
@@ -40,6 +44,8 @@ export interface BegunRun {
   model: string;
   drivenHere: boolean;
   createdAt: Date;
+  /** A handback because what would serve it is full (its queue at its bound): why, in words. */
+  busy?: string;
 }
 
 /**
@@ -56,17 +62,13 @@ export class RunService {
     private readonly engine: RunEngine,
     private readonly leaseSeconds: number,
     private readonly facts: WebhookFacts,
+    /** Runs one machine may hold waiting for a slot (`RUN_QUEUE_PER_MACHINE`). */
+    private readonly queueBound: number = 100,
   ) {}
 
-  /**
-   * What the user's machines serve now, in words for an answer that routes nowhere:
-   * an app that named a model none of them serves learns what they do serve.
-   */
-  async whatIsServed(tenant: Tenant, endUserId: string, user: string): Promise<string> {
-    const rows = await reachableRuntimes(this.db, this.clock, tenant, endUserId);
-    if (rows.length === 0) return "none of their machines is online";
-    const names = [...new Set(rows.flatMap((r) => (r.kind === "agent" ? [r.runtime] : (Array.isArray(r.models) ? r.models : []).map((m) => `${r.runtime}/${m}`))))].sort();
-    return `their machines serve ${names.join(", ") || "no model"} (GET /v1/models?user=${encodeURIComponent(user)} lists what a completion can ask for)`;
+  /** Why nothing on the user's machines took the run, in words that say what is true (`route-refusals.ts`). */
+  whyNoRoute(tenant: Tenant, endUserId: string, user: string, model: string, prefer: RouteKind[]): Promise<string> {
+    return noRouteReason(this.db, this.clock, tenant, endUserId, user, model, prefer);
   }
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
@@ -75,8 +77,8 @@ export class RunService {
     const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
     const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request, replayRunId });
     if (started.handedBack) {
-      const served = await this.whatIsServed(tenant, started.endUserId, body.user);
-      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for model ${started.model} on the routes asked (${prefer.filter((k) => k !== "app").join(", ") || "app only"}): ${served}; serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
+      const why = started.busy ?? (await this.whyNoRoute(tenant, started.endUserId, body.user, started.model, prefer));
+      throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for model ${started.model} on the routes asked (${prefer.filter((k) => k !== "app").join(", ") || "app only"}): ${why}; serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
         headers: { "Service-Run-Id": started.runId },
       });
     }
@@ -101,8 +103,11 @@ export class RunService {
     }
     if (spec.model === ECHO_MODEL && spec.source === "runs") return this.beginEcho(tenant, spec);
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
-    const route = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer);
-    if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whatIsServed(tenant, endUser.id, spec.user)}.`);
+    const { route, full } = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
+    // A machine online but full (its queue at its bound) is busy, not missing: 429 with when to come back.
+    const busy = full.length ? busyReason(spec.user, full, this.queueBound) : undefined;
+    if (!route && busy) throw new ApiError("compute_busy", `User ${spec.user}'s compute for model ${spec.model} is busy and the routes asked (${spec.prefer.join(", ")}) allow nothing else: ${busy}. Retry after the time in Retry-After, or allow the \`app\` route.`, { headers: { "Retry-After": String(COMPUTE_BUSY_RETRY_SECONDS) } });
+    if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whyNoRoute(tenant, endUser.id, spec.user, spec.model, spec.prefer)}.`);
     const now = this.clock.now();
     const runId = randomId("run_", 24);
     const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
@@ -145,7 +150,7 @@ export class RunService {
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
     if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
     if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
-    if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now };
+    if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now, busy };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route), true);
     else await this.engine.announce(route.instance, runId);
     return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local, createdAt: now };

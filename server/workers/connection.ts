@@ -22,6 +22,10 @@ const RECENTLY_ENDED = 256;
 export interface JobListener {
   /** An event of the job, with the size of the frame that carried it. */
   onEvent(event: JobEvent, frameBytes: number): void;
+  /** The job waits here for a slot (its runtime at its cap): its place among the jobs waiting for that runtime (1: next), and the cap. */
+  onQueued?(place: number, cap: number): void;
+  /** A job that waited for a slot has been sent. */
+  onSent?(): void;
 }
 
 interface SentJob {
@@ -52,6 +56,8 @@ interface QueuedJob {
 export class WorkerConnection {
   private said = false;
   private badFrames = 0;
+  /** Which of its connection's limits the machine broke, when that is why it was closed: its jobs then end at once with it, instead of waiting out the grace. */
+  private breach: string | null = null;
   private closing = false;
   private idleTimer: NodeJS.Timeout | null = null;
   /** Jobs sent to the worker and not ended. */
@@ -108,12 +114,19 @@ export class WorkerConnection {
 
   /** Sends a job (its frame already made, and how to make it again), or queues it while its runtime is at its cap. */
   submit(jobId: string, runtime: string, frame: string | null, make: () => string, listener: JobListener): void {
-    if (this.running(runtime) >= (this.caps.get(runtime) ?? Infinity)) {
+    const cap = this.caps.get(runtime) ?? Infinity;
+    if (this.running(runtime) >= cap) {
+      // First in, first out per runtime: `pump` takes the oldest waiting job of a runtime whose slot freed.
       this.queued.push({ jobId, runtime, frame: make, listener });
+      listener.onQueued?.(this.queued.filter((q) => q.runtime === runtime).length, cap);
       return;
     }
+    this.sendJob(jobId, runtime, frame ?? make(), listener);
+  }
+
+  private sendJob(jobId: string, runtime: string, frame: string, listener: JobListener): void {
     this.jobs.set(jobId, { listener, runtime, cancelled: false, timer: null });
-    if (this.open) this.socket.send(frame ?? make());
+    if (this.open) this.socket.send(frame);
   }
 
   /** Stops a job: a queued one is dropped; a sent one is told to stop and keeps its slot until the worker says it ended (at most 30 s; its events still reach its listener). */
@@ -131,7 +144,17 @@ export class WorkerConnection {
     job.timer.unref();
   }
 
-  /** Whatever the reason, the connection is gone: every job still running or waiting hears so. */
+  /** Closed for breaking one of its limits: the jobs it held end now (`machine_limit_exceeded`), saying which limit. */
+  breachedBy(what: string): void {
+    this.breach ??= what;
+  }
+
+  /**
+   * Whatever the reason, the connection is gone: every job still running or waiting
+   * hears so. A link that dropped is `worker_lost` (its runs wait the grace for the
+   * machine); a machine closed for breaking a limit misbehaved, it did not drop off:
+   * its jobs end at once with the limit's own code.
+   */
   closed(): void {
     this.closing = true;
     if (this.idleTimer) clearTimeout(this.idleTimer);
@@ -139,8 +162,14 @@ export class WorkerConnection {
     for (const q of this.queued.splice(0)) waiting.push([q.jobId, q.listener]);
     for (const job of this.jobs.values()) if (job.timer) clearTimeout(job.timer);
     this.jobs.clear();
+    const breach = this.breach;
     for (const [jobId, listener] of waiting) {
-      listener.onEvent(jobFailed("worker_lost", `The machine's connection closed while job ${jobId} ran.`), 0);
+      listener.onEvent(
+        breach
+          ? jobFailed("machine_limit_exceeded", `The service closed the link to the user's machine while job ${jobId} ran: it sent ${breach}; the run was stopped.`)
+          : jobFailed("worker_lost", `The machine's connection closed while job ${jobId} ran.`),
+        0,
+      );
     }
   }
 
@@ -166,7 +195,8 @@ export class WorkerConnection {
       const q = this.queued[i];
       if (this.running(q.runtime) < (this.caps.get(q.runtime) ?? Infinity)) {
         this.queued.splice(i, 1);
-        this.submit(q.jobId, q.runtime, null, q.frame, q.listener);
+        this.sendJob(q.jobId, q.runtime, q.frame(), q.listener);
+        q.listener.onSent?.();
       } else i++;
     }
   }
@@ -191,13 +221,17 @@ export class WorkerConnection {
 
   private refuse(reason: string): void {
     this.send(serverMessage("error", { code: "bad_message", message: reason }));
-    if (++this.badFrames >= MAX_BAD_FRAMES) this.close(WORKER_CLOSE.protocolError, "too many bad messages");
+    if (++this.badFrames >= MAX_BAD_FRAMES) {
+      this.breachedBy(`${MAX_BAD_FRAMES} messages the protocol does not allow`);
+      this.close(WORKER_CLOSE.protocolError, "too many bad messages");
+    }
   }
 
   /** Too much sent: closed with 4029, logged once. */
   private flooded(what: string): void {
     if (this.closing) return;
     this.log.warn({ machineId: this.identity.machineId, what }, "worker connection closed: it sent too much");
+    this.breachedBy(`too many ${what}`);
     this.close(WORKER_CLOSE.tooManyMessages, `too many ${what}`.slice(0, 120));
   }
 

@@ -11,7 +11,7 @@ import type { Logger } from "../logger.js";
 import type { Notifications } from "../db/open.js";
 import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
 import type { Tenant } from "../keys/keys.js";
-import { WorkerConnection, type UpdateFor } from "./connection.js";
+import { WorkerConnection, type JobListener, type UpdateFor } from "./connection.js";
 import type { ConnectionLimits } from "./limits.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 
@@ -90,7 +90,7 @@ export class WorkerHub {
    * Sends a job to a machine connected here, only if it belongs to this user of
    * this app and environment: a machine never receives another user's work.
    */
-  dispatch(owner: Tenant & { endUserId: string }, machineId: string, job: Job, onEvent: (event: JobEvent, frameBytes: number) => void): JobHandle {
+  dispatch(owner: Tenant & { endUserId: string }, machineId: string, job: Job, onEvent: (event: JobEvent, frameBytes: number) => void, queue: Pick<JobListener, "onQueued" | "onSent"> = {}): JobHandle {
     const conn = this.connections.get(machineId);
     const id = conn?.identity;
     if (!conn?.open || !id || id.appId !== owner.appId || id.environment !== owner.environment || id.endUserId !== owner.endUserId) {
@@ -106,7 +106,7 @@ export class WorkerHub {
       this.log.warn({ machineId, bytes, limit, kind: job.kind }, "job not sent: its frame is over the link's limit");
       throw new JobTooLarge(bytes, limit, job.kind);
     }
-    conn.submit(jobId, job.runtime, frame, make, { onEvent });
+    conn.submit(jobId, job.runtime, frame, make, { onEvent, ...queue });
     return {
       jobId,
       cancel: (reason) => conn.cancel(jobId, reason),
@@ -170,7 +170,10 @@ export class WorkerHub {
     const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits, this.updateFor);
     this.all.add(conn);
     ws.on("error", (err: Error & { code?: string }) => {
-      if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") this.log.warn({ machineId, code: 1009 }, `worker connection closed: it sent a frame over ${WORKER_MAX_FRAME_BYTES} bytes`);
+      if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") {
+        this.log.warn({ machineId, code: 1009 }, `worker connection closed: it sent a frame over ${WORKER_MAX_FRAME_BYTES} bytes`);
+        conn.breachedBy(`a frame over the link's ${WORKER_MAX_FRAME_BYTES} bytes`);
+      }
       else this.log.warn({ err, machineId }, "worker socket error");
     });
     ws.on("close", (code, reason) => {

@@ -18,6 +18,10 @@ export interface ModelStandIn {
   url: string;
   /** Every chat request body received. */
   requests: Record<string, unknown>[];
+  /** Chat requests being answered now, and the most there ever were at once. */
+  inFlight: { now: number; max: number };
+  /** Lets every answer held by "[hold]" go (and the ones that come later). */
+  release(): void;
   close(): Promise<void>;
 }
 
@@ -30,6 +34,9 @@ type Msg = { role: string; content?: unknown; tool_calls?: unknown };
  */
 export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]): Promise<ModelStandIn> {
   const requests: Record<string, unknown>[] = [];
+  const inFlight = { now: 0, max: 0 };
+  let released = false;
+  const held: (() => void)[] = [];
   const server = http.createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
@@ -38,6 +45,8 @@ export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]):
     if (req.method !== "POST" || req.url !== "/v1/chat/completions") return json(res, { error: { message: "not found" } }, 404);
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { model: string; messages: Msg[]; tools?: { function: { name: string } }[]; stream?: boolean };
     requests.push(body);
+    inFlight.max = Math.max(inFlight.max, ++inFlight.now);
+    res.on("close", () => inFlight.now--);
     const last = body.messages.at(-1)!;
     const base = { id: "chatcmpl-standin", object: "chat.completion.chunk", created: 1, model: body.model };
     const frames: unknown[] = [];
@@ -59,6 +68,8 @@ export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]):
     frames.push({ ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
     // "[late]" in the prompt: each answer begins 30 ms late (a model thinking), so a turn outlasts a driver's short polls.
     if (prompt.includes("[late]")) await new Promise((r) => setTimeout(r, 30));
+    // "[hold]" in the prompt: the answer waits for `release()` (a machine kept busy as long as a test needs).
+    if (prompt.includes("[hold]") && !released) await new Promise<void>((r) => held.push(r));
     res.writeHead(200, { "content-type": "text/event-stream" });
     for (const f of frames) {
       if (res.destroyed) return;
@@ -71,6 +82,11 @@ export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]):
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    inFlight,
+    release: () => {
+      released = true;
+      for (const go of held.splice(0)) go();
+    },
     close: () => new Promise((r) => (server.closeAllConnections(), server.close(() => r()))),
   };
 }

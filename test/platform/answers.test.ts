@@ -49,13 +49,14 @@ describe("answers that say what happened", () => {
     expect(err).toBeInstanceOf(OpenAI.ConflictError);
     const message = (err as Error).message;
     expect(message).toContain("for model ollama/no-such-model");
-    expect(message).toContain("their machines serve ollama/llama3.2:3b, ollama/qwen2.5:7b");
+    expect(message).toContain("is online but none serves ollama/no-such-model: it serves ollama/llama3.2:3b, ollama/qwen2.5:7b");
     expect(message).toContain("GET /v1/models?user=nora");
     const run = await server.fetch("/v1/runs", { method: "POST", headers: app(), body: JSON.stringify({ user: "nora", prompt: "x", model: "ollama/no-such-model" }) });
     const body = await expectError(run, 409, "serve_in_app");
-    expect(body.error.message).toContain("for model ollama/no-such-model on the routes asked (user-hardware, user-subscription): their machines serve ollama/llama3.2:3b");
+    expect(body.error.message).toContain("for model ollama/no-such-model on the routes asked (user-hardware, user-subscription): nora's machine");
+    expect(body.error.message).toContain("none serves ollama/no-such-model: it serves ollama/llama3.2:3b");
     const none = await server.fetch("/v1/runs", { method: "POST", headers: app(), body: JSON.stringify({ user: "nobody-here", prompt: "x", route: { prefer: ["user-hardware"] } }) });
-    expect((await expectError(none, 409, "no_compute")).error.message).toContain("none of their machines is online");
+    expect((await expectError(none, 409, "no_compute")).error.message).toContain("nobody-here has no machine paired");
   });
 
   it("chat completions take OpenAI's safety_identifier as the end user when user is absent; user wins when both are sent; neither is a 400", async () => {

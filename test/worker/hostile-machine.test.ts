@@ -12,6 +12,7 @@ import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.j
 import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { closeRawWorkers, connectRawWorker, type RawWorker } from "../helpers/raw-worker.js";
+import { runCalls } from "../helpers/run-calls.js";
 
 /**
  * A hostile machine: a test double speaking the real worker protocol over a real
@@ -33,6 +34,8 @@ const LIMITS = {
   WORKER_MESSAGES_PER_SECOND: "4000",
   WORKER_BYTES_PER_SECOND: String(MiB),
   WORKER_JOB_FRAME_BYTES: String(MiB),
+  // No queue: a runtime at its cap refuses new runs here (test/runs/run-queue.test.ts proves the queue).
+  RUN_QUEUE_PER_MACHINE: "0",
 };
 
 const hello = (cap?: number) =>
@@ -46,13 +49,6 @@ const hello = (cap?: number) =>
   });
 const event = (jobId: string, e: JobEvent) => workerMessage("job_event", { jobId, event: e });
 const done = (jobId: string, output = "ok", finishReason = "stop") => event(jobId, { type: "done", finishReason, output, usage: { inputTokens: 1, outputTokens: 1 } });
-
-interface RunView {
-  status: string;
-  stopReason: string | null;
-  error: { code: string; message: string } | null;
-  output: string | null;
-}
 
 onEachDatabase("a hostile machine on $db.name", (db) => {
   let server: TestServer;
@@ -76,7 +72,6 @@ onEachDatabase("a hostile machine on $db.name", (db) => {
     removeTempDirs();
   });
 
-  const appHeaders = () => ({ authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" });
 
   /** A fresh user with a hostile machine online (hello said, welcomed). */
   async function hostile(cap?: number): Promise<{ user: string; machineId: string; w: RawWorker }> {
@@ -88,18 +83,7 @@ onEachDatabase("a hostile machine on $db.name", (db) => {
     return { user, machineId: m.machineId, w };
   }
 
-  /** Starts a run over raw HTTP; the stream is dropped once its headers came (a dropped stream never cancels a run). */
-  async function startRun(body: Record<string, unknown>): Promise<{ status: number; runId: string | null; error?: { code: string } }> {
-    const ac = new AbortController();
-    const res = await server.fetch("/v1/runs", { method: "POST", headers: appHeaders(), body: JSON.stringify(body), signal: ac.signal });
-    const runId = res.headers.get("service-run-id");
-    if (res.status !== 200) return { status: res.status, runId, error: ((await res.json()) as { error: { code: string } }).error };
-    ac.abort();
-    return { status: 200, runId };
-  }
-
-  const getRun = async (runId: string) => (await (await server.fetch(`/v1/runs/${runId}`, { headers: appHeaders() })).json()) as RunView;
-  const ended = (runId: string, timeoutMs = 20_000) => pollUntil(() => getRun(runId), (r) => ["completed", "failed", "cancelled"].includes(r.status), timeoutMs, `run ${runId} to end`);
+  const { startRun, getRun, ended, headers: appHeaders } = runCalls({ fetch: (p, i) => server.fetch(p, i), get dev() { return server.dev; } });
   const eventRows = (runId: string) => server.db.prisma.runEvent.count({ where: { runId } });
 
   /** A model run on the hostile machine: its first job. */
@@ -223,6 +207,21 @@ onEachDatabase("a hostile machine on $db.name", (db) => {
     }
     expect(server.logs.join("")).toMatch(/it sent a frame over 1048576 bytes/);
 
+    // Closed for breaking a limit while a run's job is on it: the machine misbehaved, it did not drop off, so the run
+    // ends at once (the grace is 300 s), saying which limit; the same machine's link merely dropping keeps its run waiting.
+    const h = await hostile();
+    const onIt = await modelRun(h.user, h.w);
+    for (let i = 0; i < 50; i++) h.w.send(workerMessage("heartbeat", { busy: ["ollama"] }));
+    expect((await h.w.closed).code).toBe(WORKER_CLOSE.tooManyMessages);
+    const flooded = await ended(onIt.runId, 5000);
+    expect(flooded).toMatchObject({ status: "failed", stopReason: "limit_exceeded", error: { code: "machine_limit_exceeded" } });
+    expect(flooded.error?.message).toMatch(/it sent too many heartbeats/);
+    const d = await hostile();
+    const dropped = await modelRun(d.user, d.w);
+    d.w.ws.terminate();
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await getRun(dropped.runId)).status).toBe("running");
+
     // Messages: tiny deltas faster than 4,000 per second (and 4,000 per job) past a burst of 5 s of it; the rows stay bounded.
     const m = await hostile();
     const flood1 = await modelRun(m.user, m.w);
@@ -269,11 +268,11 @@ onEachDatabase("a hostile machine on $db.name", (db) => {
     console.log(`[hostile-machine on ${db.name}] ${JSON.stringify(memory)}`);
   }, 180_000);
 
-  it("a runtime at its advertised maxConcurrentJobs is busy: runs go back to the app or get no_compute until a job ends, and a resumed turn waits for a slot", async () => {
+  it("a runtime at its advertised maxConcurrentJobs with no queue (RUN_QUEUE_PER_MACHINE=0) is busy: runs go back to the app or get compute_busy until a job ends, and a resumed turn waits for a slot", async () => {
     const { user, w } = await hostile(1);
     const first = await modelRun(user, w);
-    const noCompute = await startRun({ user, prompt: "again", route: { prefer: ["user-hardware"] } });
-    expect([noCompute.status, noCompute.error?.code]).toEqual([409, "no_compute"]);
+    const busy = await startRun({ user, prompt: "again", route: { prefer: ["user-hardware"] } });
+    expect([busy.status, busy.error?.code]).toEqual([429, "compute_busy"]);
     const handedBack = await startRun({ user, prompt: "again", route: { prefer: ["user-hardware", "app"] } });
     expect([handedBack.status, handedBack.error?.code]).toEqual([409, "serve_in_app"]);
     expect(w.pending.filter((p) => p.type === "job")).toEqual([]);
