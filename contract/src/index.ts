@@ -8,7 +8,7 @@ export * from "./sessions.js";
 export * from "./reads.js";
 export * from "./billing.js";
 export * from "./webhooks.js";
-export { contract, type Contract } from "./router.js";
+export { contract, pairingContract, type Contract } from "./router.js";
 export * from "./worker.js";
 export * from "./owner.js";
 export { ownerContract, ownerAccountContract, ownerDataContract, type OwnerContract } from "./owner-router.js";

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { initClient, tsRestFetchApi, type ApiFetcherArgs } from "@ts-rest/core";
-import { contract } from "@svc/contract";
+import { pairingContract } from "@svc/contract";
 
 /** Tries after a `429` or a `503` that said nothing was done, before the answer is handed to the caller. */
 export const API_RETRIES = 5;
@@ -11,9 +11,11 @@ export const API_RETRIES = 5;
  * (`Service-Nothing-Created: true`: the service's database was unreachable), is
  * sent again after `Retry-After`, with exponential backoff and jitter, up to
  * `API_RETRIES` times; any other answer, and the last one, is the caller's.
+ * Only the pairing routes (all the worker calls): the whole contract's client type
+ * is past what `tsc` can write into the package's declarations.
  */
 export function apiClient(server: string, retries = API_RETRIES) {
-  return initClient(contract, {
+  return initClient(pairingContract, {
     baseUrl: server.replace(/\/+$/, "").replace(/\/v1$/, ""),
     baseHeaders: {},
     throwOnUnknownStatus: false,
