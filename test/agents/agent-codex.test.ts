@@ -7,6 +7,8 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
 import { pollUntil, removeTempDirs, ROOT } from "../helpers/process.js";
 import { detectSandbox } from "../../worker/src/policy/sandbox.js";
+import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
+import type { AgentProcess, JobContext, Launched } from "../../worker/src/runtimes/runtime.js";
 import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "../helpers/responses-standin.js";
 
 const CODEX = path.join(ROOT, "node_modules/.bin/codex");
@@ -47,7 +49,8 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     const m = await pairViaApi(server, server.dev, "cody", {
       workdir,
       runtimes: { ollama: false, llamacpp: false, lmstudio: false, claude: false, codex: CODEX },
-      policy: { agents: { codex: true }, env: ["CODEX_HOME"], providerKeys: ["STANDIN_API_KEY"] },
+      // Full command output in the run's events: what a command printed is what the tests below check.
+      policy: { agents: { codex: true }, env: ["CODEX_HOME"], providerKeys: ["STANDIN_API_KEY"], commandOutput: "full" },
     });
     worker = spawnWorker(["start"], m.home, { HOME: home, CODEX_HOME: path.join(home, ".codex"), STANDIN_API_KEY: "sk-standin", SECRET_CLOUD_TOKEN: "cloud-secret-value" });
     await worker.waitFor(/Connected/, 60_000);
@@ -88,19 +91,85 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     expect(JSON.stringify(api.requests)).not.toContain("cloud-secret-value");
   });
 
-  it("a command Codex wants to run outside its sandbox is an approval the app decides: allowed runs, denied does not", async () => {
-    const outside = path.join(root, "allowed-marker");
+  type Activity = { kind: "activity"; summary: string; detail?: { command?: string; exitCode?: number | null; output?: string } };
+  const activities = (events: RunEvent[]) => events.filter((e) => e.kind === "activity") as unknown as Activity[];
+
+  it("an ordinary command in the working folder runs without an approval, and what it prints reaches the run's events", async () => {
+    // Issue 29: Codex's own sandbox could not start inside the worker's, and every ordinary command failed.
+    fs.writeFileSync(path.join(workdir, "listed-file.txt"), "listed\n");
+    fs.writeFileSync(path.join(workdir, "probe.sh"), 'echo "probe says $((6 * 7)) from $(pwd)"\n');
     const asked: string[] = [];
-    const allowed = await collect(run(`[escalate:touch ${outside}]`, { onApproval: (req) => (asked.push(`${req.what}:${req.tool}`), true) }));
+    const events = await collect(run("[shell:ls; sh probe.sh]", { onApproval: (req) => (asked.push(`${req.what}:${req.tool}`), false) }));
+    expect(asked).toEqual([]);
+    expect(events.some((e) => e.kind === "approval_request")).toBe(false);
+    const ran = activities(events).find((a) => a.detail?.command?.includes("sh probe.sh"));
+    expect(ran?.summary).toContain("(exit 0)");
+    expect(ran?.detail?.exitCode).toBe(0);
+    expect(ran?.detail?.output).toContain("listed-file.txt");
+    expect(ran?.detail?.output).toContain("probe.sh");
+    expect(ran?.detail?.output).toContain(`probe says 42 from ${workdir}`);
+    expect(ran?.detail?.output).not.toContain("bwrap");
+    const end = events.at(-1) as Extract<RunEvent, { kind: "run_completed" }>;
+    expect(end.kind).toBe("run_completed");
+    // The model was handed the same output (the stand-in answers with what the command printed).
+    expect(end.output).toContain(`probe says 42 from ${workdir}`);
+  });
+
+  it("an ordinary command reads and writes the working folder, and neither ~/.ssh nor a file outside the folder, even with the app allowing everything", async () => {
+    const outside = path.join(root, "outside");
+    fs.mkdirSync(outside, { recursive: true });
+    fs.writeFileSync(path.join(outside, "secret.txt"), "OUTSIDE-SECRET-THAT-MUST-NOT-LEAK");
+    fs.writeFileSync(path.join(workdir, "inside.txt"), "INSIDE-CONTENT");
+    const key = path.join(home, ".ssh", "id_rsa");
+    // One ordinary (not escalated) command: the positive controls inside the folder, then each way out of it.
+    const script = [
+      "cat inside.txt && echo ' read-inside-ok'",
+      "echo made-by-codex > made-by-codex.txt && echo write-inside-ok",
+      `cat ${key} || echo read-ssh-refused`,
+      `cat ${outside}/secret.txt || echo read-outside-refused`,
+      `echo tampered >> ${key} || echo write-ssh-refused`,
+      `echo escaped > ${outside}/escape.txt || echo write-outside-refused`,
+    ].join("; ");
+    const asked: string[] = [];
+    const events = await collect(run(`[shell:${script}]`, { onApproval: (req) => (asked.push(`${req.what}:${req.tool}`), true) }));
+    expect(asked).toEqual([]);
+    expect(events.at(-1)!.kind).toBe("run_completed");
+    const output = activities(events).find((a) => a.detail?.command?.includes("read-inside-ok"))?.detail?.output ?? "";
+    for (const marker of ["INSIDE-CONTENT read-inside-ok", "write-inside-ok", "read-ssh-refused", "read-outside-refused", "write-ssh-refused", "write-outside-refused"]) expect(output).toContain(marker);
+    expect(fs.readFileSync(path.join(workdir, "made-by-codex.txt"), "utf8")).toBe("made-by-codex\n");
+    expect(fs.readFileSync(key, "utf8")).toBe("PRIVATE-KEY-THAT-MUST-NOT-LEAK");
+    expect(fs.existsSync(path.join(outside, "escape.txt"))).toBe(false);
+    for (const secret of ["PRIVATE-KEY-THAT-MUST-NOT-LEAK", "OUTSIDE-SECRET-THAT-MUST-NOT-LEAK"]) {
+      expect(JSON.stringify(events)).not.toContain(secret);
+      expect(JSON.stringify(api.requests)).not.toContain(secret);
+    }
+  });
+
+  it("a command Codex counts as dangerous is an approval the app decides: denied does not run, allowed runs; leaving its sandbox asks nothing, the machine's is the only one", async () => {
+    fs.mkdirSync(path.join(workdir, "doomed-denied"));
+    fs.mkdirSync(path.join(workdir, "doomed-allowed"));
+    const asked: string[] = [];
+    const denied = await collect(run("[shell:rm -rf doomed-denied]", { onApproval: (req) => (asked.push(`${req.what}:${req.tool}`), false) }));
+    expect(asked).toEqual(["permission:command_execution"]);
+    expect(denied.at(-1)!.kind).toBe("run_completed");
+    expect(fs.existsSync(path.join(workdir, "doomed-denied"))).toBe(true);
+
+    asked.length = 0;
+    const allowed = await collect(run("[shell:rm -rf doomed-allowed]", { onApproval: (req) => (asked.push(`${req.what}:${req.tool}`), true) }));
     expect(asked).toEqual(["permission:command_execution"]);
     expect(allowed.at(-1)!.kind).toBe("run_completed");
-    const activity = allowed.find((e) => e.kind === "activity") as { summary: string; detail?: Record<string, unknown> } | undefined;
-    expect(activity?.summary).toContain(`touch ${outside}`);
+    expect(activities(allowed).find((a) => a.detail?.command?.includes("rm -rf doomed-allowed"))?.summary).toContain("(exit 0)");
+    expect(fs.existsSync(path.join(workdir, "doomed-allowed"))).toBe(false);
 
-    const denied = path.join(root, "denied-marker");
-    const events = await collect(run(`[escalate:touch ${denied}]`, { onApproval: () => false }));
-    expect(events.at(-1)!.kind).toBe("run_completed");
-    expect(fs.existsSync(denied)).toBe(false);
+    // Codex has no sandbox of its own inside the worker's: a request to escalate out of it runs without asking, still
+    // inside the worker's (where the folders above the working folder are the sandbox's own, gone with it).
+    asked.length = 0;
+    const marker = path.join(root, "escalated-marker");
+    const escalated = await collect(run(`[escalate:touch ${marker}]`, { onApproval: (req) => (asked.push(`${req.what}:${req.tool}`), true) }));
+    expect(asked).toEqual([]);
+    expect(escalated.at(-1)!.kind).toBe("run_completed");
+    expect(activities(escalated).some((a) => a.detail?.command?.includes(`touch ${marker}`))).toBe(true);
+    expect(fs.existsSync(marker)).toBe(false);
   });
 
   it("an app tool is offered through the MCP bridge and answered by the SDK; a needsApproval tool denied never runs", async () => {
@@ -146,5 +215,63 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     }
     expect(events.at(-1)!.kind).toBe("run_cancelled");
     await pollUntil(async () => codexRunning(), (running) => !running, 15_000, "codex to stop");
+  });
+});
+
+/**
+ * Which sandbox Codex is told to use, seen at the launch (the real Codex's
+ * `app-server`, stopped before it starts): its own `workspace-write` where the
+ * worker does not confine it, none inside the worker's sandbox (one
+ * confinement, issue 29), and never none outside the worker's.
+ */
+describe("Codex's own sandbox against the worker's", () => {
+  const job = { kind: "agent_run", prompt: "hi", runtime: "codex" } as unknown as Parameters<CodexRuntime["run"]>[0];
+  const context = (sandbox: JobContext["sandbox"], launch: JobContext["launch"]): JobContext => ({
+    emit: () => {},
+    signal: new AbortController().signal,
+    askPermission: async () => ({ allow: false }),
+    withdrawPermission: () => {},
+    callTool: async () => ({ output: "", isError: true }),
+    launch,
+    commandOutput: "none",
+    allowedEnv: { HOME: "/nonexistent-home", CODEX_HOME: "/nonexistent-home/.codex" },
+    sandbox,
+  });
+  const modeOf = (args: string[]) => args.find((a) => a.startsWith("sandbox_mode="));
+  const workdir = ROOT;
+
+  it("unconfined (no sandbox here, or a context that does not say), Codex's own workspace-write stays pinned; inside the worker's, Codex is told to use none", async () => {
+    for (const [sandbox, mode] of [
+      [null, 'sandbox_mode="workspace-write"'],
+      [undefined, 'sandbox_mode="workspace-write"'],
+      ["bubblewrap", 'sandbox_mode="danger-full-access"'],
+      ["seatbelt", 'sandbox_mode="danger-full-access"'],
+    ] as const) {
+      const seen: AgentProcess[] = [];
+      const launch = async (p: AgentProcess): Promise<Launched> => {
+        seen.push(p);
+        throw new Error("stopped before starting");
+      };
+      await expect(new CodexRuntime({ name: "codex" } as never, CODEX, workdir).run(job, context(sandbox, launch))).rejects.toThrow("stopped before starting");
+      expect(seen[0].args[0]).toBe("app-server");
+      expect(modeOf(seen[0].args)).toBe(mode);
+      expect(seen[0].args).toContain('approval_policy="on-request"');
+    }
+  });
+
+  it("told to use no sandbox of its own, Codex is not started when the launch did not confine it", async () => {
+    const dir = fs.mkdtempSync("/var/tmp/svc-codex-launch-");
+    try {
+      const started = path.join(dir, "started");
+      let cleaned = false;
+      // A launch that forgets the worker's sandbox: the process it returns would leave a mark if started.
+      const launch = async (p: AgentProcess): Promise<Launched> => ({ command: "sh", args: ["-c", `touch ${started}`], cwd: p.cwd, env: {}, cleanup: () => void (cleaned = true) });
+      await expect(new CodexRuntime({ name: "codex" } as never, CODEX, workdir).run(job, context("bubblewrap", launch))).rejects.toThrow(/did not confine it/);
+      expect(cleaned).toBe(true);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(fs.existsSync(started)).toBe(false);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

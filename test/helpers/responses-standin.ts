@@ -11,7 +11,8 @@ import type { AddressInfo } from "node:net";
  * - `[tool:<name>]`: calls the first offered tool whose name contains `<name>`
  *   (MCP tools too, inside their namespace), then answers with what it returned;
  * - `[shell:<command>]`: runs `<command>` through Codex's shell tool, then answers with its output;
- * - `[escalate:<command>]`: the same, asking to run it outside Codex's sandbox (which asks the user's approval first);
+ * - `[escalate:<command>]`: the same, asking to run it outside Codex's sandbox (which asks the user's approval first
+ *   where Codex has a sandbox of its own; inside the worker's, it has none and nothing is asked);
  * - `[error:<status>]`: answers that HTTP status in OpenAI's error format;
  * - `[slow]`: a long answer, one delta every 50 ms;
  * - otherwise: "Hello from the Responses stand-in." in a few deltas, 40 ms apart.

@@ -261,6 +261,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
           launch: policy.launch,
           commandOutput: policy.policy.commandOutput,
           allowedEnv: policy.allowedEnv,
+          sandbox: policy.sandbox,
         });
       } catch (err) {
         last = { type: "failed", code: "runtime_error", message: (err as Error).message };

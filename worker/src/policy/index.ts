@@ -1,5 +1,5 @@
-import type { AskPermission, Launch } from "../runtimes/runtime.js";
-import { launchAgent } from "./sandbox.js";
+import type { AskPermission, Launch, SandboxKind } from "../runtimes/runtime.js";
+import { launchAgent, sandboxOf } from "./sandbox.js";
 import { confirmAtTerminal } from "./confirm.js";
 import { defaultPolicy, type Policy, type RequestKind } from "./schema.js";
 
@@ -10,6 +10,8 @@ export interface MachinePolicy {
   launch: Launch;
   /** The environment the policy lets reach a CLI, before its runtime's own additions. */
   allowedEnv: NodeJS.ProcessEnv;
+  /** The operating-system sandbox `launch` starts CLIs in (found when first read), `null`: unconfined. */
+  readonly sandbox: SandboxKind | null;
   /** The app's asking, behind the user's rules: refused or allowed here without asking, confirmed here, or asked of the app. */
   gate(askApp: AskPermission): AskPermission;
 }
@@ -58,6 +60,9 @@ export function machinePolicy(policy: Policy = defaultPolicy(), from: NodeJS.Pro
     policy,
     allowedEnv: allowedEnv(policy, from, {}),
     launch: (p) => launchAgent(p, policy, allowedEnv(policy, from, p.env)),
+    get sandbox() {
+      return sandboxOf();
+    },
     gate: (askApp) => async (req) => {
       const decider = policy.decide[kindOfRequest(req.tool)];
       if (decider === "allow") return { allow: true };

@@ -1,6 +1,6 @@
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
-import type { AgentProcess, Launched } from "../runtimes/runtime.js";
+import type { AgentProcess, Launched, SandboxKind } from "../runtimes/runtime.js";
 import { confinementOf, which } from "./confinement.js";
 import type { Policy } from "./schema.js";
 import { launchInBubblewrap } from "./sandbox-linux.js";
@@ -8,7 +8,7 @@ import { launchInSeatbelt } from "./sandbox-macos.js";
 
 /** The operating-system sandbox this machine offers agent CLIs. */
 export interface SandboxInfo {
-  kind: "bubblewrap" | "seatbelt" | null;
+  kind: SandboxKind | null;
   /** The sandbox's program. */
   command?: string;
   /** Why there is none. */
@@ -47,6 +47,15 @@ export function detectSandbox(): SandboxInfo {
 }
 
 /**
+ * The sandbox `launchAgent` starts agent CLIs in on this machine (the same
+ * test as its own), or `null` where there is none (then they run unconfined if
+ * the policy accepts that, and not at all otherwise).
+ */
+export function sandboxOf(sandbox: SandboxInfo = detectSandbox()): SandboxKind | null {
+  return sandbox.kind !== null && sandbox.command ? sandbox.kind : null;
+}
+
+/**
  * Starts an agent CLI as the user's policy says: inside the machine's sandbox
  * with `env` (the allowlisted environment: the only one that reaches it), or,
  * where there is no sandbox, unconfined only if the user accepted that
@@ -60,5 +69,6 @@ export async function launchAgent(p: AgentProcess, policy: Policy, env: NodeJS.P
     return { command: p.command, args: p.args, cwd: p.cwd, env };
   }
   const confinement = confinementOf(p, policy, env);
-  return sandbox.kind === "bubblewrap" ? launchInBubblewrap(sandbox.command, confinement, p.args, env) : launchInSeatbelt(sandbox.command, confinement, p.args, env);
+  const launched = sandbox.kind === "bubblewrap" ? await launchInBubblewrap(sandbox.command, confinement, p.args, env) : await launchInSeatbelt(sandbox.command, confinement, p.args, env);
+  return { ...launched, sandbox: sandbox.kind };
 }

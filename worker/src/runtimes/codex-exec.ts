@@ -1,5 +1,6 @@
 import type { Job } from "@svc/contract";
 import { commandActivity } from "../policy/output.js";
+import type { CodexSandboxMode } from "./codex.js";
 import { runNdjson } from "./ndjson-process.js";
 import { failed, type JobContext } from "./runtime.js";
 
@@ -17,18 +18,19 @@ interface Item {
 
 /**
  * The fallback for a Codex without `app-server`: `codex exec --json`, which asks
- * no approvals (its pinned `workspace-write` sandbox decides) and offers no app
- * tools. Its stdin is closed at once (`exec` otherwise waits for more input
- * forever) and the prompt comes after `--` (a prompt starting with `--` is not a flag).
+ * no approvals (its pinned sandbox decides: `workspace-write`, or none inside
+ * the worker's own, see `codexSandbox` in codex.ts) and offers no app tools.
+ * Its stdin is closed at once (`exec` otherwise waits for more input forever)
+ * and the prompt comes after `--` (a prompt starting with `--` is not a flag).
  */
 export async function runCodexExec(
   command: string,
   workdir: string,
   job: Extract<Job, { kind: "agent_run" }>,
   ctx: JobContext,
-  o: { writable: string[]; modelApis: string[]; model?: string; overrides: string[] },
+  o: { writable: string[]; modelApis: string[]; model?: string; overrides: string[]; sandboxMode: CodexSandboxMode },
 ): Promise<void> {
-  const args = ["exec", "--json", "--cd", workdir, "--skip-git-repo-check", "--sandbox", "workspace-write", ...o.overrides.flatMap((c) => ["-c", c]), ...(o.model ? ["--model", o.model] : []), "--", job.prompt];
+  const args = ["exec", "--json", "--cd", workdir, "--skip-git-repo-check", "--sandbox", o.sandboxMode, ...o.overrides.flatMap((c) => ["-c", c]), ...(o.model ? ["--model", o.model] : []), "--", job.prompt];
   let output = "";
   const usage = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
   let failure: { code: string; message: string } | null = null;

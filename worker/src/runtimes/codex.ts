@@ -8,7 +8,7 @@ import { BRIDGE_TOKEN_ENV } from "../mcp/wire.js";
 import { commandActivity } from "../policy/output.js";
 import { CodexRpc } from "./codex-rpc.js";
 import { runCodexExec } from "./codex-exec.js";
-import { failed, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
+import { failed, type AgentRuntimeOptions, type JobContext, type Launch, type Runtime } from "./runtime.js";
 
 /** Codex's own model APIs, reached when its configuration names no other. */
 const CODEX_DEFAULT_APIS = ["https://api.openai.com", "https://chatgpt.com"];
@@ -18,6 +18,66 @@ const INTERRUPT_GRACE_MS = 3000;
 const BRIDGE_STARTUP_TIMEOUT_SEC = 60;
 
 type Params = Record<string, unknown>;
+
+/** Codex's own sandbox modes (its `sandbox_mode` setting, app-server's `sandbox`, exec's `--sandbox`). */
+export type CodexSandboxMode = "workspace-write" | "danger-full-access";
+
+/**
+ * Which sandbox Codex's commands run in: exactly one, never one nested in
+ * another (issue 29).
+ *
+ * Where the worker confines the CLI itself (`ctx.sandbox`: bubblewrap on Linux,
+ * Seatbelt on macOS), Codex is told `danger-full-access`: the worker's sandbox
+ * is the sandbox, around Codex and every command it runs. Codex's own
+ * `workspace-write` cannot run inside it: on Linux it is a second bubblewrap,
+ * which must create a user namespace and write its uid map, and that is refused
+ * inside the worker's wherever the worker runs as root (mapping uid 0 needs
+ * CAP_SETFCAP, which the worker's `--cap-drop ALL` takes away: "bwrap: setting
+ * up uid map: Operation not permitted"), where bubblewrap is setuid because
+ * unprivileged user namespaces are off, and under Ubuntu's AppArmor
+ * restriction of user namespaces; and macOS refuses Seatbelt inside Seatbelt
+ * ("sandbox_apply: Operation not permitted", openai/codex#45657). Then every
+ * ordinary command fails and only escalated ones run.
+ * Making the nesting work instead would mean weakening the worker's sandbox
+ * (capabilities or a remapped user namespace for the CLI, and leaving it free
+ * to create namespaces: the kernel surface most local privilege escalations
+ * go through), and it would still depend on the host's kernel, its security
+ * modules and the internals of each Codex release (0.169 already refuses its
+ * Landlock fallback under app-server).
+ *
+ * The confinement that matters holds: the worker's sandbox is the stricter one
+ * for reads (Codex's `workspace-write` reads the whole disk; the worker's shows
+ * only the system, the working folder and the paths the CLI and the policy
+ * need, never the rest of HOME), writes reach only the working folder, Codex's
+ * home and the policy's writable paths, and the network is the policy's (by
+ * default only the model APIs). What is given up are Codex's finer rules
+ * inside that: its commands may now write its home (CODEX_HOME) and the
+ * working folder's `.git`, `.codex` and `.agents`, as Codex itself always
+ * could there. And with no sandbox of its own to leave, Codex asks no approval
+ * to escalate; it still asks before commands it counts as dangerous (`rm -rf`,
+ * ...), and those go to the user's policy and then the app as before.
+ *
+ * Unconfined (no sandbox on this machine and the policy accepts that, or a
+ * context that does not say), Codex's own `workspace-write` stays pinned. The
+ * launch is checked: Codex told to use no sandbox of its own is never started
+ * outside the worker's.
+ */
+function codexSandbox(ctx: JobContext): { mode: CodexSandboxMode; launch: Launch } {
+  const outer = ctx.sandbox ?? null;
+  if (outer === null) return { mode: "workspace-write", launch: ctx.launch };
+  return {
+    mode: "danger-full-access",
+    launch: async (p) => {
+      const launched = await ctx.launch(p);
+      if (launched.sandbox !== outer) {
+        await launched.cleanup?.();
+        throw new Error(`Codex was to run inside the machine's sandbox (${outer}) with its own turned off, and the launch did not confine it: not started.`);
+      }
+      return launched;
+    },
+  };
+}
+
 interface Usage {
   inputTokens: number;
   cachedInputTokens: number;
@@ -29,11 +89,13 @@ interface Usage {
  * Codex on the user's own subscription (or the user's local model), through
  * `codex app-server`: JSON-RPC over stdio with threads, turns, interrupt, token
  * usage and, above all, approvals: each command or file change Codex wants to
- * make outside its sandbox becomes a permission request (the user's policy
- * first, then the app). Approval policy and sandbox are pinned on every start
- * (`on-request`, `workspace-write`), so no configuration file of the user's or
- * the folder's can turn the asking off. Where app-server is missing (older
- * Codex), `codex exec --json` is the fallback: it asks nothing.
+ * make outside its sandbox, or counts as dangerous, becomes a permission
+ * request (the user's policy first, then the app). Approval policy and sandbox
+ * are pinned on every start (`on-request`; `workspace-write`, or
+ * `danger-full-access` inside the worker's own sandbox: see `codexSandbox`),
+ * so no configuration file of the user's or the folder's can turn the asking
+ * off. Where app-server is missing (older Codex), `codex exec --json` is the
+ * fallback: it asks nothing.
  */
 export class CodexRuntime implements Runtime {
   constructor(
@@ -48,14 +110,16 @@ export class CodexRuntime implements Runtime {
     const home = ctx.allowedEnv.CODEX_HOME ?? path.join(ctx.allowedEnv.HOME ?? os.homedir(), ".codex");
     const local = this.options.localModel;
     const modelApis = local ? [local.baseUrl] : configuredApis(home);
-    const overrides = ["approval_policy=\"on-request\"", "sandbox_mode=\"workspace-write\""];
+    const sandbox = codexSandbox(ctx);
+    const overrides = ["approval_policy=\"on-request\"", `sandbox_mode="${sandbox.mode}"`];
     if (local) {
       overrides.push(
         'model_provider="svc_local"',
         `model_providers.svc_local={ name = "local model", base_url = ${JSON.stringify(`${local.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "")}/v1`)}, wire_api = "responses"${local.apiKey ? ', env_key = "SVC_LOCAL_MODEL_KEY"' : ""} }`,
       );
     }
-    if (!hasAppServer(this.command)) return runCodexExec(this.command, this.workdir, job, ctx, { writable: [home], modelApis, model: job.model ?? local?.model, overrides });
+    const jobCtx: JobContext = { ...ctx, launch: sandbox.launch };
+    if (!hasAppServer(this.command)) return runCodexExec(this.command, this.workdir, job, jobCtx, { writable: [home], modelApis, model: job.model ?? local?.model, overrides, sandboxMode: sandbox.mode });
 
     let bridge: ToolBridge | null = null;
     if (job.tools?.length) {
@@ -73,13 +137,13 @@ export class CodexRuntime implements Runtime {
       );
     }
     try {
-      await this.appServer(job, ctx, { home, modelApis, overrides, bridge });
+      await this.appServer(job, jobCtx, { home, modelApis, overrides, bridge, sandboxMode: sandbox.mode });
     } finally {
       await bridge?.close();
     }
   }
 
-  private async appServer(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext, o: { home: string; modelApis: string[]; overrides: string[]; bridge: ToolBridge | null }): Promise<void> {
+  private async appServer(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext, o: { home: string; modelApis: string[]; overrides: string[]; bridge: ToolBridge | null; sandboxMode: CodexSandboxMode }): Promise<void> {
     const launched = await ctx.launch({
       command: this.command,
       args: ["app-server", ...o.overrides.flatMap((c) => ["-c", c])],
@@ -199,7 +263,7 @@ export class CodexRuntime implements Runtime {
       const thread = await rpc.request<{ thread: { id: string } }>("thread/start", {
         cwd: this.workdir,
         approvalPolicy: "on-request",
-        sandbox: "workspace-write",
+        sandbox: o.sandboxMode,
         ephemeral: true,
         ...(job.model ?? this.options.localModel?.model ? { model: job.model ?? this.options.localModel?.model } : {}),
         ...(job.system ? { developerInstructions: job.system } : {}),

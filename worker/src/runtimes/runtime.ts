@@ -38,11 +38,16 @@ export interface Launched {
   args: string[];
   cwd: string;
   env: NodeJS.ProcessEnv;
+  /** The operating-system sandbox the process starts in (`launch` sets it); unset: unconfined. */
+  sandbox?: SandboxKind;
   /** Undoes what launching set up (temporary folders, forwarders), once the process is gone. */
   cleanup?: () => void | Promise<void>;
 }
 
 export type Launch = (p: AgentProcess) => Promise<Launched>;
+
+/** The operating-system sandboxes the launcher puts agent CLIs in: bubblewrap on Linux, Seatbelt on macOS. */
+export type SandboxKind = "bubblewrap" | "seatbelt";
 
 export interface JobContext {
   emit(event: JobEvent): void;
@@ -56,6 +61,14 @@ export interface JobContext {
   commandOutput: "none" | "summary" | "full";
   /** The environment the policy lets reach the CLI (before the runtime's own additions): where a runtime reads its model API's address. */
   allowedEnv: NodeJS.ProcessEnv;
+  /**
+   * The operating-system sandbox `launch` starts agent CLIs in on this machine
+   * (the user's policy and what the machine offers): `null` when they run
+   * unconfined (no sandbox here, and the user accepted that). Unset counts as
+   * unconfined. A CLI with a sandbox of its own that cannot run inside this one
+   * (Codex) is told to use none when, and only when, this one is there.
+   */
+  sandbox?: SandboxKind | null;
 }
 
 /** How an agent runtime is set up besides its command and working folder. */
