@@ -143,13 +143,32 @@ export const JobEvent = z.discriminatedUnion("type", [
   z.object({ type: z.literal("permission_withdrawn"), requestId: z.string() }),
   /** What an agent runtime did on its own (a command run, a file changed): for the record. */
   z.object({ type: z.literal("activity"), summary: z.string(), detail: z.unknown().optional() }),
+  /**
+   * Tokens an agent runtime's model used, told as soon as its API says them, so a job
+   * that fails, is cancelled or is cut off (a deadline, a lost link) still has them
+   * counted: one report per model API call (`call`, its id, at most 128 characters)
+   * once the call is over; before that, with `partial`, what the API said at its start
+   * (its input, a first output count). A later report of the same call replaces a
+   * partial one. The service writes a ledger row for each call once, when it is over,
+   * or at the job's end for a call still open (counted as far as the API said).
+   * The job's `done` (and `failed`) `usage` is still its whole usage as the runtime
+   * reports it: the service counts what that has beyond the calls reported.
+   */
+  z.object({ type: z.literal("usage"), call: z.string().min(1).max(128), usage: Usage, partial: z.boolean().optional() }),
   z.object({
     type: z.literal("done"),
     finishReason: z.string().describe("`stop`, `tool_calls`, `length`, `end_turn`, ..."),
     output: z.string(),
     usage: Usage,
   }),
-  z.object({ type: z.literal("failed"), code: z.string(), message: z.string() }),
+  z.object({
+    type: z.literal("failed"),
+    code: z.string(),
+    message: z.string(),
+    usage: Usage.optional().describe(
+      "An agent job's whole usage as its runtime reports it at its end (a CLI's last word, its usage reports summed): the service counts what this has beyond the calls reported. Absent: nothing known beyond them.",
+    ),
+  }),
 ]);
 export type JobEvent = z.infer<typeof JobEvent>;
 
@@ -182,6 +201,9 @@ export const WorkerMessage = z.discriminatedUnion("type", [
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
 
+/** The catalog's additions a service announces in `welcome.features` (a worker sends them only to a service that does). */
+export const WORKER_FEATURES = { jobUsage: "job_usage" } as const;
+
 /** Service → worker. */
 export const ServerMessage = z.discriminatedUnion("type", [
   envelope(
@@ -198,6 +220,11 @@ export const ServerMessage = z.discriminatedUnion("type", [
         })
         .optional()
         .describe("Present when the hello's client is `svc-worker` at an older version than the service's: where to get the current one. The older worker is still served."),
+      features: z
+        .array(z.string().max(64))
+        .max(64)
+        .optional()
+        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`). An older service sends none: then the worker sends none of those.`),
     }),
   ),
   envelope("job", z.object({ jobId: z.string(), job: Job })),

@@ -3,7 +3,19 @@ import { randomId } from "../crypto.js";
 import { RunDriver, type RunEnd } from "./driver.js";
 import { RunStop } from "./run-stop.js";
 import { DEFAULT_ANSWER_TIMEOUT_MS, parseArguments } from "./model-loop.js";
-import type { NewApproval, NewToolCall, RunInputs } from "./run-rows.js";
+import type { NewApproval, NewToolCall, NewUsageRow, RunInputs } from "./run-rows.js";
+
+/** Tokens as a job event says them. */
+type Usage = Extract<JobEvent, { type: "done" }>["usage"];
+type Tokens = Required<Usage>;
+const KINDS = ["inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens"] as const;
+/**
+ * Model calls a run keeps open (reported partially, not yet over) at most: a CLI has a
+ * few at once (subagents in parallel); a machine reporting more has the rest counted
+ * only by their final report or the job's total, so what the run's end writes stays small.
+ */
+const MAX_OPEN_CALLS = 64;
+const tokens = (u: Usage): Tokens => ({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens ?? 0, cacheWriteTokens: u.cacheWriteTokens ?? 0 });
 
 /** A call of one of the app's tools that the agent CLI made through the worker's tool bridge, until it is answered. */
 interface OpenToolCall {
@@ -27,9 +39,24 @@ interface OpenToolCall {
  * `approval_request` for tools that need one) as on a model run, whose result
  * goes back to the CLI. Its loop lives in the CLI process, so a run whose driving
  * instance was lost cannot be resumed: it fails with a clear reason.
+ *
+ * Every token the CLI's model used is counted once, however the run ends: each
+ * model call the worker reports (`usage` job events) is a ledger row (`tokens:<run>:<n>`,
+ * n = 1, 2, ... in the order counted) and a `usage` event of turn n, written when the
+ * call is over; a call still open when the run ends (failed, cancelled, past a deadline,
+ * its link lost) is written then, as far as the API said (its partial report). The job's
+ * own total at its end (`done`'s usage, or `failed`'s when it has one) adds one more row
+ * for what it has beyond the rows written (all of it from a worker that reports no calls).
  */
 export class AgentRunDriver extends RunDriver {
   private text = "";
+  /** Model calls reported partially (still open): call → its usage as last said. */
+  private readonly open = new Map<string, Usage>();
+  /** Model calls whose row is written (or given to a write): a report of one again is ignored. */
+  private readonly counted = new Set<string>();
+  /** The tokens of the rows written, and how many rows (the next row's number is one more). */
+  private readonly written: Tokens = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+  private rows = 0;
   /** Open permission requests: approval id → the CLI's request id, and the deadline. */
   private readonly asked = new Map<string, { requestId: string; deadline: number }>();
   /** Open calls of the app's tools, by the service's call id. */
@@ -71,9 +98,13 @@ export class AgentRunDriver extends RunDriver {
               return this.withdraw(e.requestId);
             case "tool_call":
               return this.toolCall(e);
+            case "usage":
+              return this.callUsage(e);
             case "done":
               return resolve(e);
             case "failed":
+              // What the machine counted before the end goes in before the end is written.
+              this.store(this.uncounted(e.usage));
               if (e.code === "worker_lost" && !this.stoppedHere()) {
                 // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
                 return reject(new RunStop("worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
@@ -103,17 +134,69 @@ export class AgentRunDriver extends RunDriver {
     try {
       const done = await Promise.race([result, relay.then(() => result)]);
       const output = done.output || this.text;
-      const { row } = this.usage(1, done.usage.inputTokens, done.usage.outputTokens, done.usage);
+      const rows = this.uncounted(done.usage);
       return {
         output,
         stopReason: done.finishReason,
-        patch: { turns: 1, addInputTokens: done.usage.inputTokens, addOutputTokens: done.usage.outputTokens },
-        extra: { usage: [row] },
+        patch: { turns: 1, ...this.added(rows) },
+        extra: { usage: rows },
       };
+    } catch (err) {
+      // Failed, cancelled, past a deadline, its link lost: the calls still open are counted as far as the API said, before the end is written.
+      this.store(this.uncounted());
+      throw err;
     } finally {
       finished = true;
       this.nudge();
     }
+  }
+
+  /** A model call's usage, as the worker reports it: a partial report is kept until the call is over (or the run ends); a final one is written at once. */
+  private callUsage(e: Extract<JobEvent, { type: "usage" }>): void {
+    if (this.counted.has(e.call)) return;
+    if (e.partial) {
+      if (this.open.has(e.call) || this.open.size < MAX_OPEN_CALLS) this.open.set(e.call, e.usage);
+      return;
+    }
+    this.open.delete(e.call);
+    this.counted.add(e.call);
+    this.store([this.count(e.usage)]);
+  }
+
+  /**
+   * The rows not written yet: one for each call still open (its partial usage), and
+   * one for what `total` (the job's own, at its end) has beyond every row, kind by kind.
+   */
+  private uncounted(total?: Usage): NewUsageRow[] {
+    const rows: NewUsageRow[] = [];
+    for (const [call, usage] of this.open) {
+      this.counted.add(call);
+      rows.push(this.count(usage));
+    }
+    this.open.clear();
+    if (total) {
+      const all = tokens(total);
+      const beyond = Object.fromEntries(KINDS.map((k) => [k, Math.max(0, all[k] - this.written[k])])) as Tokens;
+      if (KINDS.some((k) => beyond[k] > 0)) rows.push(this.count(beyond));
+    }
+    return rows;
+  }
+
+  /** One ledger row (and its `usage` event) for `usage`: the next row of the run. */
+  private count(usage: Usage): NewUsageRow {
+    const t = tokens(usage);
+    for (const k of KINDS) this.written[k] += t[k];
+    return this.usage(++this.rows, t.inputTokens, t.outputTokens, t).row;
+  }
+
+  /** The run's token totals added by `rows` (cache tokens are apart, in the rows only). */
+  private added(rows: NewUsageRow[]): { addInputTokens: number; addOutputTokens: number } {
+    return { addInputTokens: rows.reduce((n, r) => n + r.input_tokens, 0), addOutputTokens: rows.reduce((n, r) => n + r.output_tokens, 0) };
+  }
+
+  /** Writes rows counted mid-run (with their events), in order before anything written after. */
+  private store(rows: NewUsageRow[]): void {
+    if (rows.length) void this.flush(this.added(rows), { usage: rows }).catch(() => {});
   }
 
   /** The CLI asks before it acts: an approval request of kind `permission`, answered by the app. */

@@ -1,5 +1,5 @@
 import type { WebSocket } from "ws";
-import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
+import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_FEATURES, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import { jobFailed } from "../errors.js";
 import type { MachineIdentity, MachineService } from "../machines/machines.js";
@@ -273,7 +273,7 @@ export class WorkerConnection {
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
         const update = this.updateFor(message.payload.client, message.payload.version);
         this.send(
-          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, ...(update ? { update } : {}) }),
+          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage], ...(update ? { update } : {}) }),
         );
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;

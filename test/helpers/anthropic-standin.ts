@@ -23,8 +23,12 @@ import type { AddressInfo } from "node:net";
  *   result it answers `The tool said: <result>` for each (joined by a space);
  * - `[[status:400]]`: answers every request with that HTTP error (Anthropic's error body);
  *   `[[status:529x1]]`: only the first N requests of this prompt, then answers normally
- *   (shows the CLI's retries; `retry-after: 0` keeps them quick).
- * Markers hold no `]`. Every message reports usage `USAGE` (cache reads and writes included).
+ *   (shows the CLI's retries; `retry-after: 0` keeps them quick);
+ * - `[[fail-after:N:CODE]]`: the first N requests of this prompt are answered normally, every
+ *   later one with that HTTP error (a run whose first turns used tokens, then failed);
+ * - `[[usage:IN/OUT]]`: each answer reports IN input and OUT output tokens, no cache tokens
+ *   (IN with `message_start`, OUT with `message_delta`, as Anthropic does).
+ * Markers hold no `]`. Every message reports usage `USAGE` (cache reads and writes included) unless `[[usage:…]]` says otherwise.
  */
 export interface AnthropicStandIn {
   url: string;
@@ -73,7 +77,7 @@ type Step = { kind: "tool"; match: (name: string) => boolean; fixed?: string; in
 
 export async function startAnthropicStandIn(): Promise<AnthropicStandIn> {
   const requests: RecordedRequest[] = [];
-  /** Errors already answered per prompt (for `[[status:NxK]]`). */
+  /** Errors already answered per prompt (for `[[status:NxK]]`); requests seen per prompt (for `[[fail-after:N:CODE]]`, under `after:<prompt>`). */
   const failures = new Map<string, number>();
 
   const server = http.createServer(async (req, res) => {
@@ -154,6 +158,13 @@ async function answer(body: MessagesBody, res: http.ServerResponse, failures: Ma
       return error(res, code, code === 400 ? "messages: the stand-in refuses this request" : code === 529 ? "Overloaded" : "Internal server error");
     }
   }
+  const failAfter = /\[\[fail-after:(\d+):(\d{3})\]\]/.exec(prompt);
+  if (failAfter) {
+    const seen = failures.get(`after:${prompt}`) ?? 0;
+    failures.set(`after:${prompt}`, seen + 1);
+    const code = Number(failAfter[2]);
+    if (seen >= Number(failAfter[1])) return error(res, code, code === 529 ? "Overloaded" : code === 400 ? "messages: the stand-in refuses this request" : "Internal server error");
+  }
   const steps = stepsOf(prompt);
   const next = steps[results.length];
   const tool = next ? (body.tools ?? []).find((t) => next.match(t.name)) : undefined;
@@ -170,8 +181,10 @@ async function answer(body: MessagesBody, res: http.ServerResponse, failures: Ma
   const message = { id: `msg_${crypto.randomBytes(12).toString("hex")}`, type: "message", role: "assistant", model: body.model };
   const stopReason = content.some((c) => c.type === "tool_use") ? "tool_use" : "end_turn";
   const withIds = content.map((c) => (c.type === "tool_use" ? { ...c, id: `toolu_${crypto.randomBytes(12).toString("hex")}` } : c));
+  const own = /\[\[usage:(\d+)\/(\d+)\]\]/.exec(prompt);
+  const usage = own ? { input_tokens: Number(own[1]), cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: Number(own[2]) } : USAGE;
   if (!body.stream) {
-    return json(res, 200, { ...message, content: withIds, stop_reason: stopReason, stop_sequence: null, usage: USAGE });
+    return json(res, 200, { ...message, content: withIds, stop_reason: stopReason, stop_sequence: null, usage });
   }
   res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_${crypto.randomBytes(12).toString("hex")}` });
   const send = async (event: string, data: unknown, pause = 0) => {
@@ -179,7 +192,7 @@ async function answer(body: MessagesBody, res: http.ServerResponse, failures: Ma
     res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     if (pause) await new Promise((r) => setTimeout(r, pause));
   };
-  const { output_tokens, ...input } = USAGE;
+  const { output_tokens, ...input } = usage;
   await send("message_start", { type: "message_start", message: { ...message, content: [], stop_reason: null, stop_sequence: null, usage: { ...input, output_tokens: 1 } } });
   for (const [index, block] of withIds.entries()) {
     if (block.type === "text") {

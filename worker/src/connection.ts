@@ -1,5 +1,5 @@
 import WebSocket from "ws";
-import { parseFrame, pingDue, ServerMessage, type RuntimeAdvert, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
+import { parseFrame, pingDue, ServerMessage, type RuntimeAdvert, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_FEATURES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
 import type { Credentials } from "./store.js";
 import type { Runtime, ToolAnswer } from "./runtimes/runtime.js";
 import { machinePolicy, type MachinePolicy } from "./policy/index.js";
@@ -78,6 +78,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       handshakeTimeout: 15_000,
     });
     let heartbeat: NodeJS.Timeout | null = null;
+    /** What the service announced it takes beyond the first catalog (`welcome.features`). */
+    let features = new Set<string>();
     let settled = false;
     const finish = (value: { end?: ServeEnd; why: string }) => {
       if (settled) return;
@@ -163,6 +165,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       switch (m.type) {
         case "welcome": {
           welcomed();
+          features = new Set(m.payload.features ?? []);
           print(`✓ Connected to ${m.payload.appName} as ${m.payload.machineId}; serving ${runtimes.map((r) => r.advert.name).join(", ") || "nothing"}.`);
           // Once per process, not on every reconnect.
           if (m.payload.update && !toldUpdate) {
@@ -208,6 +211,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       const emit = (event: JobEvent) => {
         if (ended || tooLarge.has(jobId)) return;
         if (event.type === "text_delta") return texts.add(event.text);
+        // An older service takes no `usage` events (it would count them as bad messages): only the job's end carries its usage then.
+        if (event.type === "usage" && !features.has(WORKER_FEATURES.jobUsage)) return;
         texts.flush();
         // Its slot is free once its end is said: the service may send the next job at once.
         if (event.type === "done" || event.type === "failed") {

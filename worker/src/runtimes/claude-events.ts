@@ -1,7 +1,7 @@
 import type { JobEvent } from "@svc/contract";
 import { BRIDGE_SERVER_NAME } from "../mcp/bridge-host.js";
 import { commandActivity } from "../policy/output.js";
-import { failed, type JobContext } from "./runtime.js";
+import type { JobContext } from "./runtime.js";
 
 /** How Claude Code names the app's tools offered through the worker's bridge: `mcp__app__<tool>`. */
 const APP_TOOL_PREFIX = `mcp__${BRIDGE_SERVER_NAME}__`;
@@ -21,7 +21,30 @@ interface Message {
   id?: string;
   model?: string;
   content?: ContentBlock[];
+  usage?: ApiUsage;
 }
+
+/** Usage as the Anthropic Messages API says it (`message_start`, `message_delta`, a whole message, the CLI's `result`). */
+interface ApiUsage {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+}
+
+/** A job event's usage. */
+type Usage = Extract<JobEvent, { type: "done" }>["usage"];
+type Tokens = Required<Usage>;
+
+const KINDS = ["inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens"] as const;
+const count = (n: unknown): number => (typeof n === "number" && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0);
+const tokensOf = (u: ApiUsage | undefined): Tokens => ({
+  inputTokens: count(u?.input_tokens),
+  outputTokens: count(u?.output_tokens),
+  cacheReadTokens: count(u?.cache_read_input_tokens),
+  cacheWriteTokens: count(u?.cache_creation_input_tokens),
+});
+const zero = (): Tokens => ({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
 
 /**
  * Turns Claude Code's stream-json (`--output-format stream-json --verbose
@@ -36,6 +59,15 @@ interface Message {
  *   "API Error: ...") and then a `result` with `is_error: true` (its subtype still
  *   `success`): the text is never run text, the run fails with `api_error_<status>`.
  * - `system`/`api_retry` becomes an activity, so a run backing off is seen as such.
+ * - Tokens are told as the API says them (`usage` events), so a run that fails or is
+ *   cut off still has its calls counted: each model call's `message_start` (its input, a
+ *   first output count) as a partial report, its `message_delta` (the final counts) as
+ *   the call's report; a call seen only whole (an `assistant` line with no stream events,
+ *   the CLI's non-streaming fallback) by that message's usage. Subagents' calls count
+ *   too. The `assistant` lines of a streamed call carry only its start's usage: not used.
+ *   The end its `result` line makes (`done`, or `failed` with a `usage`) carries the larger
+ *   of the CLI's totals and the calls' sum, kind by kind (an interrupted call is in the
+ *   sum, not in the result).
  * - Commands (`Bash`) are reported once their result is in, shaped by the user's
  *   `commandOutput` policy; other tools as `uses <Tool>`. The app's own tools
  *   (`mcp__app__*`) are not: each call is already a `tool_call` from the bridge.
@@ -45,6 +77,12 @@ export class ClaudeEvents {
   private readonly streamed = new Set<string>();
   /** The message whose stream events are arriving (its id, from `message_start`). */
   private currentMessage = "";
+  /** The model call whose stream events are arriving, per agent (`""` the main one, else the subagent's `parent_tool_use_id`): its message id. */
+  private readonly streaming = new Map<string, string>();
+  /** Each model call told so far: its usage as last said, and whether that was its final word. */
+  private readonly calls = new Map<string, { usage: Tokens; final: boolean }>();
+  /** The CLI's own totals, from its `result` line. */
+  private resultUsage: Tokens | null = null;
   /** The synthetic error text of a failed API call, for the failure's message. */
   private apiErrorText = "";
   /** Tool uses waiting for their result, by id: how to report them then. */
@@ -66,8 +104,10 @@ export class ClaudeEvents {
     const topLevel = line.parent_tool_use_id === null || line.parent_tool_use_id === undefined;
     switch (line.type) {
       case "stream_event":
+        this.onCallUsage((line.event ?? {}) as Record<string, unknown>, topLevel ? "" : String(line.parent_tool_use_id));
         return this.onStreamEvent((line.event ?? {}) as Record<string, unknown>, topLevel);
       case "assistant":
+        this.onWholeMessage((line.message ?? {}) as Message);
         return this.onAssistant((line.message ?? {}) as Message, topLevel);
       case "user":
         return this.onToolResults((line.message ?? {}) as Message, line.tool_use_result);
@@ -87,6 +127,51 @@ export class ClaudeEvents {
   /** Asks Claude Code to stop the turn (a cancelled job): it withdraws its open permission requests and ends with a result. */
   interrupt(): void {
     this.write({ type: "control_request", request_id: `svc_interrupt_${Date.now()}`, request: { subtype: "interrupt" } });
+  }
+
+  /** The job's usage so far: the larger of the CLI's totals (once its `result` came) and the sum of the calls told, kind by kind. */
+  private usage(): Usage {
+    const sum = zero();
+    for (const { usage } of this.calls.values()) for (const k of KINDS) sum[k] += usage[k];
+    if (this.resultUsage) for (const k of KINDS) sum[k] = Math.max(sum[k], this.resultUsage[k]);
+    return sum;
+  }
+
+  /** A model call's usage from its stream: what `message_start` said (partial), then `message_delta`'s final counts (cumulative, as Anthropic sends them). */
+  private onCallUsage(event: Record<string, unknown>, agent: string): void {
+    if (event.type === "message_start") {
+      const message = (event.message ?? {}) as Message;
+      const id = String(message.id ?? "");
+      if (!id || this.calls.has(id)) return;
+      this.streaming.set(agent, id);
+      this.tell(id, tokensOf(message.usage), false);
+    } else if (event.type === "message_delta") {
+      const id = this.streaming.get(agent);
+      const call = id ? this.calls.get(id) : undefined;
+      if (!id || !call || call.final) return;
+      this.streaming.delete(agent);
+      // Only what the delta says replaces what the start said; never less than was said.
+      const said = (event.usage ?? {}) as ApiUsage;
+      const delta = tokensOf(said);
+      const usage = { ...call.usage };
+      for (const [k, field] of [["inputTokens", "input_tokens"], ["outputTokens", "output_tokens"], ["cacheReadTokens", "cache_read_input_tokens"], ["cacheWriteTokens", "cache_creation_input_tokens"]] as const) {
+        if (typeof said[field] === "number") usage[k] = Math.max(usage[k], delta[k]);
+      }
+      this.tell(id, usage, true);
+    }
+  }
+
+  /** A message seen whole with no stream events of its own (the CLI's non-streaming fallback): its usage is final. */
+  private onWholeMessage(message: Message): void {
+    if (message.model === "<synthetic>" || !message.id || !message.usage || this.calls.has(message.id)) return;
+    this.tell(message.id, tokensOf(message.usage), true);
+  }
+
+  private tell(call: string, usage: Tokens, final: boolean): void {
+    this.calls.set(call, { usage, final });
+    // A call that used nothing (yet) need not be told; its later report will be.
+    if (!KINDS.some((k) => usage[k] > 0)) return;
+    this.ctx.emit({ type: "usage", call: call.slice(0, 128), usage, ...(final ? {} : { partial: true }) });
   }
 
   private onStreamEvent(event: Record<string, unknown>, topLevel: boolean): void {
@@ -180,13 +265,8 @@ export class ClaudeEvents {
   }
 
   private onResult(line: Record<string, unknown>): JobEvent {
-    const u = (line.usage ?? {}) as Record<string, number | undefined>;
-    const usage = {
-      inputTokens: u.input_tokens ?? 0,
-      cacheReadTokens: u.cache_read_input_tokens ?? 0,
-      cacheWriteTokens: u.cache_creation_input_tokens ?? 0,
-      outputTokens: u.output_tokens ?? 0,
-    };
+    this.resultUsage = tokensOf((line.usage ?? {}) as ApiUsage);
+    const usage = this.usage();
     if (!line.is_error && line.subtype === "success") {
       return { type: "done", finishReason: String(line.stop_reason ?? "end_turn"), output: String(line.result ?? ""), usage };
     }
@@ -194,6 +274,6 @@ export class ClaudeEvents {
     const code = status !== null ? `api_error_${status}` : line.subtype && line.subtype !== "success" ? String(line.subtype) : "claude_error";
     const errors = Array.isArray(line.errors) ? (line.errors as unknown[]).map(String).join("; ") : "";
     const message = errors || this.apiErrorText || (typeof line.result === "string" ? line.result : "") || "Claude Code stopped with an error.";
-    return failed(code, message);
+    return { type: "failed", code, message, usage };
   }
 }

@@ -166,6 +166,9 @@ export class CodexRuntime implements Runtime {
     let turnId = "";
     let text = "";
     let usage: Usage | null = null;
+    /** What was told in `usage` events so far, and how many. */
+    let told = jobUsage(null);
+    let calls = 0;
     let retrying: string | null = null;
     const asked = new Set<string>();
     // Codex starts MCP servers beside the first turn, not before it: a turn started
@@ -186,9 +189,17 @@ export class CodexRuntime implements Runtime {
           }
           case "item/completed":
             return this.itemDone((p.item ?? {}) as Params, ctx);
-          case "thread/tokenUsage/updated":
+          case "thread/tokenUsage/updated": {
             usage = ((p.tokenUsage as { total?: Usage } | undefined)?.total ?? usage) as Usage | null;
+            // Told as it comes (after each model call), so a run that fails or is cut off later still has it counted: what the total grew by.
+            const now = jobUsage(usage);
+            const grew = { inputTokens: now.inputTokens - told.inputTokens, outputTokens: now.outputTokens - told.outputTokens, cacheReadTokens: now.cacheReadTokens - told.cacheReadTokens, cacheWriteTokens: now.cacheWriteTokens - told.cacheWriteTokens };
+            if (Object.values(grew).every((n) => n >= 0) && Object.values(grew).some((n) => n > 0)) {
+              told = now;
+              ctx.emit({ type: "usage", call: `codex-${++calls}`, usage: grew });
+            }
             return;
+          }
           case "error": {
             const error = (p.error ?? {}) as { message?: string };
             // A retried request: said as activity, so a run waiting on it does not look stalled.
@@ -209,24 +220,13 @@ export class CodexRuntime implements Runtime {
           }
           case "turn/completed": {
             const turn = (p.turn ?? {}) as { status?: string; error?: { message?: string; codexErrorInfo?: unknown } | null };
-            if (turn.status === "completed") {
-              const u = usage ?? { inputTokens: 0, cachedInputTokens: 0, cacheWriteInputTokens: 0, outputTokens: 0 };
-              return settle({
-                type: "done",
-                finishReason: "end_turn",
-                output: text,
-                usage: {
-                  inputTokens: Math.max(0, u.inputTokens - u.cachedInputTokens - u.cacheWriteInputTokens),
-                  outputTokens: u.outputTokens,
-                  cacheReadTokens: u.cachedInputTokens,
-                  cacheWriteTokens: u.cacheWriteInputTokens,
-                },
-              });
-            }
-            if (turn.status === "interrupted") return settle(failed("cancelled", "The job was cancelled."));
+            if (turn.status === "completed") return settle({ type: "done", finishReason: "end_turn", output: text, usage: jobUsage(usage) });
+            // A turn that did not complete still used what its calls used: the failure carries it.
+            const spent = (code: string, message: string): JobEvent => ({ type: "failed", code, message, usage: jobUsage(usage) });
+            if (turn.status === "interrupted") return settle(spent("cancelled", "The job was cancelled."));
             const api = apiError(turn.error?.message);
-            if (api) return settle(failed(api.code, api.message));
-            return settle(failed(errorCode(turn.error?.codexErrorInfo), turn.error?.message ?? retrying ?? "Codex's turn failed."));
+            if (api) return settle(spent(api.code, api.message));
+            return settle(spent(errorCode(turn.error?.codexErrorInfo), turn.error?.message ?? retrying ?? "Codex's turn failed."));
           }
         }
       },
@@ -335,6 +335,18 @@ function apiError(message: string | undefined): { code: string; message: string 
   } catch {
     return null;
   }
+}
+
+/** Codex's running total as a job's usage: its input counts cached and cache-write tokens in, a job's says them apart. */
+function jobUsage(u: Usage | null): Required<Extract<JobEvent, { type: "done" }>["usage"]> {
+  const t = u ?? { inputTokens: 0, cachedInputTokens: 0, cacheWriteInputTokens: 0, outputTokens: 0 };
+  const n = (x: unknown) => (typeof x === "number" && Number.isFinite(x) && x > 0 ? Math.floor(x) : 0);
+  return {
+    inputTokens: Math.max(0, n(t.inputTokens) - n(t.cachedInputTokens) - n(t.cacheWriteInputTokens)),
+    outputTokens: n(t.outputTokens),
+    cacheReadTokens: n(t.cachedInputTokens),
+    cacheWriteTokens: n(t.cacheWriteInputTokens),
+  };
 }
 
 const STATUS_OF: Record<string, number> = { badRequest: 400, unauthorized: 401, usageLimitExceeded: 429, rateLimitExceeded: 429, internalServerError: 500, serverOverloaded: 503 };
