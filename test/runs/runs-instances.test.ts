@@ -271,6 +271,34 @@ onPostgres("a run across three instances (A starts it, B holds the worker, C tak
     await expectStored(databaseUrl, runId, all.length, 2);
   });
 
+  it("13 runs at once for a machine with a cap of 4 (10 with tool calls answered on A or C, 3 streaming long turns), started on A and C: the full ones wait and then run, all complete, every event once", async () => {
+    const flip = { n: 0 };
+    // Each answer goes to A or C in turn: a waiting run is woken on B whichever instance took its answer.
+    const answers = answerer(keys, () => (flip.n++ % 2 ? c : a));
+    const slow = await Promise.all([0, 1, 2].map((i) => startRun(i % 2 ? c : a, keys, { user, prompt: `Tell me a story [slow] ${tagged()}` }, answers.onFrame)));
+    const tools = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => startRun(i % 2 ? a : c, keys, { user, prompt: `Weather? ${tagged()}`, tools: [{ name: "weather" }] }, answers.onFrame)),
+    );
+    const all = [...slow, ...tools];
+    await Promise.all(all.map((r) => r.ended));
+    for (const r of all) {
+      expect(r.broken, r.runId).toBeNull();
+      expectWhole(r.frames);
+    }
+    await answers.allTaken();
+    expect(answers.answers).toHaveLength(10);
+    // The machine's cap held: some runs waited for a slot, said so first, and still ran.
+    const queued = all.filter((r) => count(r.frames, "run_queued") > 0);
+    expect(queued.length).toBeGreaterThan(0);
+    // A first turn or a later one (after its tool result) waited: either way the run went on after each wait.
+    for (const r of queued) {
+      const last = r.frames.map((f) => f.event).lastIndexOf("run_queued");
+      expect(r.frames.slice(last).some((f) => f.event === "text_delta" || f.event === "tool_call"), r.runId).toBe(true);
+    }
+    for (const r of tools) expect(count(r.frames, "tool_call")).toBe(1);
+    for (const r of all) expect((await getRun(b, keys, r.runId)).status).toBe("completed");
+  }, 120_000);
+
   it("a chat completion posted on A runs on B's worker, plain and streamed, and is read back on C", async () => {
     const body = (stream: boolean) => JSON.stringify({ model: "auto", user, messages: [{ role: "user", content: `hi ${tagged()}` }], stream, stream_options: { include_usage: true } });
     const plain = await a.fetch("/v1/chat/completions", { method: "POST", headers: headers(keys), body: body(false) });
