@@ -534,6 +534,23 @@ onPostgres("kill -9 of the instance driving a run (two instances behind a TCP ba
     expect(completedAfter).toBeLessThan(25_000);
   });
 
+  it("killed while its machine (capped at 4) runs four long turns and two more runs wait for a slot: Y takes all six over, the waiting ones still wait their turn, all complete, every event once", async () => {
+    const { x, y } = await pair();
+    // Started on Y (their streams outlive X), driven on X, which holds the machine.
+    const runs = await Promise.all(Array.from({ length: 6 }, () => startRun(y, keys, { user, prompt: `A story [slow] ${tagged()}` })));
+    await pollUntil(async () => runs.filter((r) => count(r.frames, "run_queued") > 0).length, (n) => n === 2, 20_000, "two runs waiting for a slot");
+    await pollUntil(async () => runs.filter((r) => count(r.frames, "text_delta") > 0).length, (n) => n >= 4, 20_000, "four runs streaming");
+    await kill(x);
+    await Promise.race([Promise.all(runs.map((r) => r.ended)), new Promise((r) => setTimeout(r, 60_000))]);
+    for (const r of runs) {
+      expect(r.broken, r.runId).toBeNull();
+      expectWhole(r.frames);
+      expect(r.frames.at(-1)!.data).toMatchObject({ output: "word ".repeat(200) });
+      expect(await getRun(y, keys, r.runId)).toMatchObject({ status: "completed" });
+      await expectStored(databaseUrl, r.runId, r.frames.length, 1);
+    }
+  }, 120_000);
+
   it("killed in the middle of its first model turn: Y runs it again from the prompt, with a turn_restarted event", async () => {
     const { x, y } = await pair();
     const tag = tagged();
