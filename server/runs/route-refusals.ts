@@ -4,7 +4,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
 import { runtimeCost, type Billing } from "../ledger/metering.js";
-import type { FullRuntime } from "./routing.js";
+import { modelServed, type FullRuntime } from "./routing.js";
 
 /**
  * Why a run routes nowhere, in words that say what is true: the user has no
@@ -34,7 +34,8 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
     [online.map((m) => m.id)],
   );
   const names = (r: (typeof runtimes)[number]) => (r.kind === "agent" ? [r.name] : (Array.isArray(r.models) ? (r.models as string[]) : []).map((m) => `${r.name}/${m}`));
-  const serves = (r: (typeof runtimes)[number]) => model === "auto" || names(r).includes(model) || r.name === model || names(r).some((n) => n.endsWith(`/${model}`)) || (r.kind === "agent" && model.startsWith(`${r.name}/`));
+  // The same rule routing applies (`modelServed`), on every runtime of the online machines, at its cap or not, supported or not.
+  const serves = (r: (typeof runtimes)[number]) => modelServed({ kind: r.kind, runtime: r.name, models: Array.isArray(r.models) ? (r.models as string[]) : [] }, model) !== undefined;
   const matching = runtimes.filter(serves);
   const unsupported = matching.filter((r) => !r.supported);
   if (matching.length && unsupported.length === matching.length) {

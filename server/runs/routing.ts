@@ -41,9 +41,9 @@ export interface FullRuntime {
   waiting: number;
 }
 
-/** What routing found: the route (`queued` when the run waits for a slot on it), or none, with the runtimes that were full. */
+/** What routing found: the route (its runtime may be at its cap: the run then waits there for a slot), or none, with the runtimes that were full. */
 export interface RouteChoice {
-  route: (Route & { queued?: boolean }) | null;
+  route: Route | null;
   full: FullRuntime[];
 }
 
@@ -79,7 +79,7 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
     if (free) return { route: routeOn(kind, free.r, free.served), full };
     // All at their cap: the machine with the shortest queue that still has room.
     const roomy = serving.filter(({ r }) => (waiting.get(r.machine_id) ?? 0) < queueBound).sort((a, b) => (waiting.get(a.r.machine_id) ?? 0) - (waiting.get(b.r.machine_id) ?? 0));
-    if (roomy.length) return { route: { ...routeOn(kind, roomy[0].r, roomy[0].served), queued: true }, full };
+    if (roomy.length) return { route: routeOn(kind, roomy[0].r, roomy[0].served), full };
     for (const { r } of serving) full.push({ machineId: r.machine_id, runtime: r.runtime, cap: r.cap ?? 0, waiting: waiting.get(r.machine_id) ?? 0 });
   }
   return { route: null, full };
@@ -119,7 +119,7 @@ function byPreference(a: Candidate, b: Candidate): number {
  * `auto` takes its first model (an agent CLI its own default, null); `<runtime>/<model>`
  * names the runtime; a bare name must be one of its models (or, for an agent CLI, its name).
  */
-function modelServed(r: Candidate, asked: string): string | null | undefined {
+export function modelServed(r: Pick<Candidate, "kind" | "runtime" | "models">, asked: string): string | null | undefined {
   const models = Array.isArray(r.models) ? r.models : [];
   if (asked === "auto") return r.kind === "agent" ? null : models[0];
   if (r.kind === "agent" && asked === r.runtime) return null;

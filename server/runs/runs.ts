@@ -10,9 +10,6 @@ import { overageMicros, startRun } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import { busyReason, noRouteReason } from "./route-refusals.js";
-
-/** How soon a run refused `compute_busy` is worth trying again: a slot frees when a job ends. */
-const COMPUTE_BUSY_RETRY_SECONDS = 5;
 import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
 import type { Answer } from "./driver.js";
@@ -23,6 +20,9 @@ import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
 import { runView, type RunRecord } from "./run-view.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
+
+/** How soon a run refused `compute_busy` is worth trying again: a slot frees when a job ends. */
+const COMPUTE_BUSY_RETRY_SECONDS = 5;
 
 /** What starts a run, from either endpoint. */
 export interface RunSpec {
