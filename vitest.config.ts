@@ -1,4 +1,10 @@
+import path from "node:path";
 import { defineConfig } from "vitest/config";
+import { TOOLS_BIN } from "./scripts/test-tools.mjs";
+
+// The agent CLIs the tests drive come from test/tools (installed by the global setup), not from the
+// service's own install: their folder goes first on the PATH every test process inherits.
+process.env.PATH = `${TOOLS_BIN}${path.delimiter}${process.env.PATH ?? ""}`;
 
 // The workspace packages export their TypeScript sources under the `svc-source` condition
 // (our own name: other packages publish raw sources under the common `source` one).

@@ -11,7 +11,7 @@ import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
 import type { AgentProcess, JobContext, Launched } from "../../worker/src/runtimes/runtime.js";
 import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "../helpers/responses-standin.js";
 
-const CODEX = path.join(ROOT, "node_modules/.bin/codex");
+const CODEX = path.join(ROOT, "test/tools/bin/codex");
 
 /**
  * The real Codex CLI (`@openai/codex` 0.169.0 from npm) on a user's machine: a

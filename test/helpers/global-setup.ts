@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { ensureTestTools } from "../../scripts/test-tools.mjs";
 import { pgliteTemplate, postgresTemplate, templateHash } from "./templates.js";
 
 /**
@@ -8,6 +9,7 @@ import { pgliteTemplate, postgresTemplate, templateHash } from "./templates.js";
  * SVC_TEST_POSTGRES=1 (CI) demands them, in which case the run fails.
  */
 export default async function setup(project: TestProject) {
+  ensureTestTools();
   const url = process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
   const required = process.env.SVC_TEST_POSTGRES === "1";
   let reason: string | null = null;
