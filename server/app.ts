@@ -49,6 +49,7 @@ import { RunInspector } from "./runs/inspect.js";
 import { OwnerService } from "./owners/owners.js";
 import { Metrics } from "./metrics/metrics.js";
 import { healthRouter, metricsHandler, requestMetrics } from "./http/operations.js";
+import { traceRequests } from "./telemetry/http.js";
 
 export interface Services {
   clock: Clock;
@@ -177,6 +178,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.set("etag", false);
   app.set("trust proxy", deps.trustProxy);
   app.use(requestContext(deps.logger));
+  app.use(traceRequests());
   const metricsToken = deps.metricsToken ?? null;
   const operations = ["/healthz", "/readyz", ...(metricsToken ? ["/metrics"] : [])];
   const workerDownloads = workerDownloadsRouter(deps.logger);

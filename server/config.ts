@@ -1,5 +1,6 @@
 import path from "node:path";
 import { z } from "zod";
+import { parseTelemetry, type TelemetryConfig } from "./telemetry/config.js";
 
 /**
  * The service's configuration, parsed once at start from the environment.
@@ -120,6 +121,8 @@ export interface Config {
    * (null: 404 there); `listen` (`SVC_METRICS_ADDR`) serves it without a token on a separate listener.
    */
   metrics: { token: string | null; listen: { host: string; port: number } | null };
+  /** OpenTelemetry traces (the standard `OTEL_*` variables, see server/telemetry/config.ts): off unless an OTLP endpoint is set. */
+  telemetry: TelemetryConfig;
 }
 
 /** Per-run limits on what a machine sends, and the deadlines; passing one fails the run (`limit_exceeded`, `turn_timeout`, `run_timeout`). */
@@ -170,6 +173,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     throw new ConfigError(parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message} (got ${JSON.stringify(cleaned[String(i.path[0])])})`));
   }
   const e = parsed.data;
+  const otelProblems: string[] = [];
+  const telemetry = parseTelemetry(cleaned, otelProblems);
+  if (otelProblems.length) throw new ConfigError(otelProblems);
   const dataDir = path.resolve(e.SVC_DATA_DIR);
   return {
     port: e.PORT,
@@ -211,6 +217,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
     devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",
     metrics: { token: e.SVC_METRICS_TOKEN ?? null, listen: e.SVC_METRICS_ADDR ? hostPort(e.SVC_METRICS_ADDR) : null },
+    telemetry,
   };
 }
 

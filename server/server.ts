@@ -17,6 +17,7 @@ import { metricsHandler } from "./http/operations.js";
 import { routeFallback } from "./http/fallback.js";
 import { errorHandler } from "./http/errors.js";
 import { answerClientError, answerConnect, answerExpectation, edgeGuard } from "./http/client-error.js";
+import { startTracing } from "./telemetry/tracing.js";
 
 export interface StartOptions {
   config: Config;
@@ -57,6 +58,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     for (const fn of cleanup.reverse()) await fn().catch((err) => logger.error({ err }, "shutdown step failed"));
   };
   try {
+    // First started, last closed: the spans of everything below are flushed once the rest has stopped.
+    cleanup.push(await startTracing(config.telemetry, logger));
     const ownsDataDir = target.kind === "pglite" && target.dataDir !== null;
     if (ownsDataDir) {
       cleanup.push(

@@ -172,6 +172,35 @@ export const JobEvent = z.discriminatedUnion("type", [
 ]);
 export type JobEvent = z.infer<typeof JobEvent>;
 
+/** At most this many span records in one job's `job_spans` (the worker drops the rest and says how many). */
+export const JOB_SPANS_MAX = 128;
+
+/** A W3C `traceparent` header value (version 00): `00-<32 hex trace id>-<16 hex span id>-<2 hex flags>`. */
+export const Traceparent = z.string().regex(/^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/, "a W3C traceparent (00-<trace id>-<span id>-<flags>)");
+
+/**
+ * One span the worker recorded for a job, as a plain record (the worker carries no
+ * OpenTelemetry SDK). It names no trace and no span id of the service's: the service
+ * makes it a real span under the job's own span, or under another record of the same
+ * message (`parent`, a record's `id`), so a machine can place spans only inside the
+ * job it ran. Times are the machine's clock in epoch milliseconds (the service
+ * corrects them by `sentAt`). Attributes are timings, counts and names, never content.
+ */
+export const JobSpanRecord = z.object({
+  id: z.string().min(1).max(32).optional().describe("This record's id within the message, for `parent` of another record."),
+  parent: z.string().min(1).max(32).optional().describe("The `id` of the record this one is under; absent (or unknown): directly under the job's span."),
+  name: z.string().min(1).max(128),
+  kind: z.enum(["internal", "client"]).optional(),
+  start: z.number().finite(),
+  end: z.number().finite(),
+  attributes: z
+    .record(z.string().max(128), z.union([z.string().max(1024), z.number().finite(), z.boolean()]))
+    .refine((a) => Object.keys(a).length <= 32, "at most 32 attributes")
+    .optional(),
+  status: z.object({ code: z.enum(["ok", "error"]), message: z.string().max(512).optional() }).optional(),
+});
+export type JobSpanRecord = z.infer<typeof JobSpanRecord>;
+
 const envelope = <T extends string, P extends z.ZodTypeAny>(type: T, payload: P) =>
   z.object({ v: z.literal(WORKER_PROTOCOL_VERSION), type: z.literal(type), payload });
 
@@ -198,11 +227,17 @@ export const WorkerMessage = z.discriminatedUnion("type", [
   envelope("error", z.object({ code: z.string().max(64), message: z.string().max(4096), jobId: z.string().max(128).optional() })),
   /** The user ran `svc-worker unpair`: remove this machine; the service then closes with `revoked`. */
   envelope("unpair", z.object({})),
+  /**
+   * The spans the worker recorded for a job whose `job` frame carried a `traceparent`, sent once, just before
+   * the job's `done` or `failed`, only when the machine's user allows it (policy `telemetry.traces`) and only
+   * to a service whose `welcome` lists `job_spans`. `sentAt`: the machine's clock when sent (epoch ms).
+   */
+  envelope("job_spans", z.object({ jobId: z.string().max(128), sentAt: z.number().finite(), spans: z.array(JobSpanRecord).max(JOB_SPANS_MAX) })),
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
 
 /** The catalog's additions a service announces in `welcome.features` (a worker sends them only to a service that does). */
-export const WORKER_FEATURES = { jobUsage: "job_usage" } as const;
+export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans" } as const;
 
 /** Service → worker. */
 export const ServerMessage = z.discriminatedUnion("type", [
@@ -224,10 +259,19 @@ export const ServerMessage = z.discriminatedUnion("type", [
         .array(z.string().max(64))
         .max(64)
         .optional()
-        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`). An older service sends none: then the worker sends none of those.`),
+        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`), \`${WORKER_FEATURES.jobSpans}\` (the \`job_spans\` message). An older service sends none: then the worker sends none of those.`),
     }),
   ),
-  envelope("job", z.object({ jobId: z.string(), job: Job })),
+  envelope(
+    "job",
+    z.object({
+      jobId: z.string(),
+      job: Job,
+      traceparent: Traceparent.optional().describe(
+        "The W3C trace context of the service's span for this job (a model turn's `chat` span, an agent run's `invoke_agent`), present only when that span is traced: the worker's own spans of the job go under it (`job_spans`), if its user allows. Older workers ignore it.",
+      ),
+    }),
+  ),
   envelope("cancel", z.object({ jobId: z.string(), reason: z.string().optional() })),
   envelope("permission_response", z.object({ jobId: z.string(), requestId: z.string(), allow: z.boolean(), message: z.string().optional() })),
   /** The app's answer to an agent run's `tool_call` (its result as text, `isError` when the tool failed or was denied). */

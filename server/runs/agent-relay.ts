@@ -112,6 +112,7 @@ export class AgentRunDriver extends RunDriver {
               return reject(this.failure(e));
           }
         },
+        this.trace.agentJob(),
       );
     });
     result.catch(() => {});
@@ -154,6 +155,7 @@ export class AgentRunDriver extends RunDriver {
   /** A model call's usage, as the worker reports it: a partial report is kept until the call is over (or the run ends); a final one is written at once. */
   private callUsage(e: Extract<JobEvent, { type: "usage" }>): void {
     if (this.counted.has(e.call)) return;
+    this.trace.modelCall(e.call, e.usage, e.partial === true);
     if (e.partial) {
       if (this.open.has(e.call) || this.open.size < MAX_OPEN_CALLS) this.open.set(e.call, e.usage);
       return;
@@ -205,6 +207,7 @@ export class AgentRunDriver extends RunDriver {
     const deadline = this.deps.clock.now().getTime() + this.limits.approvalMs;
     const deadlineAt = new Date(deadline).toISOString();
     this.asked.set(approvalId, { requestId: e.requestId, deadline });
+    this.trace.approval(approvalId, "permission", e.tool);
     this.emit("approval_request", { approvalId, what: "permission", tool: e.tool, arguments: e.input, ...(e.description ? { description: e.description } : {}), deadlineAt });
     const request = { requestId: e.requestId, tool: e.tool, arguments: e.input };
     void this.flush({ status: "waiting" }, { approvals: [{ approval_id: approvalId, kind: "permission", request, deadline_at: deadlineAt }] }).catch(() => {});
@@ -215,6 +218,7 @@ export class AgentRunDriver extends RunDriver {
     const entry = [...this.asked].find(([, a]) => a.requestId === requestId);
     if (!entry) return;
     this.asked.delete(entry[0]);
+    this.trace.approvalDone(entry[0], "withdrawn");
     this.emit("activity", { summary: `the agent withdrew its permission request ${entry[0]}; an answer to it is no longer used`, detail: { approvalId: entry[0], withdrawn: true } });
     // Who decided is kept for the dashboard: the end user, on their machine.
     void this.deps.store.withdrawApproval(this.run.id, entry[0], this.deps.clock.now()).catch((err) => this.deps.log.warn({ err, runId: this.run.id }, "could not record a withdrawn approval"));
@@ -236,6 +240,7 @@ export class AgentRunDriver extends RunDriver {
     call.approvalId = `apr_${call.callId.replace(/^call_/, "")}`;
     call.deadline = now + this.limits.approvalMs;
     const deadlineAt = new Date(call.deadline).toISOString();
+    this.trace.approval(call.approvalId, "tool", spec.name, call.callId);
     const approval: NewApproval = { approval_id: call.approvalId, kind: "tool", request: { callId: call.callId, tool: spec.name, arguments: call.args }, deadline_at: deadlineAt };
     this.emit("approval_request", { approvalId: call.approvalId, what: "tool", tool: spec.name, callId: call.callId, arguments: call.args, ...(spec.description ? { description: spec.description } : {}), deadlineAt });
     void this.flush({ status: "waiting" }, { approvals: [approval] }).catch(() => {});
@@ -246,6 +251,7 @@ export class AgentRunDriver extends RunDriver {
     call.approvalId = undefined;
     call.deadline = now + this.limits.toolMs;
     const deadlineAt = new Date(call.deadline).toISOString();
+    this.trace.toolCall(call.callId, call.spec.name, call.args);
     this.emit("tool_call", { callId: call.callId, name: call.spec.name, arguments: call.args, deadlineAt });
     return { call_id: call.callId, name: call.spec.name, arguments: call.args, deadline_at: deadlineAt };
   }
@@ -255,6 +261,7 @@ export class AgentRunDriver extends RunDriver {
       const a = inputs.approvals.get(approvalId);
       if (a?.answered) {
         this.asked.delete(approvalId);
+        this.trace.approvalDone(approvalId, a.decision ?? "deny");
         this.job?.answerPermission(open.requestId, a.decision === "allow", a.reason ?? (a.decision === "allow" ? undefined : "The app denied this."));
       } else if (a && open.deadline <= this.deps.clock.now().getTime()) {
         throw new RunStop("approval_timeout", `No decision on approval ${approvalId} in time.`);
@@ -270,6 +277,7 @@ export class AgentRunDriver extends RunDriver {
       if (call.approvalId) {
         const a = inputs.approvals.get(call.approvalId);
         if (a?.answered) {
+          this.trace.approvalDone(call.approvalId, a.decision ?? "deny");
           if (a.decision === "allow") granted.push(this.announceCall(call, now));
           else {
             this.calls.delete(call.callId);
@@ -283,6 +291,7 @@ export class AgentRunDriver extends RunDriver {
       const tc = inputs.toolCalls.get(call.callId);
       if (tc?.answered) {
         this.calls.delete(call.callId);
+        this.trace.toolDone(call.callId, tc.result, tc.is_error === true);
         const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);
         this.job?.answerTool(call.workerId, text, tc.is_error === true);
       } else if (call.deadline <= now) {

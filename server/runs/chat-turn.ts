@@ -26,6 +26,7 @@ export class ChatTurnDriver extends RunDriver {
     const chat = (this.run.request as unknown as { chat: ChatParams }).chat;
     if (this.seq > 1) this.emit("turn_restarted", { turn: 1, reason: "the instance driving the run was lost; the turn runs again" });
     const calls: { id: string; name: string; arguments: string }[] = [];
+    const turn = this.trace.turn(1, chat.messages, { maxTokens: chat.maxTokens, temperature: chat.temperature });
     const done = await new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
       this.dispatch(
         {
@@ -42,11 +43,18 @@ export class ChatTurnDriver extends RunDriver {
             this.text += e.text;
             this.emitText(1, e.text);
           } else if (e.type === "tool_call") calls.push({ id: e.id, name: e.name, arguments: e.arguments });
-          else if (e.type === "done") resolve(e);
-          else if (e.type === "failed") reject(this.failure(e));
+          else if (e.type === "done") {
+            turn.end({ usage: e.usage, finishReason: e.finishReason, output: this.text || e.output, toolCalls: calls });
+            resolve(e);
+          } else if (e.type === "failed") {
+            const stop = this.failure(e);
+            turn.end({ error: { code: stop.code, message: stop.message } });
+            reject(stop);
+          }
         },
+        turn,
       );
-    });
+    }).finally(() => turn.end({}));
     const { row } = this.usage(1, done.usage.inputTokens, done.usage.outputTokens);
     return {
       output: this.text || done.output,

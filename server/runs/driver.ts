@@ -1,4 +1,4 @@
-import { isFinalRunEvent, type ApprovalDecision, type Job, type JobEvent, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
+import { isFinalRunEvent, type ApprovalDecision, type Job, type JobEvent, type JobSpanRecord, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
@@ -11,6 +11,7 @@ import type { RunStore } from "./store.js";
 import type { AnsweredApproval, NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
+import { runTrace, type RunOutcome as TraceOutcome, type RunTrace, type TurnTrace } from "../telemetry/spans.js";
 
 export interface DriverDeps {
   store: RunStore;
@@ -101,6 +102,8 @@ export abstract class RunDriver {
   private readonly relayFirst: boolean;
   /** The run's tokens so far (stored, plus what this driver added). */
   protected readonly tokens: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number };
+  /** The run's spans on this instance (server/telemetry/spans.ts); a no-op when tracing is off. */
+  protected readonly trace: RunTrace;
 
   constructor(
     protected readonly deps: DriverDeps,
@@ -110,6 +113,7 @@ export abstract class RunDriver {
     this.relayFirst = run.source === "chat";
     this.costClass = costClassOf((run.route_kind ?? "user-hardware") as CostRoute);
     this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };
+    this.trace = runTrace(run, deps.store.instance, this.costClass);
   }
 
   get id(): string {
@@ -132,6 +136,7 @@ export abstract class RunDriver {
   protected abstract loop(): Promise<RunEnd>;
 
   async drive(): Promise<void> {
+    this.trace.start();
     try {
       if (this.seq === 0) {
         this.emit("run_started", {
@@ -154,6 +159,7 @@ export abstract class RunDriver {
       this.emit("run_completed", { output, usage: { ...this.tokens, costClass: this.costClass, amountMicros: 0 }, stopReason, ...completion });
       // The last turn's own writes go with the completion: one write.
       await this.flush({ ...patch, status: "completed", output, stopReason, finished: true }, extra);
+      this.trace.end({ status: "completed", stopReason }, this.tokens);
     } catch (err) {
       await this.end(err);
     }
@@ -161,6 +167,7 @@ export abstract class RunDriver {
 
   /** Ends the run without running it: failed (nobody could drive it), or cancelled (asked while it waited for its machine). */
   fail(stop: RunStop | Cancelled): Promise<void> {
+    this.trace.start();
     return this.end(stop);
   }
 
@@ -168,20 +175,25 @@ export abstract class RunDriver {
   private async end(err: unknown): Promise<void> {
     this.job?.cancel("the run ended");
     this.endJobWatch?.();
-    if (err instanceof Abandoned || this.abandoned) return;
+    if (err instanceof Abandoned || this.abandoned) return this.trace.end({ status: "moved" }, this.tokens);
+    let outcome: TraceOutcome;
     try {
       if (err instanceof Cancelled) {
+        outcome = { status: "cancelled" };
         this.emit("run_cancelled", { ...(err.reason ? { reason: err.reason } : {}), output: this.partialOutput() });
         await this.flush({ status: "cancelled", stopReason: "cancelled", output: this.partialOutput(), finished: true });
       } else {
         const stop = err instanceof RunStop ? err : new RunStop("internal_error");
+        outcome = { status: "failed", code: stop.code, message: stop.message, stopReason: stop.stopReason };
         if (!(err instanceof RunStop)) this.deps.log.error({ err, runId: this.run.id }, "run driver failed");
         this.emit("run_failed", { error: { code: stop.code, message: stop.message }, stopReason: stop.stopReason });
         await this.flush({ status: "failed", stopReason: stop.stopReason, error: { code: stop.code, message: stop.message }, output: this.partialOutput(), finished: true });
       }
     } catch (final) {
-      if (!(final instanceof Abandoned)) this.deps.log.error({ err: final, runId: this.run.id }, "could not record the end of a run");
+      if (final instanceof Abandoned) outcome = { status: "moved" };
+      else this.deps.log.error({ err: final, runId: this.run.id }, "could not record the end of a run");
     }
+    this.trace.end(outcome!, this.tokens);
   }
 
   /**
@@ -237,6 +249,8 @@ export abstract class RunDriver {
   abandon(): void {
     this.abandoned = true;
     this.job?.cancel("the run moved to another instance");
+    // Now, not when the loop notices: an instance stopping exports its spans before it exits.
+    this.trace.end({ status: "moved" }, this.tokens);
     this.wake();
   }
 
@@ -275,7 +289,7 @@ export abstract class RunDriver {
       // New calls and approvals: the inputs known so far get them as this driver made them (unanswered), not by a read.
       if (extra.toolCalls?.length || extra.approvals?.length) this.remember(extra);
       // Every write waits out an outage, in order (nothing lost, no gap); past the outage limit the run itself is stopped (`outageFault`), and its end written after.
-      const owned = await this.throughOutage(() => this.deps.store.write(this.run.id, this.run.end_user_id, this.deps.clock.now(), { events, patch, ...extra }), true);
+      const owned = await this.trace.ledger(extra.usage?.length ?? 0, () => this.throughOutage(() => this.deps.store.write(this.run.id, this.run.end_user_id, this.deps.clock.now(), { events, patch, ...extra }), true));
       if (!owned) {
         this.abandoned = true;
         throw new Abandoned();
@@ -421,7 +435,7 @@ export abstract class RunDriver {
    * (`limit_exceeded`, `turn_timeout`, `run_timeout`); nothing more of it is taken.
    * A job too large for the link is never sent: `conversation_too_large`.
    */
-  protected dispatch(job: Job, onEvent: (e: JobEvent) => void): JobHandle {
+  protected dispatch(job: Job, onEvent: (e: JobEvent) => void, turn?: TurnTrace): JobHandle {
     const owner = { appId: this.run.app_id, environment: this.run.environment, endUserId: this.run.end_user_id };
     const limits = this.deps.limits;
     let ended = false;
@@ -487,7 +501,9 @@ export abstract class RunDriver {
       },
     };
     try {
-      handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch, queue);
+      // A traced job carries its span's trace context to the machine, whose own spans of it come back under that span.
+      const traced = turn?.traceparent ? { traceparent: turn.traceparent, onSpans: (sentAt: number, spans: JobSpanRecord[]) => turn.machineSpans(sentAt, spans) } : undefined;
+      handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch, queue, traced);
     } catch (err) {
       finish();
       if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", err.message);
@@ -495,6 +511,7 @@ export abstract class RunDriver {
       this.releaseLease();
       throw new Abandoned();
     }
+    turn?.job(handle.jobId);
     // Sent at once (not queued): its own deadline starts now.
     if (!timer) sent();
     this.endJobWatch?.();

@@ -101,6 +101,7 @@ export class ModelRunDriver extends RunDriver {
   private async modelTurn(turn: number, messages: ChatMessage[]): Promise<TurnResult> {
     this.turnText = "";
     const calls: TurnResult["calls"] = [];
+    const chat = this.trace.turn(turn, messages);
     const result = new Promise<TurnResult>((resolve, reject) => {
       this.dispatch(
         {
@@ -115,9 +116,18 @@ export class ModelRunDriver extends RunDriver {
             this.turnText += e.text;
             this.emitText(turn, e.text);
           } else if (e.type === "tool_call") calls.push({ name: e.name, arguments: e.arguments });
-          else if (e.type === "done") resolve({ text: this.turnText || e.output, calls, usage: e.usage, finishReason: e.finishReason });
-          else if (e.type === "failed") reject(e.code === "worker_lost" && !this.stoppedHere() ? this.workerLost() : this.failure(e));
+          else if (e.type === "done") {
+            const text = this.turnText || e.output;
+            chat.end({ usage: e.usage, finishReason: e.finishReason, output: text, toolCalls: calls });
+            resolve({ text, calls, usage: e.usage, finishReason: e.finishReason });
+          } else if (e.type === "failed") {
+            const lost = e.code === "worker_lost" && !this.stoppedHere();
+            const stop = lost ? null : this.failure(e);
+            chat.end({ error: stop ? { code: stop.code, message: stop.message } : { code: e.code, message: e.message } });
+            reject(stop ?? this.workerLost());
+          }
         },
+        chat,
       );
     });
     result.catch(() => {});
@@ -137,6 +147,7 @@ export class ModelRunDriver extends RunDriver {
       throw err;
     } finally {
       finished = true;
+      chat.end({});
       this.nudge();
       this.job = null;
     }
@@ -164,6 +175,7 @@ export class ModelRunDriver extends RunDriver {
       if (spec.needsApproval) {
         const deadlineAt = new Date(now + this.limits.approvalMs).toISOString();
         const approvalId = approvalIdOf(call.id);
+        this.trace.approval(approvalId, "tool", spec.name, call.id);
         approvals.push({ approval_id: approvalId, kind: "tool", request: { callId: call.id, tool: spec.name, arguments: args }, deadline_at: deadlineAt });
         this.emit("approval_request", { approvalId, what: "tool", tool: spec.name, callId: call.id, arguments: args, ...(spec.description ? { description: spec.description } : {}), deadlineAt });
       } else {
@@ -175,6 +187,7 @@ export class ModelRunDriver extends RunDriver {
 
   private toolCall(call: ChatToolCall, args: unknown, now: number): NewToolCall {
     const deadlineAt = new Date(now + this.limits.toolMs).toISOString();
+    this.trace.toolCall(call.id, call.function.name, args);
     this.emit("tool_call", { callId: call.id, name: call.function.name, arguments: args, deadlineAt });
     return { call_id: call.id, name: call.function.name, arguments: args, deadline_at: deadlineAt };
   }
@@ -226,6 +239,7 @@ export class ModelRunDriver extends RunDriver {
           waitOn(a.deadline_at, new RunStop("approval_timeout", `No decision on approval ${a.approval_id} (${name}) in time.`));
           continue;
         }
+        this.trace.approvalDone(a.approval_id, a.decision ?? "deny");
         if (a.decision !== "allow") {
           results.push(toolMessage(call.id, `Error: the user denied this call${a.reason ? `: ${a.reason}` : "."}`));
           continue;
@@ -241,6 +255,7 @@ export class ModelRunDriver extends RunDriver {
         waitOn(tc.deadline_at, new RunStop("tool_result_timeout", `No result for tool call ${call.id} (${name}) in time.`));
         continue;
       }
+      this.trace.toolDone(call.id, tc.result, tc.is_error === true);
       const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);
       results.push(toolMessage(call.id, tc.is_error ? `Error: ${text}` : text));
     }

@@ -15,7 +15,18 @@ export interface RunRow {
   environment: Environment;
   end_user_id: string;
   model: string;
-  request: { prompt: string; system?: string; tools?: Tool[]; spendCeilingMicros?: string; spendPeriod?: string; runtimeKind?: RuntimeKind; billing?: RuntimeBilling | null; limits?: RunLimits };
+  request: {
+    prompt: string;
+    system?: string;
+    tools?: Tool[];
+    spendCeilingMicros?: string;
+    spendPeriod?: string;
+    runtimeKind?: RuntimeKind;
+    billing?: RuntimeBilling | null;
+    limits?: RunLimits;
+    /** The trace that started the run, when tracing was on (server/telemetry/spans.ts `RunOrigin`). */
+    otel?: { traceparent: string; user?: string };
+  };
   status: RunStatus;
   route_kind: RunRoute | null;
   machine_id: string | null;

@@ -18,6 +18,7 @@ import { ACTIVE_STATUSES, type RunRow, type RunSource } from "./run-rows.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
 import { runView, type RunRecord } from "./run-view.js";
+import { ledgerWrite, runOrigin } from "../telemetry/spans.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -101,6 +102,9 @@ export class RunService {
       if (!first) throw new ApiError("not_found", "The run this Idempotency-Key started is gone.");
       return { runId: first.id, endUserId: first.end_user_id, handedBack: first.status === "handed_back", repeated: true, model: first.model, drivenHere: false, createdAt: new Date(first.created_at) };
     }
+    // Traced: the request's trace context goes with the run, so whichever instance drives it continues that trace.
+    const origin = runOrigin(spec.user);
+    if (origin) Object.assign(spec.request, { otel: origin });
     if (spec.model === ECHO_MODEL && spec.source === "runs") return this.beginEcho(tenant, spec);
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
     const { route, full } = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
@@ -118,7 +122,7 @@ export class RunService {
     // What the run's driver needs of the runtime chosen, kept with the run (another instance may drive it).
     if (!app) Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
     // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
-    const r = await startRun(this.db, {
+    const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => startRun(this.db, {
       runId,
       appId: tenant.appId,
       environment: tenant.environment,
@@ -138,7 +142,7 @@ export class RunService {
       now,
       costClass: route.costClass,
       period: periodOf(now),
-    });
+    }), (r) => (r.outcome === "started" ? 1 : 0));
     if (r.outcome === "allowance_exhausted") {
       this.allowanceReached(tenant, endUser.id, r, now);
       throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run.`);

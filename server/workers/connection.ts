@@ -1,5 +1,5 @@
 import type { WebSocket } from "ws";
-import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_FEATURES, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
+import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_FEATURES, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type JobSpanRecord, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import { jobFailed } from "../errors.js";
 import type { MachineIdentity, MachineService } from "../machines/machines.js";
@@ -26,6 +26,8 @@ export interface JobListener {
   onQueued?(place: number, cap: number): void;
   /** A job that waited for a slot has been sent. */
   onSent?(): void;
+  /** The machine's own spans of the job (`job_spans`), for a job sent with a `traceparent`. */
+  onSpans?(sentAt: number, spans: JobSpanRecord[]): void;
 }
 
 interface SentJob {
@@ -33,6 +35,8 @@ interface SentJob {
   runtime: string;
   cancelled: boolean;
   timer: NodeJS.Timeout | null;
+  /** Its `job_spans` came (taken once per job). */
+  spans?: boolean;
 }
 
 interface QueuedJob {
@@ -273,7 +277,7 @@ export class WorkerConnection {
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
         const update = this.updateFor(message.payload.client, message.payload.version);
         this.send(
-          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage], ...(update ? { update } : {}) }),
+          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage, WORKER_FEATURES.jobSpans], ...(update ? { update } : {}) }),
         );
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
@@ -296,6 +300,16 @@ export class WorkerConnection {
         const terminal = event.type === "done" || event.type === "failed";
         if (terminal) this.endJob(jobId);
         job.listener.onEvent(event, size);
+        return;
+      }
+      case "job_spans": {
+        // Only for a job of this machine's, still running here, once: a machine cannot put spans into another job's trace.
+        const { jobId, sentAt, spans } = message.payload;
+        const job = this.jobs.get(jobId);
+        if (!job) return this.ended.has(jobId) ? undefined : this.refuse(`no job ${jobId} is running on this machine`);
+        if (job.spans) return this.refuse(`the spans of job ${jobId} were already sent`);
+        job.spans = true;
+        job.listener.onSpans?.(sentAt, spans);
         return;
       }
       case "unpair":

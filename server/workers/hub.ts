@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server } from "node:http";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
-import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, type Job, type JobEvent } from "@svc/contract";
+import { credentialKindOf, serverMessage, WORKER_CLOSE, WORKER_CONNECT_PATH, WORKER_MAX_FRAME_BYTES, WORKER_MAX_JOB_FRAME_BYTES, type Job, type JobEvent, type JobSpanRecord } from "@svc/contract";
 import { isDatabaseUnavailable } from "../db/outage.js";
 import { databaseUnavailable } from "../http/errors.js";
 import { answerOnSocket } from "../http/client-error.js";
@@ -89,15 +89,24 @@ export class WorkerHub {
   /**
    * Sends a job to a machine connected here, only if it belongs to this user of
    * this app and environment: a machine never receives another user's work.
+   * `traced`: the job's span's trace context goes with it, and the machine's own
+   * spans of the job (`job_spans`, when its user allows) come back to `onSpans`.
    */
-  dispatch(owner: Tenant & { endUserId: string }, machineId: string, job: Job, onEvent: (event: JobEvent, frameBytes: number) => void, queue: Pick<JobListener, "onQueued" | "onSent"> = {}): JobHandle {
+  dispatch(
+    owner: Tenant & { endUserId: string },
+    machineId: string,
+    job: Job,
+    onEvent: (event: JobEvent, frameBytes: number) => void,
+    queue: Pick<JobListener, "onQueued" | "onSent"> = {},
+    traced?: { traceparent: string; onSpans(sentAt: number, spans: JobSpanRecord[]): void },
+  ): JobHandle {
     const conn = this.connections.get(machineId);
     const id = conn?.identity;
     if (!conn?.open || !id || id.appId !== owner.appId || id.environment !== owner.environment || id.endUserId !== owner.endUserId) {
       throw new ApiError("no_compute", "That machine is not connected here for this user.");
     }
     const jobId = randomId("job_", 20);
-    const make = () => JSON.stringify(serverMessage("job", { jobId, job }));
+    const make = () => JSON.stringify(serverMessage("job", { jobId, job, ...(traced ? { traceparent: traced.traceparent } : {}) }));
     const frame = make();
     // Never sent over the link's limit: the worker would drop the link and the run would come back to the same frame.
     const limit = Math.min(this.limits.jobFrameBytes, conn.maxJobFrameBytes);
@@ -106,7 +115,7 @@ export class WorkerHub {
       this.log.warn({ machineId, bytes, limit, kind: job.kind }, "job not sent: its frame is over the link's limit");
       throw new JobTooLarge(bytes, limit, job.kind);
     }
-    conn.submit(jobId, job.runtime, frame, make, { onEvent, ...queue });
+    conn.submit(jobId, job.runtime, frame, make, { onEvent, ...queue, ...(traced ? { onSpans: traced.onSpans } : {}) });
     return {
       jobId,
       cancel: (reason) => conn.cancel(jobId, reason),
