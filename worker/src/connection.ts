@@ -5,6 +5,7 @@ import type { Runtime, ToolAnswer } from "./runtimes/runtime.js";
 import { machinePolicy, type MachinePolicy } from "./policy/index.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 import { RUNS_FROM } from "./layout.js";
+import { JobSpans } from "./telemetry.js";
 
 export interface ConnectOptions {
   credentials: Credentials;
@@ -189,7 +190,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
           return;
         }
         case "job":
-          return void runJob(m.payload.jobId, m.payload.job);
+          return void runJob(m.payload.jobId, m.payload.job, m.payload.traceparent);
         case "cancel":
           jobs.get(m.payload.jobId)?.abort.abort();
           return;
@@ -205,11 +206,14 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       }
     });
 
-    async function runJob(jobId: string, job: Job) {
+    async function runJob(jobId: string, job: Job, traceparent?: string) {
       let ended = false;
+      /** Its spans, only when the user's policy lets this machine send traces and the service asked for them. */
+      let spans: JobSpans | null = null;
       const texts = textBatcher((text) => send(workerMessage("job_event", { jobId, event: { type: "text_delta", text } })));
       const emit = (event: JobEvent) => {
         if (ended || tooLarge.has(jobId)) return;
+        spans?.event(event);
         if (event.type === "text_delta") return texts.add(event.text);
         // An older service takes no `usage` events (it would count them as bad messages): only the job's end carries its usage then.
         if (event.type === "usage" && !features.has(WORKER_FEATURES.jobUsage)) return;
@@ -218,6 +222,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         if (event.type === "done" || event.type === "failed") {
           ended = true;
           jobs.delete(jobId);
+          // Before the end: the service still holds the job's span then.
+          if (spans) send(workerMessage("job_spans", { jobId, sentAt: Date.now(), spans: spans.records(event) }));
         }
         send(workerMessage("job_event", { jobId, event }));
       };
@@ -237,6 +243,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         for (const answer of [...running.permissions.values()]) answer({ allow: false, message: "The run was cancelled." });
       });
       jobs.set(jobId, running);
+      if (traceparent && policy.policy.telemetry?.traces && features.has(WORKER_FEATURES.jobSpans)) spans = new JobSpans(job, runtime.advert.name);
       const what = job.kind === "model_turn" ? `${job.runtime} ${job.model}` : job.runtime;
       print(`→ ${jobId} ${job.kind} on ${what}`);
       let last: JobEvent | null = null;
@@ -244,13 +251,19 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
         await runtime.run(job, {
           emit: (e) => ((last = e), emit(e)),
           signal: running.abort.signal,
-          askPermission: policy.gate(
-            (req) =>
-              new Promise((answer) => {
-                running.permissions.set(req.requestId, (a) => (running.permissions.delete(req.requestId), answer(a)));
-                emit({ type: "permission_request", ...req });
-              }),
-          ),
+          askPermission: (request) => {
+            let askedApp = false;
+            spans?.permission(request.requestId, request.tool);
+            const gated = policy.gate(
+              (req) =>
+                new Promise((answer) => {
+                  askedApp = true;
+                  running.permissions.set(req.requestId, (a) => (running.permissions.delete(req.requestId), answer(a)));
+                  emit({ type: "permission_request", ...req });
+                }),
+            );
+            return gated(request).then((a) => (spans?.permissionAnswered(request.requestId, a.allow, askedApp ? "app" : "machine"), a));
+          },
           withdrawPermission: (requestId) => {
             const answer = running.permissions.get(requestId);
             if (!answer) return;
@@ -260,7 +273,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
           callTool: (call) =>
             new Promise((answer) => {
               if (running.abort.signal.aborted) return answer({ output: "The run was cancelled.", isError: true });
-              running.toolCalls.set(call.id, (a) => (running.toolCalls.delete(call.id), answer(a)));
+              spans?.toolCall(call.id, call.name);
+              running.toolCalls.set(call.id, (a) => (running.toolCalls.delete(call.id), spans?.toolAnswered(call.id, a.isError), answer(a)));
               emit({ type: "tool_call", ...call });
             }),
           launch: policy.launch,

@@ -19,6 +19,7 @@ const SETTINGS: Record<string, string> = {
   "decide.network": "who decides when it asks to fetch from the network",
   "decide.other": "who decides anything else it asks",
   commandOutput: "what the app sees of command output: none, summary (the command and the output's size) or full",
+  "telemetry.traces": "send the service the timing spans of jobs run here (names, times, token counts; never prompts, outputs or arguments), joined to the app's trace",
 };
 
 type Json = Record<string, unknown>;
@@ -47,7 +48,7 @@ export function registerPolicyCommand(program: Command, storeOf: () => Store, ou
     const effective = Policy.parse(raw) as unknown as Json;
     const defaults = defaultPolicy() as unknown as Json;
     const sandbox = detectSandbox();
-    out(`Policy for agent CLIs on this machine (${store.settingsPath}); whatever an app asks, these win.`);
+    out(`Policy for agent CLIs on this machine, and what it sends besides results (${store.settingsPath}); whatever an app asks, these win.`);
     out(`Sandbox here: ${sandbox.kind ?? `none (${sandbox.why})`}.`);
     for (const [key, meaning] of Object.entries(SETTINGS)) {
       const value = get(effective, key);
@@ -116,6 +117,7 @@ export function policySummary(input: unknown): string {
     `sandbox ${p.sandbox.required ? "required" : "optional"}, network ${p.sandbox.network ? "on" : "off"}`,
     `decides: ${decide}`,
     `command output: ${p.commandOutput}`,
+    `traces ${p.telemetry.traces ? "sent" : "off"}`,
   ].join("; ");
 }
 

@@ -68,6 +68,18 @@ export const Policy = z
       .default({}),
     /** How much the app sees of what the CLI's commands print: a summary (default), nothing, or all of it. */
     commandOutput: z.enum(["none", "summary", "full"]).default("summary"),
+    /** What this machine tells the service about the jobs it runs, beyond their results. */
+    telemetry: z
+      .object({
+        /**
+         * `true`: the timing spans of each job (the local model call or the CLI's run, the app's tool calls
+         * and the permission requests it made here: names, times, counts, never prompts, outputs or
+         * arguments) go to the service, joined to the app's trace. Off (default): none.
+         */
+        traces: z.boolean().default(false),
+      })
+      .strict()
+      .default({}),
   })
   .strict();
 export type Policy = z.infer<typeof Policy>;
