@@ -9,9 +9,15 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const TOOLS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "test", "tools");
-/** Only the CLIs go on the tests' PATH (node_modules/.bin would also put a `node` there). */
-export const TOOLS_BIN = path.join(TOOLS_DIR, "bin");
+/**
+ * Only the CLIs go on the tests' PATH (node_modules/.bin would also put a `node` there). Their links sit
+ * inside node_modules, as `.bin` does: the worker's sandbox makes a CLI's outermost node_modules readable.
+ */
+export const TOOLS_BIN = path.join(TOOLS_DIR, "node_modules", ".svc-bin");
 const BINS = { claude: "@anthropic-ai/claude-code", codex: "@openai/codex" };
+/** The agent CLIs as the tests run them (links in TOOLS_BIN). */
+export const CLAUDE_BIN = path.join(TOOLS_BIN, "claude");
+export const CODEX_BIN = path.join(TOOLS_BIN, "codex");
 const STAMP = path.join(TOOLS_DIR, "node_modules", ".svc-installed");
 
 /** A Node of the given major the tests can run the worker and the SDK on, or null where none came (another platform). */
@@ -36,7 +42,7 @@ export function ensureTestTools({ quiet = false } = {}) {
     const rel = typeof manifest.bin === "string" ? manifest.bin : manifest.bin[name];
     const link = path.join(TOOLS_BIN, name);
     fs.rmSync(link, { force: true });
-    fs.symlinkSync(path.join("..", "node_modules", pkg, rel), link);
+    fs.symlinkSync(path.join("..", pkg, rel), link);
   }
 }
 

@@ -1,11 +1,11 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fromRoot } from "../paths.js";
 import express, { type NextFunction, type Request, type Response, type Router } from "express";
 import { ApiError } from "../errors.js";
 
 /** Where `npm run build:dashboard` (Vite) writes the owner's dashboard. */
-export const DASHBOARD_DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../dashboard/dist");
+export const DASHBOARD_DIST = fromRoot("dashboard", "dist");
 
 /**
  * The dashboard holds an owner's keys and billing: our own scripts and styles

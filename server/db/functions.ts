@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fromRoot } from "../paths.js";
 
 /**
  * The SQL functions' sources: one file per function, prisma/functions/<name>.sql,
@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
  * files into a new migration (scripts/function-migration.ts), and
  * test/sql-functions.test.ts checks the migrated database against the files.
  */
-export const FUNCTIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../prisma/functions");
+export const FUNCTIONS_DIR = fromRoot("prisma", "functions");
 
 /** The name of every function with a source file, sorted. */
 export function functionNames(dir = FUNCTIONS_DIR): string[] {

@@ -1,10 +1,10 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fromRoot } from "../paths.js";
 import type { Database } from "./open.js";
 
-export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../prisma/migrations");
+export const MIGRATIONS_DIR = fromRoot("prisma", "migrations");
 
 export interface Migration {
   name: string;

@@ -1,9 +1,9 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fromRoot } from "../paths.js";
 import express, { type Response, type Router } from "express";
 
-const here = path.dirname(fileURLToPath(import.meta.url));
+const here = fromRoot("server", "pages");
 const read = (file: string) => fs.readFileSync(path.join(here, file), "utf8");
 
 /**

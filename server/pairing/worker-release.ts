@@ -4,8 +4,8 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import { fileURLToPath } from "node:url";
 import lockfile from "proper-lockfile";
+import { ROOT } from "../paths.js";
 
 /**
  * The worker this service hands its end users, built from `worker/` (and the
@@ -24,7 +24,6 @@ import lockfile from "proper-lockfile";
  */
 
 const execFileAsync = promisify(execFile);
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
 const WORKER = path.join(ROOT, "worker");
 const CONTRACT = path.join(ROOT, "contract");
 

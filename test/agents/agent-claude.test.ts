@@ -11,9 +11,10 @@ import { startTestServer, type TestServer } from "../helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
 import { pollUntil, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
 import { DEFAULT_ANSWER, startAnthropicStandIn, USAGE, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
+import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
 /** The real Claude Code CLI (a pinned dev dependency). */
-const CLAUDE = path.join(ROOT, "node_modules", ".bin", "claude");
+const CLAUDE = CLAUDE_BIN;
 /** In the worker's environment, never allowed through to the CLI. */
 const SECRET = "s3cret-value-that-must-not-leak";
 

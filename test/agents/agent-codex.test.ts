@@ -10,8 +10,9 @@ import { detectSandbox } from "../../worker/src/policy/sandbox.js";
 import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
 import type { AgentProcess, JobContext, Launched } from "../../worker/src/runtimes/runtime.js";
 import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "../helpers/responses-standin.js";
+import { CODEX_BIN } from "../../scripts/test-tools.mjs";
 
-const CODEX = path.join(ROOT, "test/tools/bin/codex");
+const CODEX = CODEX_BIN;
 
 /**
  * The real Codex CLI (`@openai/codex` 0.169.0 from npm) on a user's machine: a

@@ -14,6 +14,7 @@ import { seatbeltProfile } from "../../worker/src/policy/sandbox-macos.js";
 import { Policy } from "../../worker/src/policy/schema.js";
 import type { AgentProcess, Launched } from "../../worker/src/runtimes/runtime.js";
 import { pollUntil, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { CLAUDE_BIN, CODEX_BIN } from "../../scripts/test-tools.mjs";
 
 /**
  * The operating-system sandbox around agent CLIs, with real bubblewrap and real
@@ -99,7 +100,8 @@ describe.runIf(linux)("agent CLIs inside bubblewrap", () => {
         "echo escaped > /tmp/escape.txt && echo tmp-write",
         "touch /usr/escape.txt || echo no-write-system",
         "grep -q 'CapEff:.0000000000000000' /proc/self/status && echo no-capabilities",
-        "ps -e -o comm= > /tmp/ps.txt; sort /tmp/ps.txt | tr '\\n' ' '; echo",
+        // Node 24 names its main thread (the process's comm) "MainThread"; Node 20 left it "node".
+        "ps -e -o comm= > /tmp/ps.txt; sed 's/^MainThread$/node/' /tmp/ps.txt | sort | tr '\\n' ' '; echo",
       ].join("\n"),
     );
     expect(r.code).toBe(0);
@@ -265,8 +267,8 @@ describe.runIf(linux)("agent CLIs inside bubblewrap", () => {
     }
   });
 
-  const claude = path.join(ROOT, "node_modules", ".bin", "claude");
-  const codex = path.join(ROOT, "node_modules", ".bin", "codex");
+  const claude = CLAUDE_BIN;
+  const codex = CODEX_BIN;
 
   it("starts the real Claude Code and Codex inside", async () => {
     for (const [cli, version] of [

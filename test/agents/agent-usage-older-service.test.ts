@@ -8,8 +8,9 @@ import { serverMessage, type JobEvent, type WorkerMessage } from "@svc/contract"
 import { spawnWorker, type WorkerProcess } from "../helpers/worker.js";
 import { removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
 import { startAnthropicStandIn, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
+import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
-const CLAUDE = path.join(ROOT, "node_modules", ".bin", "claude");
+const CLAUDE = CLAUDE_BIN;
 
 /**
  * A newer worker and an older service: `usage` job events (issue 29) are sent only

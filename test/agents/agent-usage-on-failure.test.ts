@@ -7,9 +7,10 @@ import { onEachDatabase } from "../helpers/databases.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
 import { removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
 import { startAnthropicStandIn, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
+import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
 /** The real Claude Code CLI (a pinned dev dependency). */
-const CLAUDE = path.join(ROOT, "node_modules", ".bin", "claude");
+const CLAUDE = CLAUDE_BIN;
 
 /**
  * Issue 29: every token an agent run's model used is in the ledger once, however

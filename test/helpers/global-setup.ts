@@ -1,5 +1,6 @@
 import pg from "pg";
 import type { TestProject } from "vitest/node";
+import { buildServer, isFresh } from "../../scripts/build-server.mjs";
 import { ensureTestTools } from "../../scripts/test-tools.mjs";
 import { pgliteTemplate, postgresTemplate, templateHash } from "./templates.js";
 
@@ -10,6 +11,8 @@ import { pgliteTemplate, postgresTemplate, templateHash } from "./templates.js";
  */
 export default async function setup(project: TestProject) {
   ensureTestTools();
+  // The process tests run the server as `npm start` does: the production build, current with the sources.
+  if (!isFresh()) await buildServer();
   const url = process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
   const required = process.env.SVC_TEST_POSTGRES === "1";
   let reason: string | null = null;

@@ -8,7 +8,8 @@ import type { NewKeys } from "../../server/keys/keys.js";
 
 /**
  * Real processes for the tests that must see what a person sees: the `svc` CLI
- * (`node bin/svc.js`) and the server (`node --import tsx server/main.ts`),
+ * (`node bin/svc.js`) and the server as `npm start` runs it (`node dist/server/main.js`, the
+ * production build, kept current by the tests' global setup),
  * spawned with a clean environment, their output captured line by line.
  */
 
@@ -114,7 +115,7 @@ export interface Line {
   text: string;
 }
 
-/** The server as a child process: `node --conditions=svc-source --import tsx server/main.ts`. */
+/** The server as a child process, as `npm start` runs it: `node --enable-source-maps dist/server/main.js`. */
 export class ServerProcess {
   /** Every complete line the process wrote, in order, per stream. */
   readonly lines: Line[] = [];
@@ -216,7 +217,7 @@ export class ServerProcess {
 /** Spawns the server on `dataDir` (PORT=0 unless `env` says otherwise); does not wait. */
 export function spawnServer(dataDir: string, env: Record<string, string> = {}): ServerProcess {
   const fullEnv = { PORT: "0", SVC_DATA_DIR: dataDir, ...env };
-  const child = spawn(process.execPath, ["--conditions=svc-source", "--import", "tsx", "server/main.ts"], {
+  const child = spawn(process.execPath, ["--enable-source-maps", "dist/server/main.js"], {
     cwd: ROOT,
     env: childEnv(fullEnv),
     stdio: ["ignore", "pipe", "pipe"],
