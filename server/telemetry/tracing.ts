@@ -148,8 +148,19 @@ function throttled(logger: Logger): DiagLogger {
     if (now - last < 60_000) return void skipped++;
     last = now;
     const detail = args.map((a) => (a instanceof Error ? a.message : typeof a === "string" ? a : JSON.stringify(a) ?? String(a))).join(" ").slice(0, 500);
-    logger.warn({ skipped, detail: detail || undefined }, `OpenTelemetry: ${String(message).slice(0, 300)}`);
+    logger.warn({ skipped, detail: detail || undefined }, `OpenTelemetry: ${errorText(String(message)).slice(0, 300)}`);
     skipped = 0;
   };
   return { error: say, warn: say, info: () => {}, debug: () => {}, verbose: () => {} };
+}
+
+/** The SDK's error handler hands over an error as its JSON (stack included): its message is what the log needs. */
+function errorText(message: string): string {
+  if (!message.startsWith("{")) return message;
+  try {
+    const e = JSON.parse(message) as { message?: unknown; code?: unknown };
+    return typeof e.message === "string" ? `${e.message}${typeof e.code === "string" && !e.message.includes(e.code) ? ` (${e.code})` : ""}` : message;
+  } catch {
+    return message;
+  }
 }
