@@ -13,6 +13,13 @@ export interface RequestScope {
   res: Response;
   /** Statements sent to the database so far (counted by the Postgres pool's clients). */
   statements: number;
+  /** Where its time went so far, in milliseconds, for its `Server-Timing` header (server/http/server-timing.ts). */
+  timing: RequestTiming;
+}
+
+export interface RequestTiming {
+  db: number;
+  machine: number;
 }
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();

@@ -8,6 +8,7 @@ import pg from "pg";
 import type { SqlDriverAdapterFactory } from "@prisma/driver-adapter-utils";
 import { PrismaClient } from "./generated/client.js";
 import { statementSent } from "./outage.js";
+import { dbTimer } from "../http/server-timing.js";
 
 /**
  * A pool client that counts each statement it sends for the request it runs in (see
@@ -18,8 +19,21 @@ class CountingClient extends pg.Client {
   override query(...args: any[]): any {
     const state = this as unknown as { _ended?: boolean; _ending?: boolean; _queryable?: boolean };
     if (!state._ended && !state._ending && state._queryable !== false) statementSent();
+    // Its time, sent to answered, goes to the request's Server-Timing (a callback's or a promise's end).
+    const done = dbTimer();
+    const last = args.length - 1;
+    if (typeof args[last] === "function") {
+      const cb = args[last];
+      // eslint-disable-next-line @typescript-eslint/no-explicit-any
+      args[last] = (...r: any[]) => {
+        done();
+        return cb(...r);
+      };
+    }
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return (super.query as any)(...args);
+    const result = (super.query as any)(...args);
+    if (result && typeof result.then === "function") result.then(done, done);
+    return result;
   }
 }
 
@@ -106,6 +120,16 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
   if (dataDir) fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const db = dataDir ? new PGlite(dataDir) : new PGlite();
   await db.waitReady;
+  // Every statement (a query, an exec, a transaction's) passes through execProtocolStream: its time goes to the request's Server-Timing.
+  const exec = db.execProtocolStream.bind(db);
+  db.execProtocolStream = async (...args: Parameters<typeof exec>) => {
+    const done = dbTimer();
+    try {
+      return await exec(...args);
+    } finally {
+      done();
+    }
+  };
   // pglite-prisma-adapter pins an older @prisma/driver-adapter-utils: same runtime
   // shape, distinct type identity, hence the cast.
   const prisma = new PrismaClient({ adapter: new PrismaPGlite(db) as unknown as SqlDriverAdapterFactory });

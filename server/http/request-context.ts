@@ -1,7 +1,8 @@
 import type { NextFunction, Request, Response } from "express";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
-import { requestScope } from "../request-scope.js";
+import { requestScope, type RequestScope } from "../request-scope.js";
+import { sendServerTiming } from "./server-timing.js";
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -43,6 +44,8 @@ export function requestContext(logger: Logger) {
       req.log.info({ method: req.method, path: loggedPath(req), status: res.statusCode, ms: Math.round(ms * 100) / 100 }, "request");
     });
     // The rest of the request runs in its scope (see request-scope.ts).
-    requestScope.run({ req, res, statements: 0 }, next);
+    const scope: RequestScope = { req, res, statements: 0, timing: { db: 0, machine: 0 } };
+    sendServerTiming(res, scope, started);
+    requestScope.run(scope, next);
   };
 }

@@ -12,6 +12,8 @@ import type { AnsweredApproval, NewUsageRow, RunInputs, RunPatch, RunRow, Stored
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 import { runTrace, type RunOutcome as TraceOutcome, type RunTrace, type TurnTrace } from "../telemetry/spans.js";
+import { machineTimer } from "../http/server-timing.js";
+import type { RequestTiming } from "../request-scope.js";
 
 export interface DriverDeps {
   store: RunStore;
@@ -80,6 +82,12 @@ export abstract class RunDriver {
   private stopped: RunStop | null = null;
   /** Ends the current job's watch (its deadline timer). */
   private endJobWatch: (() => void) | null = null;
+  /**
+   * The timings of the request that started this run here and may wait on it (a chat completion
+   * answered whole): its jobs' time on the machine goes to that request's Server-Timing. Only the
+   * numbers, not the request: the run outlives it and what fails in the run is not the request's.
+   */
+  waitedBy: RequestTiming | null = null;
   /** Stops the current job with the service's reason (its `failed` event follows). */
   private stopJob: ((why: RunStop) => void) | null = null;
   /** Why the service stopped the run from outside its loop (the database away too long): thrown at the loop's next look at its inputs. */
@@ -441,8 +449,12 @@ export abstract class RunDriver {
     let ended = false;
     let handle: JobHandle | null = null;
     let timer: NodeJS.Timeout | null = null;
+    // The time the job spends with the end user's machine (queued there included) counts for the request
+    // waiting on it, in its Server-Timing (a run driven outside any request counts for none).
+    const machineDone = this.run.route_kind === "service" ? null : machineTimer(this.waitedBy);
     const finish = () => {
       ended = true;
+      machineDone?.();
       if (timer) clearTimeout(timer);
       if (this.endJobWatch === finish) this.endJobWatch = null;
       if (this.stopJob === stop) this.stopJob = null;

@@ -105,6 +105,7 @@ export class RunEngine {
     if (this.closing || this.drivers.has(run.id)) return;
     const driver = this.driverFor(run);
     if (created) driver.startsFresh();
+    driver.waitedBy = requestScope.getStore()?.timing ?? null;
     this.drivers.set(run.id, driver);
     // Its readers here are fed from memory, also one that subscribes a moment after the driver began.
     this.bus.driving(run.id);
