@@ -22,6 +22,7 @@ import { requestContext } from "../../server/http/request-context.js";
 import express from "express";
 import { Writable } from "node:stream";
 import type WebSocket from "ws";
+import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
 /**
  * The worker as the service hands it to end users: no registry name, only the
@@ -36,13 +37,17 @@ const execFileAsync = promisify(execFile);
 const VERSION = (JSON.parse(fs.readFileSync(path.join(ROOT, "worker/package.json"), "utf8")) as { version: string }).version;
 const FILES = releaseFiles(VERSION);
 /** The real Claude Code CLI (a pinned dev dependency): the agent whose tool calls cross the worker's MCP bridge. */
-const CLAUDE = path.join(ROOT, "node_modules", ".bin", "claude");
+const CLAUDE = CLAUDE_BIN;
 /** Installing from an empty npm cache takes a while on a busy machine. */
 const INSTALL_TIMEOUT_MS = 240_000;
 
-/** A user's shell: their own HOME (no ~/.npmrc, an empty npm cache), PATH, nothing of this test run's npm. */
+/**
+ * A user's shell: their own HOME (no ~/.npmrc, an empty npm cache), PATH, nothing of this test run's npm:
+ * not its node_modules/.bin either, which puts the service's own Node (24) first; the user's is the machine's.
+ */
 function userEnv(home: string, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH, HOME: home, npm_config_cache: path.join(home, ".npm"), npm_config_update_notifier: "false", ...extra };
+  const PATH = (process.env.PATH ?? "").split(path.delimiter).filter((dir) => !dir.includes(`${path.sep}node_modules${path.sep}`) && !dir.endsWith(`${path.sep}node_modules`)).join(path.delimiter);
+  return { PATH, HOME: home, npm_config_cache: path.join(home, ".npm"), npm_config_update_notifier: "false", ...extra };
 }
 
 /** Runs a command line the way a user pastes it (it has no quoting: each word is one argument). */
