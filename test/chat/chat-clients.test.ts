@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { APICallError, RetryError, generateText, stepCountIs, streamText, tool as aiTool } from "ai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
+import { createOpenAI } from "@ai-sdk/openai";
 import { ChatOpenAI } from "@langchain/openai";
 import { AIMessage, AIMessageChunk, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool as lcTool } from "@langchain/core/tools";
@@ -131,6 +132,19 @@ onEachDatabase("chat completions with the Vercel AI SDK and LangChain on $db.nam
       const usage = await streamed.usage;
       expect([usage.inputTokens, usage.outputTokens, usage.totalTokens]).toEqual([3, 3, 6]);
       expect(await runCount("eve")).toBe(before + 2);
+    });
+
+    it("@ai-sdk/openai's chat model (`openai.chat`; its default model speaks the Responses API): the exact text and usage, streamed too, one run each for the user", async () => {
+      const openai = createOpenAI({ baseURL: `${server.url}/v1`, apiKey: server.dev.appKey });
+      const before = await runCount("olga");
+      const plain = await generateText({ model: openai.chat("svc/echo"), providerOptions: { openai: { user: "olga" } }, prompt: "hello from ai 7" });
+      expect(plain.text).toBe("hello from ai 7");
+      expect(plain.usage.outputTokens).toBe(4); // svc/echo counts words
+      const streamed = streamText({ model: openai.chat("svc/echo"), providerOptions: { openai: { user: "olga" } }, prompt: "one two three" });
+      let text = "";
+      for await (const t of streamed.textStream) text += t;
+      expect(text).toBe("one two three");
+      expect(await runCount("olga")).toBe(before + 2);
     });
 
     it("generateText and streamText on auto reach the user's runtime: the stand-in's text and usage, one run each", async () => {
