@@ -30,6 +30,27 @@ export const IsoTime = z.string().datetime({ offset: true }).describe("ISO 8601 
 /** The app's own id for its end user, as sent in `user`. */
 export const UserId = z.string().min(1).max(256).describe("The app's id for its end user.");
 
+/**
+ * One usage window of an agent CLI's subscription, as the CLI itself reports it
+ * (Claude Code's `rate_limit_event`, Codex's `account/rateLimits/updated`): `5h`,
+ * `7d`, `7d_opus`, `7d_sonnet`, `overage`, or `<minutes>m` for a length Codex
+ * names that has no short name. `rejected`: spent until `resetsAt`.
+ */
+export const UsageWindow = z.object({
+  window: z.string().min(1).max(32).describe("`5h`, `7d`, `7d_opus`, `7d_sonnet`, `overage`, or `<minutes>m`."),
+  status: z.enum(["allowed", "warning", "rejected"]).describe("`allowed`; `warning`: past the CLI's warning threshold; `rejected`: spent, the CLI refuses model calls until `resetsAt`."),
+  usedPercent: z.number().min(0).max(100).optional().describe("How much of the window is used, as the CLI says it (Claude Code says it only past a warning threshold)."),
+  resetsAt: IsoTime.optional().describe("When the window resets."),
+});
+export type UsageWindow = z.infer<typeof UsageWindow>;
+
+/** An agent CLI's subscription windows as its machine last reported them. */
+export const RuntimeLimits = z.object({
+  windows: z.array(UsageWindow).max(8),
+  updatedAt: IsoTime.describe("When the machine reported them."),
+});
+export type RuntimeLimits = z.infer<typeof RuntimeLimits>;
+
 export const Runtime = z.object({
   name: z.string().describe("e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`, and `claude-code-local`, `codex-local` (the CLIs on the user's own model)."),
   kind: RuntimeKind,
@@ -41,6 +62,9 @@ export const Runtime = z.object({
   supported: z.boolean().describe("False: found on the machine in a version its worker does not support; never routed to."),
   note: z.string().nullable().describe("Why it is not supported, or anything else the machine said of it."),
   state: LiveState,
+  limits: RuntimeLimits.optional().describe(
+    "An agent CLI on a subscription: its usage windows as the CLI last reported them (absent until it has; Claude Code reports them only on a subscription login). A runtime with a `rejected` window is not routed to until its `resetsAt`.",
+  ),
 });
 
 export const Machine = z.object({

@@ -37,6 +37,7 @@ export const RUN_FAILURE_REASONS = [
   "turn_timeout",
   "run_timeout",
   "compute_busy",
+  "usage_limit_reached",
 ] as const;
 export const RunFailureReason = z.enum(RUN_FAILURE_REASONS);
 export type RunFailureReason = z.infer<typeof RunFailureReason>;
@@ -193,7 +194,7 @@ export const RunEvent = z.discriminatedUnion("kind", [
         "Why it failed: `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, `internal_error`, " +
           "`limit_exceeded` (the machine passed a per-run limit: events, bytes, permission requests or tool calls; `error.message` names it), " +
           "`conversation_too_large` (a model turn's job would not fit the link's frame limit), `turn_timeout` (a model turn passed its deadline), " +
-          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline). Unknown values may be added.",
+          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline), `usage_limit_reached` (the agent CLI's subscription window is spent; `error.message` names when it resets). Unknown values may be added.",
       ),
   }),
   z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, RuntimeBilling, RuntimeKind } from "./common.js";
+import { CostClass, IsoTime, RuntimeBilling, RuntimeKind, UsageWindow } from "./common.js";
 import { ChatMessage, ChatTool } from "./chat.js";
 
 /**
@@ -233,11 +233,17 @@ export const WorkerMessage = z.discriminatedUnion("type", [
    * to a service whose `welcome` lists `job_spans`. `sentAt`: the machine's clock when sent (epoch ms).
    */
   envelope("job_spans", z.object({ jobId: z.string().max(128), sentAt: z.number().finite(), spans: z.array(JobSpanRecord).max(JOB_SPANS_MAX) })),
+  /**
+   * An agent CLI's subscription windows as the CLI itself last reported them (Claude Code's `rate_limit_event`,
+   * Codex's `account/rateLimits/updated`), sent when they change, only to a service whose `welcome` lists
+   * `runtime_limits`. The service keeps the latest per runtime and routes around a `rejected` window until it resets.
+   */
+  envelope("runtime_limits", z.object({ runtime: z.string().min(1).max(64), windows: z.array(UsageWindow).max(8), updatedAt: IsoTime })),
 ]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
 
 /** The catalog's additions a service announces in `welcome.features` (a worker sends them only to a service that does). */
-export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans" } as const;
+export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans", runtimeLimits: "runtime_limits" } as const;
 
 /** Service → worker. */
 export const ServerMessage = z.discriminatedUnion("type", [
@@ -259,7 +265,7 @@ export const ServerMessage = z.discriminatedUnion("type", [
         .array(z.string().max(64))
         .max(64)
         .optional()
-        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`), \`${WORKER_FEATURES.jobSpans}\` (the \`job_spans\` message). An older service sends none: then the worker sends none of those.`),
+        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`), \`${WORKER_FEATURES.jobSpans}\` (the \`job_spans\` message), \`${WORKER_FEATURES.runtimeLimits}\` (the \`runtime_limits\` message). An older service sends none: then the worker sends none of those.`),
     }),
   ),
   envelope(

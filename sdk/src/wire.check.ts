@@ -26,6 +26,8 @@ export const checks = [
   same<Same<W.RuntimeKind, C.RuntimeKind>>(),
   same<Same<W.RuntimeBilling, C.RuntimeBilling>>(),
   same<Same<W.Runtime, z.infer<typeof C.Runtime>>>(),
+  same<Same<W.UsageWindow, C.UsageWindow>>(),
+  same<Same<W.RuntimeLimits, C.RuntimeLimits>>(),
   same<Same<W.Machine, z.infer<typeof C.Machine>>>(),
   same<Same<W.Plan, z.infer<typeof C.Plan>>>(),
   same<Same<W.PlanList, z.infer<typeof C.PlanList>>>(),

@@ -106,6 +106,24 @@ export interface Runtime {
   supported: boolean;
   note: string | null;
   state: LiveState;
+  /** An agent CLI on a subscription: its usage windows as the CLI last reported them (absent until it has). A runtime with a `rejected` window is not routed to until its `resetsAt`. */
+  limits?: RuntimeLimits;
+}
+
+/** One usage window of an agent CLI's subscription, as the CLI reports it. */
+export interface UsageWindow {
+  /** `5h`, `7d`, `7d_opus`, `7d_sonnet`, `overage`, or `<minutes>m`. */
+  window: string;
+  /** `rejected`: spent until `resetsAt`. */
+  status: "allowed" | "warning" | "rejected";
+  usedPercent?: number;
+  resetsAt?: string;
+}
+
+/** An agent CLI's subscription windows as its machine last reported them. */
+export interface RuntimeLimits {
+  windows: UsageWindow[];
+  updatedAt: string;
 }
 
 /** A paired machine of a user. */

@@ -3,7 +3,7 @@ import type { Machine as MachineView } from "@svc/contract";
 import type { Notifications, Prisma, Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
-import type { RuntimeAdvert } from "@svc/contract";
+import type { RuntimeAdvert, RuntimeLimits } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
@@ -131,6 +131,15 @@ export class MachineService {
   }
 
   /**
+   * An agent CLI's subscription windows as the machine last reported them
+   * (`runtime_limits`), kept on its runtime's row where routing reads it, so every
+   * instance routes around a spent window. A runtime it does not advertise: nothing.
+   */
+  async setLimits(id: MachineIdentity, runtime: string, limits: RuntimeLimits): Promise<void> {
+    await this.db.query(`UPDATE runtimes SET limits = $3::jsonb WHERE machine_id = $1 AND name = $2`, [id.machineId, runtime, JSON.stringify(limits)]);
+  }
+
+  /**
    * A heartbeat: alive now, with these runtimes busy. Says whether the machine is
    * still paired (a revocation missed by its notification shows here). Written
    * with every other machine's beats of the same second in one statement
@@ -225,6 +234,7 @@ export class MachineService {
         supported: r.supported,
         note: r.note,
         state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
+        ...(r.limits ? { limits: r.limits as unknown as RuntimeLimits } : {}),
       };
     });
     return {

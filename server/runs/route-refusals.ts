@@ -4,7 +4,8 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
 import { runtimeCost, type Billing } from "../ledger/metering.js";
-import { modelServed, type FullRuntime } from "./routing.js";
+import type { RuntimeLimits } from "@svc/contract";
+import { modelServed, spentWindow, windowWords, type FullRuntime } from "./routing.js";
 
 /**
  * Why a run routes nowhere, in words that say what is true: the user has no
@@ -28,8 +29,8 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
     const seen = last.last_heartbeat_at ? `last seen ${ago(now - new Date(last.last_heartbeat_at).getTime())} ago (${last.hostname})` : `never connected (${last.hostname})`;
     return `none of ${user}'s ${machines.length} paired machine${machines.length === 1 ? " is" : "s is"} online: ${seen}; a run routes there once svc-worker start runs on it`;
   }
-  const runtimes = await sql.query<{ machine_id: string; hostname: string; name: string; kind: "model" | "agent"; billing: Billing | null; models: unknown; supported: boolean; note: string | null; version: string | null }>(
-    `SELECT r.machine_id, m.hostname, r.name, r.kind, r.billing, r.models, r.supported, r.note, r.version FROM runtimes r JOIN machines m ON m.id = r.machine_id
+  const runtimes = await sql.query<{ machine_id: string; hostname: string; name: string; kind: "model" | "agent"; billing: Billing | null; models: unknown; supported: boolean; note: string | null; version: string | null; limits: RuntimeLimits | null }>(
+    `SELECT r.machine_id, m.hostname, r.name, r.kind, r.billing, r.models, r.supported, r.note, r.version, r.limits FROM runtimes r JOIN machines m ON m.id = r.machine_id
       WHERE r.machine_id = ANY($1::text[]) ORDER BY r.name`,
     [online.map((m) => m.id)],
   );
@@ -43,6 +44,13 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
     return `${r.name} on ${r.hostname} is a version the worker does not run${r.version ? ` (${r.version})` : ""}${r.note ? `: ${r.note}` : ""}`;
   }
   const asked = prefer.filter((k) => k !== "app");
+  // Everything that would serve it on the routes asked has spent its subscription's window: say which, and when it resets.
+  const onRoute = matching.filter((r) => r.supported && asked.includes(runtimeCost(r.kind, r.billing).route));
+  const spent = onRoute.map((r) => ({ r, w: spentWindow(r.limits, clock.now()) }));
+  if (onRoute.length && spent.every((s) => s.w)) {
+    const each = spent.map(({ r, w }) => `${r.name} on ${user}'s ${r.hostname} has used its subscription's ${windowWords(w!.window)}; it resets at ${w!.until.toISOString()} (in ${ago(w!.until.getTime() - now)})`);
+    return `${each.join("; ")}. Retry once it resets, ask for another runtime or route (route.prefer with \`app\` hands the run back to you), or ask the user to raise their plan`;
+  }
   const elsewhere = matching.filter((r) => r.supported && !asked.includes(runtimeCost(r.kind, r.billing).route));
   if (matching.length && elsewhere.length === matching.length) {
     const routes = [...new Set(elsewhere.map((r) => runtimeCost(r.kind, r.billing).route))].join(", ");

@@ -2,7 +2,7 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
-import type { RouteKind, RuntimeKind } from "@svc/contract";
+import type { RouteKind, RuntimeKind, RuntimeLimits, UsageWindow } from "@svc/contract";
 import { costClassOf, runtimeCost, type Billing, type CostClassValue } from "../ledger/metering.js";
 
 /** Where a run goes: a runtime on one of the user's machines, or back to the app. */
@@ -30,6 +30,39 @@ export interface Candidate {
   cap: number | null;
   /** Its runs that hold (or are about to hold) a job on the machine now. */
   active: number;
+  /** An agent CLI's subscription windows as its machine last reported them (null: none reported). */
+  limits: RuntimeLimits | null;
+}
+
+/** A `rejected` window that says no reset time is taken for spent this long after it was reported. */
+export const SPENT_WITHOUT_RESET_MS = 60 * 60 * 1000;
+
+/**
+ * The window that keeps this runtime from taking runs now: a `rejected` one whose
+ * reset time has not passed (the one resetting last, if several). None: it may be routed to.
+ */
+export function spentWindow(limits: RuntimeLimits | null | undefined, now: Date): (UsageWindow & { until: Date }) | null {
+  let spent: (UsageWindow & { until: Date }) | null = null;
+  for (const w of limits?.windows ?? []) {
+    if (w.status !== "rejected") continue;
+    const until = w.resetsAt ? new Date(w.resetsAt) : new Date(new Date(limits!.updatedAt).getTime() + SPENT_WITHOUT_RESET_MS);
+    if (!(until.getTime() > now.getTime())) continue;
+    if (!spent || until > spent.until) spent = { ...w, until };
+  }
+  return spent;
+}
+
+/** A window's name in words: `5h` the 5-hour window, `7d_opus` the 7-day Opus window, `300m` the 5-hour window. */
+export function windowWords(window: string): string {
+  const minutes = /^(\d+)m$/.exec(window);
+  if (minutes) {
+    const m = Number(minutes[1]);
+    return m % 1440 === 0 ? `${m / 1440}-day window` : m % 60 === 0 ? `${m / 60}-hour window` : `${m}-minute window`;
+  }
+  if (window === "overage") return "overage allowance";
+  const [len, model] = window.split("_");
+  const span = /^(\d+)h$/.test(len) ? `${len.slice(0, -1)}-hour` : /^(\d+)d$/.test(len) ? `${len.slice(0, -1)}-day` : len;
+  return `${span}${model ? ` ${model[0].toUpperCase()}${model.slice(1)}` : ""} window`;
 }
 
 /** A runtime that would serve the run but is at its cap, with its machine's queue full too. */
@@ -57,7 +90,9 @@ export interface RouteChoice {
  * runtimes would have served but were full.
  */
 export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[], queueBound: number): Promise<RouteChoice> {
-  const rows = await reachableRuntimes(sql, clock, tenant, endUserId);
+  const now = clock.now();
+  // A runtime whose subscription window is spent takes nothing until it resets: the next runtime or route is taken as usual.
+  const rows = (await reachableRuntimes(sql, clock, tenant, endUserId)).filter((r) => !spentWindow(r.limits, now));
   const full: FullRuntime[] = [];
   // Runs waiting for a slot on each machine: what its runtimes hold past their caps.
   const waiting = new Map<string, number>();
@@ -94,7 +129,7 @@ export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, 
   const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
   return sql.query<Candidate>(
     // Active: queued or running (a job on the machine or about to be); a model run waiting for the app's answers holds none, an agent CLI waiting for a permission does.
-    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.billing, r.models, r.busy, r.max_concurrent_jobs AS cap,
+    `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.billing, r.models, r.busy, r.max_concurrent_jobs AS cap, r.limits,
             CASE WHEN r.max_concurrent_jobs IS NULL THEN 0 ELSE
               (SELECT count(*) FROM runs x WHERE x.machine_id = m.id AND x.runtime_name = r.name
                  AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent')))::int END AS active

@@ -35,10 +35,11 @@ export class RunStop extends Error {
   /**
    * A job's `failed` event as reported: a lost link is `worker_lost`, a link the service
    * closed for a broken limit `machine_limit_exceeded` (both said by the service's side of
-   * the link); any other code is the runtime's failure (`runtime_error`), its code relayed as it came.
+   * the link), an agent CLI's spent subscription window `usage_limit_reached` (said by the
+   * worker, its message naming the reset time); any other code is the runtime's failure (`runtime_error`), its code relayed as it came.
    */
   static reported(e: { code: string; message: string }): RunStop {
-    if (e.code === "worker_lost" || e.code === "machine_limit_exceeded") return new RunStop(e.code, e.message);
+    if (e.code === "worker_lost" || e.code === "machine_limit_exceeded" || e.code === "usage_limit_reached") return new RunStop(e.code, e.message);
     return new RunStop("runtime_error", e.message, e.code as ReportedStopCode);
   }
 }

@@ -98,6 +98,7 @@ export class WorkerConnection {
       heartbeat: new TokenBucket(KIND_LIMITS.heartbeat.capacity, beats),
       runtimes: new TokenBucket(KIND_LIMITS.runtimes.capacity, KIND_LIMITS.runtimes.perSecond),
       error: new TokenBucket(KIND_LIMITS.error.capacity, KIND_LIMITS.error.perSecond),
+      runtime_limits: new TokenBucket(KIND_LIMITS.runtime_limits.capacity, KIND_LIMITS.runtime_limits.perSecond),
     };
     socket.on("message", (data: Buffer, isBinary) => void this.receive(isBinary ? null : data.toString("utf8"), data.length));
     this.armIdleTimer();
@@ -248,7 +249,7 @@ export class WorkerConnection {
       const parsed = parseFrame(WorkerMessage, text);
       if (!parsed.ok) return this.refuse(parsed.reason);
       const type = parsed.message.type;
-      if (type === "heartbeat" || type === "runtimes" || type === "error") {
+      if (type === "heartbeat" || type === "runtimes" || type === "error" || type === "runtime_limits") {
         if (!this.kinds[type].take()) return this.flooded(KIND_LIMITS[type].what);
       }
       this.armIdleTimer();
@@ -277,7 +278,7 @@ export class WorkerConnection {
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
         const update = this.updateFor(message.payload.client, message.payload.version);
         this.send(
-          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage, WORKER_FEATURES.jobSpans], ...(update ? { update } : {}) }),
+          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage, WORKER_FEATURES.jobSpans, WORKER_FEATURES.runtimeLimits], ...(update ? { update } : {}) }),
         );
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
@@ -301,6 +302,10 @@ export class WorkerConnection {
         if (terminal) this.endJob(jobId);
         job.listener.onEvent(event, size);
         return;
+      }
+      case "runtime_limits": {
+        const { runtime, windows, updatedAt } = message.payload;
+        return this.machines.setLimits(this.identity, runtime, { windows, updatedAt });
       }
       case "job_spans": {
         // Only for a job of this machine's, still running here, once: a machine cannot put spans into another job's trace.

@@ -49,4 +49,5 @@ export const KIND_LIMITS = {
   heartbeat: { capacity: 10, perSecond: 1 / 3, what: "heartbeats (at most 10 at once, then one per 3 s, or three per interval told in welcome when that is shorter)" },
   runtimes: { capacity: 5, perSecond: 1 / 12, what: "runtimes lists (at most 5 at once, then one per 12 s)" },
   error: { capacity: 20, perSecond: 1, what: "error reports (at most 20 at once, then one per second)" },
+  runtime_limits: { capacity: 20, perSecond: 1 / 2, what: "runtime_limits reports (at most 20 at once, then one per 2 s)" },
 } as const;
