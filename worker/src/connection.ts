@@ -6,6 +6,7 @@ import { machinePolicy, type MachinePolicy } from "./policy/index.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 import { RUNS_FROM } from "./layout.js";
 import { JobSpans } from "./telemetry.js";
+import { WindowBook } from "./runtimes/usage-windows.js";
 
 export interface ConnectOptions {
   credentials: Credentials;
@@ -34,6 +35,8 @@ const READ_CEILING_BYTES = 4 * WORKER_MAX_JOB_FRAME_BYTES;
 export const TEXT_WINDOW_MS = 20;
 /** ...and sent in pieces of at most this many characters, so no frame passes `WORKER_MAX_FRAME_BYTES`. */
 export const TEXT_PIECE_CHARS = 64 * 1024;
+/** A runtime's subscription windows are told at most this often (a change to or from a spent window at once). */
+export const WINDOWS_EVERY_MS = 5000;
 
 interface RunningJob {
   runtime: string;
@@ -53,8 +56,10 @@ interface RunningJob {
 export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
   const { initialMs, maxMs } = opts.backoff ?? { initialMs: 500, maxMs: 30_000 };
   let attempt = 0;
+  // The subscription windows each agent CLI reported, kept across reconnections: told again to each service that takes them.
+  const windows = new Map<string, WindowBook>();
   while (!opts.signal.aborted) {
-    const outcome = await connectOnce(opts, () => (attempt = 0));
+    const outcome = await connectOnce(opts, () => (attempt = 0), windows);
     if (outcome.end) return outcome.end;
     const wait = Math.round(Math.random() * Math.min(maxMs, initialMs * 2 ** attempt++));
     opts.print(`  connection lost (${outcome.why}); reconnecting in ${(wait / 1000).toFixed(1)} s`);
@@ -66,7 +71,7 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
   return { reason: "stopped" };
 }
 
-function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?: ServeEnd; why: string }> {
+function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<string, WindowBook> = new Map()): Promise<{ end?: ServeEnd; why: string }> {
   const { credentials, runtimes, print, signal } = opts;
   const policy = opts.policy ?? machinePolicy();
   const jobs = new Map<string, RunningJob>();
@@ -86,6 +91,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       if (settled) return;
       settled = true;
       if (heartbeat) clearInterval(heartbeat);
+      for (const w of windowsSent.values()) if (w.timer) clearTimeout(w.timer);
       for (const job of jobs.values()) job.abort.abort();
       signal.removeEventListener("abort", onAbort);
       resolve(value);
@@ -118,6 +124,26 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
       jobs.delete(jobId);
       if (event.type === "failed" && event.code === "frame_too_large") return;
       send(workerMessage("job_event", { jobId, event: { type: "failed", code: "frame_too_large", message: `The machine produced an event of ${bytes} bytes, more than the ${WORKER_MAX_FRAME_BYTES}-byte frame limit of the link.` } }));
+    };
+
+    /** A runtime's windows as known now, to a service that takes them (an older one would count the message as bad). */
+    const windowsSent = new Map<string, { at: number; spent: boolean; timer: NodeJS.Timeout | null }>();
+    const sendWindows = (runtime: string) => {
+      const book = windows.get(runtime);
+      if (!book || !features.has(WORKER_FEATURES.runtimeLimits)) return;
+      // At most one report per runtime every WINDOWS_EVERY_MS (the service allows one per 2 s past a burst), the last one
+      // sent once that passed; a window becoming spent, or no longer, goes at once: routing depends on it.
+      const last = windowsSent.get(runtime) ?? { at: -Infinity, spent: false, timer: null };
+      windowsSent.set(runtime, last);
+      const spent = book.spent() !== null;
+      const wait = last.at + WINDOWS_EVERY_MS - Date.now();
+      if (wait > 0 && spent === last.spent) {
+        last.timer ??= setTimeout(() => ((last.timer = null), sendWindows(runtime)), wait);
+        return;
+      }
+      if (last.timer) clearTimeout(last.timer);
+      Object.assign(last, { at: Date.now(), spent, timer: null });
+      send(workerMessage("runtime_limits", { runtime, windows: book.list(), updatedAt: new Date().toISOString() }));
     };
 
     ws.on("unexpected-response", (_req, res) => {
@@ -173,6 +199,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
             toldUpdate = true;
             print(updateLine(m.payload.update));
           }
+          for (const runtime of windows.keys()) sendWindows(runtime);
           if (heartbeat) clearInterval(heartbeat);
           // A link that died without a close (a network changed, a path gone) is noticed here, not by TCP minutes later:
           // a server heard from neither way (a message, a pong) for 4.5 heartbeats is taken for gone.
@@ -277,6 +304,12 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void): Promise<{ end?
               running.toolCalls.set(call.id, (a) => (running.toolCalls.delete(call.id), spans?.toolAnswered(call.id, a.isError), answer(a)));
               emit({ type: "tool_call", ...call });
             }),
+          reportWindows: (reported) => {
+            let book = windows.get(runtime.advert.name);
+            if (!book) windows.set(runtime.advert.name, (book = new WindowBook()));
+            // Told only when something changed: a CLI repeating itself sends nothing.
+            if (book.merge(reported)) sendWindows(runtime.advert.name);
+          },
           launch: policy.launch,
           commandOutput: policy.policy.commandOutput,
           allowedEnv: policy.allowedEnv,

@@ -2,6 +2,7 @@ import type { JobEvent } from "@svc/contract";
 import { BRIDGE_SERVER_NAME } from "../mcp/bridge-host.js";
 import { commandActivity } from "../policy/output.js";
 import type { JobContext } from "./runtime.js";
+import { claudeWindow, spentMessage, WindowBook } from "./usage-windows.js";
 
 /** How Claude Code names the app's tools offered through the worker's bridge: `mcp__app__<tool>`. */
 const APP_TOOL_PREFIX = `mcp__${BRIDGE_SERVER_NAME}__`;
@@ -91,6 +92,10 @@ export class ClaudeEvents {
   private readonly denied = new Set<string>();
   /** Permission requests still open (not answered, not withdrawn by the CLI): request id → the tool use it is about. */
   private readonly pending = new Map<string, string | null>();
+  /** The subscription windows the CLI reported in this run (`rate_limit_event`, on a subscription login only). */
+  private readonly windows = new WindowBook();
+  /** The API refused a call because a subscription window is spent (the synthetic message's `error: "rate_limit"`). */
+  private rateLimited = false;
   /** How the run ended, once the CLI said so (its `result` line): `done` or `failed`. */
   outcome: JobEvent | null = null;
 
@@ -107,6 +112,7 @@ export class ClaudeEvents {
         this.onCallUsage((line.event ?? {}) as Record<string, unknown>, topLevel ? "" : String(line.parent_tool_use_id));
         return this.onStreamEvent((line.event ?? {}) as Record<string, unknown>, topLevel);
       case "assistant":
+        if (line.error === "rate_limit" || (line.message as { error?: unknown } | undefined)?.error === "rate_limit") this.rateLimited = true;
         this.onWholeMessage((line.message ?? {}) as Message);
         return this.onAssistant((line.message ?? {}) as Message, topLevel);
       case "user":
@@ -114,6 +120,15 @@ export class ClaudeEvents {
       case "system":
         if (line.subtype === "api_retry") this.onRetry(line);
         return;
+      case "rate_limit_event": {
+        // Claude Code 2.1.x, on a subscription login: one window at a time, when it changes (RUNTIMES.md D).
+        const window = claudeWindow(line.rate_limit_info);
+        if (window) {
+          this.windows.merge([window]);
+          this.ctx.reportWindows?.([window]);
+        }
+        return;
+      }
       case "control_request":
         return this.onControlRequest(String(line.request_id ?? ""), (line.request ?? {}) as Record<string, unknown>);
       case "control_cancel_request":
@@ -271,8 +286,13 @@ export class ClaudeEvents {
       return { type: "done", finishReason: String(line.stop_reason ?? "end_turn"), output: String(line.result ?? ""), usage };
     }
     const status = typeof line.api_error_status === "number" ? line.api_error_status : null;
-    const code = status !== null ? `api_error_${status}` : line.subtype && line.subtype !== "success" ? String(line.subtype) : "claude_error";
     const errors = Array.isArray(line.errors) ? (line.errors as unknown[]).map(String).join("; ") : "";
+    // A call refused because the subscription's window is spent: the CLI said the window `rejected` (and the API answered 429).
+    const spent = this.windows.spent();
+    if (spent && (status === 429 || this.rateLimited)) {
+      return { type: "failed", code: "usage_limit_reached", message: spentMessage("Claude Code", spent, errors || this.apiErrorText || undefined), usage };
+    }
+    const code = status !== null ? `api_error_${status}` : line.subtype && line.subtype !== "success" ? String(line.subtype) : "claude_error";
     const message = errors || this.apiErrorText || (typeof line.result === "string" ? line.result : "") || "Claude Code stopped with an error.";
     return { type: "failed", code, message, usage };
   }

@@ -8,6 +8,7 @@ import { BRIDGE_TOKEN_ENV } from "../mcp/wire.js";
 import { commandActivity } from "../policy/output.js";
 import { CodexRpc } from "./codex-rpc.js";
 import { runCodexExec } from "./codex-exec.js";
+import { codexWindows, spentMessage, WindowBook } from "./usage-windows.js";
 import { failed, type AgentRuntimeOptions, type JobContext, type Launch, type Runtime } from "./runtime.js";
 
 /** Codex's own model APIs, reached when its configuration names no other. */
@@ -171,6 +172,8 @@ export class CodexRuntime implements Runtime {
     let calls = 0;
     let retrying: string | null = null;
     const asked = new Set<string>();
+    /** The subscription windows Codex reported in this job (`account/rateLimits/updated`). */
+    const windows = new WindowBook();
     // Codex starts MCP servers beside the first turn, not before it: a turn started
     // before the bridge is ready is offered none of the app's tools. The turn waits for it.
     let bridgeReady: () => void = () => {};
@@ -207,6 +210,12 @@ export class CodexRuntime implements Runtime {
             else retrying = error.message ?? null;
             return;
           }
+          case "account/rateLimits/updated": {
+            // Sparse updates: what it says is merged into what it said before.
+            const reported = codexWindows(p.rateLimits);
+            if (reported.length && windows.merge(reported)) ctx.reportWindows?.(reported);
+            return;
+          }
           case "mcpServer/startupStatus/updated":
             if (o.bridge && p.name === o.bridge.name && p.status !== "starting") {
               if (p.status !== "ready") ctx.emit({ type: "activity", summary: `the app's tools could not be offered to Codex (${String(p.error ?? p.status)})`, detail: { status: p.status } });
@@ -224,6 +233,10 @@ export class CodexRuntime implements Runtime {
             // A turn that did not complete still used what its calls used: the failure carries it.
             const spent = (code: string, message: string): JobEvent => ({ type: "failed", code, message, usage: jobUsage(usage) });
             if (turn.status === "interrupted") return settle(spent("cancelled", "The job was cancelled."));
+            // A spent window (Codex's `usageLimitExceeded`, the API's `usage_limit_reached`): its own code, naming when it resets.
+            if (turn.error?.codexErrorInfo === "usageLimitExceeded" || /usage_limit_reached/.test(turn.error?.message ?? "")) {
+              return settle(spent("usage_limit_reached", spentMessage("Codex", windows.spent(), turn.error?.message)));
+            }
             const api = apiError(turn.error?.message);
             if (api) return settle(spent(api.code, api.message));
             return settle(spent(errorCode(turn.error?.codexErrorInfo), turn.error?.message ?? retrying ?? "Codex's turn failed."));

@@ -1,4 +1,4 @@
-import type { Job, JobEvent, RuntimeAdvert } from "@svc/contract";
+import type { Job, JobEvent, RuntimeAdvert, UsageWindow } from "@svc/contract";
 
 /** How a running job asks before an agent acts: the machine's policy first, then (where it lets the app decide) the app. */
 export type AskPermission = (request: { requestId: string; tool: string; input: unknown; description?: string }) => Promise<{ allow: boolean; message?: string }>;
@@ -69,6 +69,12 @@ export interface JobContext {
    * (Codex) is told to use none when, and only when, this one is there.
    */
   sandbox?: SandboxKind | null;
+  /**
+   * The CLI reported its subscription's usage windows (one or more, as it said them):
+   * the connection merges them per runtime and tells the service (`runtime_limits`),
+   * if the service takes them. Unset: not told anywhere.
+   */
+  reportWindows?(windows: UsageWindow[]): void;
 }
 
 /** How an agent runtime is set up besides its command and working folder. */
