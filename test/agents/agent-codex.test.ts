@@ -9,7 +9,7 @@ import { pollUntil, removeTempDirs, ROOT } from "../helpers/process.js";
 import { detectSandbox } from "../../worker/src/policy/sandbox.js";
 import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
 import type { AgentProcess, JobContext, Launched } from "../../worker/src/runtimes/runtime.js";
-import { RESPONSES_USAGE, startResponsesStandIn, type ResponsesStandIn } from "../helpers/responses-standin.js";
+import { RESPONSES_USAGE, startResponsesStandIn, WINDOW_RESETS_AT, type ResponsesStandIn } from "../helpers/responses-standin.js";
 import { CODEX_BIN } from "../../scripts/test-tools.mjs";
 
 const CODEX = CODEX_BIN;
@@ -217,6 +217,31 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     expect(events.at(-1)!.kind).toBe("run_cancelled");
     await pollUntil(async () => codexRunning(), (running) => !running, 15_000, "codex to stop");
   });
+
+  // Last in this set: it leaves the machine's codex blocked until the window resets.
+  it("Codex's subscription windows (x-codex-* headers) reach the compute read; a spent one fails the run usage_limit_reached naming the reset, and the next run is refused saying so", async () => {
+    const auth = { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" };
+    const codexLimits = async () =>
+      ((await (await server.fetch("/v1/users/cody/compute", { headers: auth })).json()) as { machines: { runtimes: { name: string; limits?: { windows: { window: string; status: string; usedPercent?: number; resetsAt?: string }[] } }[] }[] }).machines[0].runtimes.find((r) => r.name === "codex")?.limits;
+    const reset = new Date(WINDOW_RESETS_AT * 1000).toISOString();
+    const warned = await collect(run("[window:93] say hello"));
+    expect(warned.at(-1)!.kind).toBe("run_completed");
+    const shown = await pollUntil(codexLimits, (l) => l?.windows.some((w) => w.window === "5h") === true, 15_000, "codex's windows shown");
+    expect(shown!.windows).toContainEqual({ window: "5h", status: "warning", usedPercent: 93, resetsAt: reset });
+    expect(shown!.windows).toContainEqual({ window: "7d", status: "allowed", usedPercent: 12, resetsAt: new Date((WINDOW_RESETS_AT + 86_400) * 1000).toISOString() });
+
+    const events = await collect(run("[spent] say hello"));
+    const end = events.at(-1) as Extract<RunEvent, { kind: "run_failed" }>;
+    expect([end.kind, end.error.code, end.stopReason]).toEqual(["run_failed", "usage_limit_reached", "usage_limit_reached"]);
+    expect(end.error.message).toContain(`Codex has used its subscription's 5-hour window; it resets at ${reset}`);
+    await pollUntil(codexLimits, (l) => l?.windows.some((w) => w.window === "5h" && w.status === "rejected") === true, 15_000, "the spent window shown");
+
+    const refused = await server.fetch("/v1/runs", { method: "POST", headers: auth, body: JSON.stringify({ user: "cody", prompt: "hi", model: "codex", route: { prefer: ["user-subscription"] } }) });
+    expect(refused.status).toBe(409);
+    const body = (await refused.json()) as { error: { code: string; message: string } };
+    expect(body.error.code).toBe("no_compute");
+    expect(body.error.message).toMatch(new RegExp(`codex on cody's .+ has used its subscription's 5-hour window; it resets at ${reset.replace(/\./g, "\\.")}`));
+  }, 90_000);
 });
 
 /**

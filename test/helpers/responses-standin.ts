@@ -15,6 +15,9 @@ import type { AddressInfo } from "node:net";
  *   where Codex has a sandbox of its own; inside the worker's, it has none and nothing is asked);
  * - `[error:<status>]`: answers that HTTP status in OpenAI's error format;
  * - `[slow]`: a long answer, one delta every 50 ms;
+ * - `[window:<used>]`: Codex's rate limit headers on the answer (`x-codex-primary-*`: `<used>` percent of a
+ *   300-minute window, `x-codex-secondary-*`: 12 % of a 7-day one, both resetting at `WINDOW_RESETS_AT`);
+ * - `[spent]`: the 5-hour window spent: 429 with OpenAI's `usage_limit_reached` error and the headers at 100 %;
  * - otherwise: "Hello from the Responses stand-in." in a few deltas, 40 ms apart.
  */
 export interface ResponsesStandIn {
@@ -25,6 +28,17 @@ export interface ResponsesStandIn {
 }
 
 type Item = { type?: string; role?: string; content?: unknown; name?: string; namespace?: string; call_id?: string; output?: unknown; tools?: Item[] };
+
+/** When the windows `[window:...]` and `[spent]` report reset (epoch seconds): three hours after the stand-in's module loaded. */
+export const WINDOW_RESETS_AT = Math.floor(Date.now() / 1000) + 3 * 3600;
+const windowHeaders = (used: number) => ({
+  "x-codex-primary-used-percent": String(used),
+  "x-codex-primary-window-minutes": "300",
+  "x-codex-primary-reset-at": String(WINDOW_RESETS_AT),
+  "x-codex-secondary-used-percent": "12",
+  "x-codex-secondary-window-minutes": "10080",
+  "x-codex-secondary-reset-at": String(WINDOW_RESETS_AT + 86_400),
+});
 
 export const RESPONSES_USAGE = { input_tokens: 1200, cached_tokens: 1000, output_tokens: 40, reasoning_tokens: 8 };
 
@@ -42,14 +56,19 @@ export async function startResponsesStandIn(): Promise<ResponsesStandIn> {
     const prompt = input
       .filter((i) => i.role === "user")
       .flatMap((i) => (Array.isArray(i.content) ? (i.content as { text?: string }[]).map((c) => c.text ?? "") : [String(i.content ?? "")]))
-      .find((t) => /\[(tool|shell|escalate|error|slow)/.test(t)) ?? "";
+      .find((t) => /\[(tool|shell|escalate|error|slow|window|spent)/.test(t)) ?? "";
     const outputs = input.filter((i) => i.type === "function_call_output" || i.type === "custom_tool_call_output");
     const id = `resp_${++seq}`;
 
     const error = /\[error:(\d{3})\]/.exec(prompt);
     if (error) return json(res, Number(error[1]), { error: { message: `The stand-in refused this request (${error[1]}).`, type: "invalid_request_error", param: null, code: null } });
 
-    res.writeHead(200, { "content-type": "text/event-stream" });
+    if (prompt.includes("[spent]")) {
+      res.writeHead(429, { "content-type": "application/json", ...windowHeaders(100), "x-codex-rate-limit-reached-type": "rate_limit_reached" });
+      return res.end(JSON.stringify({ error: { type: "usage_limit_reached", message: "The usage limit has been reached", plan_type: "plus", resets_at: WINDOW_RESETS_AT } }));
+    }
+    const used = /\[window:(\d+)\]/.exec(prompt);
+    res.writeHead(200, { "content-type": "text/event-stream", ...(used ? windowHeaders(Number(used[1])) : {}) });
     const send = (type: string, data: Record<string, unknown>) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
     send("response.created", { response: { id, object: "response", status: "in_progress", output: [] } });
     const out: unknown[] = [];
