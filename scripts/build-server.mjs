@@ -30,10 +30,30 @@ export function sourceHash() {
   return hash.digest("hex");
 }
 
+/** The newest modification time among the sources (a stat of each: cheap next to reading them). */
+function newestSource() {
+  let newest = fs.statSync(path.join(ROOT, "package-lock.json")).mtimeMs;
+  const walk = (dir) => {
+    for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
+      const rel = path.join(dir, entry.name);
+      if (entry.isDirectory()) walk(rel);
+      else if (/\.(ts|js|mjs|json)$/.test(entry.name)) newest = Math.max(newest, fs.statSync(path.join(ROOT, rel)).mtimeMs);
+    }
+  };
+  for (const dir of SOURCES) walk(dir);
+  return newest;
+}
+
 export function isFresh() {
   try {
-    const stamp = JSON.parse(fs.readFileSync(STAMP, "utf8"));
-    return stamp.sourceHash === sourceHash() && Object.keys(ENTRIES).every((name) => fs.existsSync(path.join(OUT_DIR, `${name}.js`)));
+    if (!Object.keys(ENTRIES).every((name) => fs.existsSync(path.join(OUT_DIR, `${name}.js`)))) return false;
+    // Nothing touched since the build: fresh, without reading a file. Something touched (an edit, a
+    // checkout that rewrote files unchanged): the contents decide.
+    if (newestSource() < fs.statSync(STAMP).mtimeMs) return true;
+    if (JSON.parse(fs.readFileSync(STAMP, "utf8")).sourceHash !== sourceHash()) return false;
+    const now = new Date();
+    fs.utimesSync(STAMP, now, now); // the same contents: the next check needs no reading
+    return true;
   } catch {
     return false;
   }
