@@ -28,6 +28,9 @@ import type { AddressInfo } from "node:net";
  *   later one with that HTTP error (a run whose first turns used tokens, then failed);
  * - `[[usage:IN/OUT]]`: each answer reports IN input and OUT output tokens, no cache tokens
  *   (IN with `message_start`, OUT with `message_delta`, as Anthropic does).
+ * - `[[window:UTIL]]`: the answer carries the subscription headers Claude Code reads on a claude.ai login
+ *   (`anthropic-ratelimit-unified-*`): the 5-hour window at UTIL (0..1) used, `allowed_warning` past 0.9;
+ *   `[[spent]]`: 429 with the 5-hour window `rejected`. Both reset at `UNIFIED_RESETS_AT` (a key login ignores them);
  * Markers hold no `]`. Every message reports usage `USAGE` (cache reads and writes included) unless `[[usage:…]]` says otherwise.
  */
 export interface AnthropicStandIn {
@@ -146,8 +149,28 @@ function stepsOf(prompt: string): Step[] {
   return steps;
 }
 
+/** When the `[[window:…]]` and `[[spent]]` windows reset (epoch seconds): three hours after this module loaded. */
+export const UNIFIED_RESETS_AT = Math.floor(Date.now() / 1000) + 3 * 3600;
+const unifiedHeaders = (status: string, utilization: number) => ({
+  "anthropic-ratelimit-unified-status": status,
+  "anthropic-ratelimit-unified-reset": String(UNIFIED_RESETS_AT),
+  "anthropic-ratelimit-unified-representative-claim": "five_hour",
+  "anthropic-ratelimit-unified-fallback": "available",
+  "anthropic-ratelimit-unified-5h-status": status,
+  "anthropic-ratelimit-unified-5h-utilization": String(utilization),
+  "anthropic-ratelimit-unified-5h-reset": String(UNIFIED_RESETS_AT),
+  "anthropic-ratelimit-unified-7d-utilization": "0.1",
+  "anthropic-ratelimit-unified-7d-reset": String(UNIFIED_RESETS_AT + 86_400),
+});
+
 async function answer(body: MessagesBody, res: http.ServerResponse, failures: Map<string, number>): Promise<void> {
   const { prompt, results } = conversation(body);
+  if (prompt.includes("[[spent]]")) {
+    res.writeHead(429, { "content-type": "application/json", "request-id": `req_${crypto.randomBytes(12).toString("hex")}`, ...unifiedHeaders("rejected", 1) });
+    return void res.end(JSON.stringify({ type: "error", error: { type: "rate_limit_error", message: "This request would exceed your account's rate limit. Please try again later." } }));
+  }
+  const window = /\[\[window:([\d.]+)\]\]/.exec(prompt);
+  const extraHeaders = window ? unifiedHeaders(Number(window[1]) >= 0.9 ? "allowed_warning" : "allowed", Number(window[1])) : {};
   const status = /\[\[status:(\d{3})(?:x(\d+))?\]\]/.exec(prompt);
   if (status) {
     const code = Number(status[1]);
@@ -186,7 +209,7 @@ async function answer(body: MessagesBody, res: http.ServerResponse, failures: Ma
   if (!body.stream) {
     return json(res, 200, { ...message, content: withIds, stop_reason: stopReason, stop_sequence: null, usage });
   }
-  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_${crypto.randomBytes(12).toString("hex")}` });
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "request-id": `req_${crypto.randomBytes(12).toString("hex")}`, ...extraHeaders });
   const send = async (event: string, data: unknown, pause = 0) => {
     if (res.destroyed) return;
     res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);

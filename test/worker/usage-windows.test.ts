@@ -12,12 +12,11 @@ import type { JobContext, Runtime } from "../../worker/src/runtimes/runtime.js";
  * `usage_limit_reached` with the reset time, and the `runtime_limits` message
  * sent only to a service whose `welcome` lists the feature.
  *
- * Claude Code emits `rate_limit_event` only on a claude.ai subscription login (a
- * credentials file whose OAuth token the API sees), never with the API key the
- * suite's Claude Code runs use against the Anthropic stand-in: its lines are
- * fed here as RUNTIMES.md section D recorded them from 2.1.197. Codex's
- * `account/rateLimits/updated` snapshot is the shape 0.169's `app-server
- * generate-ts` declares (`RateLimitSnapshot`, `RateLimitWindow`).
+ * The parsers are fed the CLIs' messages as RUNTIMES.md section D recorded them
+ * (Claude Code 2.1.197's `rate_limit_event`) and as Codex 0.169's `app-server
+ * generate-ts` declares them (`RateLimitSnapshot`, `RateLimitWindow`), including
+ * shapes the stand-ins do not produce; the real CLIs against their stand-ins are
+ * in test/agents/agent-claude-windows.test.ts and agent-codex-windows.test.ts.
  */
 
 const RESET = 1795745978; // epoch seconds, as the CLIs say it
