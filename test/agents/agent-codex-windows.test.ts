@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import type { JobEvent, UsageWindow } from "@svc/contract";
 import { CODEX_BIN } from "../../scripts/test-tools.mjs";
 import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
-import type { JobContext } from "../../worker/src/runtimes/runtime.js";
+import { recordingJobContext } from "../helpers/job-context.js";
 import { startResponsesStandIn, WINDOW_RESETS_AT, type ResponsesStandIn } from "../helpers/responses-standin.js";
 
 /**
@@ -33,21 +33,8 @@ afterAll(async () => {
 });
 
 async function runCodex(prompt: string): Promise<{ events: JobEvent[]; windows: UsageWindow[][] }> {
-  const events: JobEvent[] = [];
-  const windows: UsageWindow[][] = [];
   const env = { PATH: process.env.PATH!, HOME: path.join(root, "home"), CODEX_HOME: path.join(root, "home", ".codex"), STANDIN_API_KEY: "sk-standin" };
-  const ctx: JobContext = {
-    emit: (e) => events.push(e),
-    signal: new AbortController().signal,
-    askPermission: async () => ({ allow: false }),
-    withdrawPermission: () => {},
-    callTool: async () => ({ output: "", isError: true }),
-    launch: async (p) => ({ command: p.command, args: p.args, cwd: p.cwd, env: { ...env, ...p.env } }),
-    commandOutput: "none",
-    allowedEnv: env,
-    sandbox: null,
-    reportWindows: (w) => windows.push(w),
-  };
+  const { ctx, events, windows } = recordingJobContext(env);
   await new CodexRuntime({ name: "codex" } as never, CODEX_BIN, path.join(root, "work")).run({ kind: "agent_run", runtime: "codex", prompt }, ctx);
   return { events, windows };
 }
