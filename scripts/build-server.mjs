@@ -15,33 +15,31 @@ const STAMP = path.join(OUT_DIR, "build.json");
 const SOURCES = ["server", "contract/src"];
 const ENTRIES = { main: "server/main.ts", cli: "server/cli/main.ts" };
 
-/** A hash of every source the bundle is made of (their contents, not their times: a checkout rewrites those). */
-export function sourceHash() {
-  const hash = crypto.createHash("sha256");
+/** Every source the bundle is made of, relative to the root, in a fixed order. */
+function sourceFiles() {
+  const files = [];
   const walk = (dir) => {
     for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
       const rel = path.join(dir, entry.name);
       if (entry.isDirectory()) walk(rel);
-      else if (/\.(ts|js|mjs|json)$/.test(entry.name)) hash.update(rel).update("\0").update(fs.readFileSync(path.join(ROOT, rel))).update("\0");
+      else if (/\.(ts|js|mjs|json)$/.test(entry.name)) files.push(rel);
     }
   };
   for (const dir of SOURCES) walk(dir);
+  return files;
+}
+
+/** A hash of every source (their contents, not their times: a checkout rewrites those) and of the lockfile. */
+export function sourceHash() {
+  const hash = crypto.createHash("sha256");
+  for (const rel of sourceFiles()) hash.update(rel).update("\0").update(fs.readFileSync(path.join(ROOT, rel))).update("\0");
   hash.update(fs.readFileSync(path.join(ROOT, "package-lock.json")));
   return hash.digest("hex");
 }
 
-/** The newest modification time among the sources (a stat of each: cheap next to reading them). */
+/** The newest modification time among the sources and the lockfile (a stat of each: cheap next to reading them). */
 function newestSource() {
-  let newest = fs.statSync(path.join(ROOT, "package-lock.json")).mtimeMs;
-  const walk = (dir) => {
-    for (const entry of fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true })) {
-      const rel = path.join(dir, entry.name);
-      if (entry.isDirectory()) walk(rel);
-      else if (/\.(ts|js|mjs|json)$/.test(entry.name)) newest = Math.max(newest, fs.statSync(path.join(ROOT, rel)).mtimeMs);
-    }
-  };
-  for (const dir of SOURCES) walk(dir);
-  return newest;
+  return Math.max(...[...sourceFiles(), "package-lock.json"].map((rel) => fs.statSync(path.join(ROOT, rel)).mtimeMs));
 }
 
 export function isFresh() {
