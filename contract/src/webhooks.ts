@@ -14,6 +14,8 @@ export const WEBHOOK_EVENT_TYPES = [
   "machine.offline",
   "plan.changed",
   "allowance.reached",
+  "runtime.window_spent",
+  "runtime.window_reset",
   "test.ping",
 ] as const;
 /** What an endpoint subscribes to by default: every fact. `test.ping` is sent only when asked for, to that endpoint, whatever it chose. */

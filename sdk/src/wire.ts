@@ -558,7 +558,7 @@ export interface BillingConnectStart {
 
 // ---------------------------------------------------------------- webhooks
 
-export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached" | "test.ping";
+export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached" | "runtime.window_spent" | "runtime.window_reset" | "test.ping";
 
 export interface WebhookEndpointCreateParams {
   /** http or https. */

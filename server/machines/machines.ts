@@ -5,6 +5,7 @@ import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import type { RuntimeAdvert, RuntimeLimits } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
+import { WindowFacts } from "./window-facts.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { runtimeCost, type Billing } from "../ledger/metering.js";
@@ -37,6 +38,8 @@ const PAIRING_TOKEN = /^pt_svc_[A-Za-z0-9_-]{43}$/;
 export class MachineService {
   /** Heartbeats gathered in memory, written for all machines in one statement per flush (heartbeats.ts). */
   private readonly beats: HeartbeatBatch;
+  /** Subscription windows spent and reset, told to the app (webhooks). */
+  private readonly windows: WindowFacts | null;
 
   constructor(
     private readonly prisma: Prisma,
@@ -48,6 +51,7 @@ export class MachineService {
     heartbeatFlushMs = HEARTBEAT_FLUSH_MS,
   ) {
     this.beats = new HeartbeatBatch(db, clock, heartbeatFlushMs);
+    this.windows = facts ? new WindowFacts(facts, clock) : null;
   }
 
   async listForUser(tenant: Tenant, endUserId: string): Promise<z.infer<typeof MachineView>[]> {
@@ -136,7 +140,12 @@ export class MachineService {
    * instance routes around a spent window. A runtime it does not advertise: nothing.
    */
   async setLimits(id: MachineIdentity, runtime: string, limits: RuntimeLimits): Promise<void> {
-    await this.db.query(`UPDATE runtimes SET limits = $3::jsonb WHERE machine_id = $1 AND name = $2`, [id.machineId, runtime, JSON.stringify(limits)]);
+    const rows = await this.db.query<{ previous: RuntimeLimits | null }>(
+      `WITH old AS (SELECT id, limits FROM runtimes WHERE machine_id = $1 AND name = $2 FOR UPDATE)
+       UPDATE runtimes SET limits = $3::jsonb FROM old WHERE runtimes.id = old.id RETURNING old.limits AS previous`,
+      [id.machineId, runtime, JSON.stringify(limits)],
+    );
+    if (rows.length) this.windows?.reported(id, runtime, rows[0].previous, limits);
   }
 
   /**
@@ -151,6 +160,7 @@ export class MachineService {
 
   /** No more heartbeat writes (the instance is shutting down); resolves once one under way ended. */
   stopHeartbeats(): Promise<void> {
+    this.windows?.stop();
     return this.beats.stop();
   }
 

@@ -83,6 +83,22 @@ export class WebhookFacts {
     return this.report("allowance.reached", tenant, { endUserId }, `allowance.reached:${endUserId}:${reached.period}:${reached.allowance}`, (user) => ({ user, ...reached }));
   }
 
+  /**
+   * An agent CLI's subscription window on a user's machine is spent (the CLI said `rejected`), or reset
+   * (its reset time passed, or the CLI reports it usable again): once per machine, runtime, window and reset time.
+   */
+  runtimeWindow(kind: "spent" | "reset", m: MachineRef, runtime: string, window: { window: string; resetsAt?: string; usedPercent?: number }): Promise<void> {
+    const type = kind === "spent" ? "runtime.window_spent" : "runtime.window_reset";
+    return this.report(type, m, { endUserId: m.endUserId }, `${type}:${m.machineId}:${runtime}:${window.window}:${window.resetsAt ?? "unknown"}`, (user) => ({
+      user,
+      machineId: m.machineId,
+      runtime,
+      window: window.window,
+      resetsAt: window.resetsAt ?? null,
+      ...(kind === "spent" && window.usedPercent !== undefined ? { usedPercent: window.usedPercent } : {}),
+    }));
+  }
+
   /** Waits for the reports under way (shutdown: before the database closes). */
   async drain(): Promise<void> {
     await Promise.all(this.pending);

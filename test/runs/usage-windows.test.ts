@@ -7,6 +7,7 @@ import { pairViaApi } from "../helpers/worker.js";
 import { pollUntil, removeTempDirs } from "../helpers/process.js";
 import { closeRawWorkers, connectRawWorker, type RawWorker } from "../helpers/raw-worker.js";
 import { runCalls } from "../helpers/run-calls.js";
+import { startReceiver, verified, type Receiver } from "../helpers/webhook-receiver.js";
 
 /**
  * Subscriptions that run out, with warning (issue 29): a machine tells the
@@ -32,11 +33,14 @@ onEachDatabase("subscription windows on $db.name", (db) => {
   let users = 0;
 
   beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
+    // The webhook receiver is on this machine: private addresses allowed for test endpoints.
+    server = await startTestServerOn(db, { WEBHOOK_PRIVATE_ADDRESSES: "test" }, { runningClock: true });
   }, 60_000);
   afterEach(() => closeRawWorkers(open));
+  let hook: Receiver | null = null;
   afterAll(async () => {
     await server?.close();
+    await hook?.close();
     removeTempDirs();
   });
 
@@ -126,5 +130,42 @@ onEachDatabase("subscription windows on $db.name", (db) => {
     w.send({ v: 1, type: "runtime_limits", payload: { runtime: "codex", windows: Array.from({ length: 9 }, (_, i) => ({ window: `${i}h`, status: "allowed" })), updatedAt: new Date().toISOString() } });
     expect((await w.next("error")).payload.code).toBe("bad_message");
     expect((await compute(user))[0].runtimes.find((r) => r.name === "codex")?.limits).toBeUndefined();
+  }, 60_000);
+
+  it("tells the app once when a window is spent and once when it resets: by its reset time, or when the CLI says it is usable again; a warning tells nothing", async () => {
+    hook = await startReceiver();
+    const created = await server.fetch("/v1/webhook_endpoints", {
+      method: "POST",
+      headers: { ...headers(), "content-type": "application/json" },
+      body: JSON.stringify({ url: hook.url, events: ["runtime.window_spent", "runtime.window_reset"] }),
+    });
+    expect(created.status).toBe(201);
+    const { secret } = (await created.json()) as { secret: string };
+    const { user, w } = await machine();
+    const at = (ms: number) => new Date(server.clock.now().getTime() + ms).toISOString();
+    const facts = () => hook!.received.map((r) => verified(secret, r)).map((b) => [b.type, b.data.user, b.data.runtime, b.data.window, b.data.resetsAt]);
+
+    // A warning is no fact; the 5-hour window spent, said twice: one fact, then its reset when the time passes.
+    limits(w, "codex", [{ window: "5h", status: "warning", usedPercent: 93, resetsAt: at(3_600_000) }]);
+    const soon = at(1500);
+    limits(w, "claude-code", [{ window: "5h", status: "rejected", resetsAt: soon }]);
+    await hook.waitFor(1);
+    limits(w, "claude-code", [{ window: "5h", status: "rejected", resetsAt: soon }, { window: "7d", status: "allowed", usedPercent: 40 }]);
+    await hook.waitFor(2);
+    // The CLI saying it is usable after that reset tells nothing more.
+    limits(w, "claude-code", [{ window: "5h", status: "allowed" }]);
+    // The weekly window spent (reset a week away): its reset is told when the CLI reports it usable again.
+    const weekly = at(7 * 86_400_000);
+    limits(w, "codex", [{ window: "7d", status: "rejected", resetsAt: weekly }]);
+    await hook.waitFor(3);
+    limits(w, "codex", [{ window: "7d", status: "allowed" }]);
+    await hook.waitFor(4);
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(facts()).toEqual([
+      ["runtime.window_spent", user, "claude-code", "5h", soon],
+      ["runtime.window_reset", user, "claude-code", "5h", soon],
+      ["runtime.window_spent", user, "codex", "7d", weekly],
+      ["runtime.window_reset", user, "codex", "7d", weekly],
+    ]);
   }, 60_000);
 });
