@@ -125,10 +125,19 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
-  workers = new WorkerHub(machines, db, instance, logger, webhooks.facts, config.workerHeartbeatTimeoutSeconds * 1000, config.workerLimits, (client, version) =>
-    workerUpdateFor(urls.base, client, version),
-  );
   const runStore = new RunStore(db, instance);
+  workers = new WorkerHub(
+    machines,
+    db,
+    instance,
+    logger,
+    webhooks.facts,
+    config.workerHeartbeatTimeoutSeconds * 1000,
+    config.workerLimits,
+    (client, version) => workerUpdateFor(urls.base, client, version),
+    config.runMachineGraceSeconds,
+    (machineId, jobIds) => runStore.liveJobs(machineId, jobIds),
+  );
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts, config.runLimits.queuePerMachine);

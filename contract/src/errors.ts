@@ -107,6 +107,7 @@ export const RUN_STOP_CODES = {
   // the machine or its link
   compute_busy: { stopReason: "compute_busy", message: "The run waited its queue deadline for a free slot on the user's machine and none came." },
   worker_lost: { stopReason: "worker_lost", message: "The link to the user's machine was lost; the run cannot go on." },
+  worker_restarted: { stopReason: "worker_lost", message: "The worker on the user's machine was restarted while its agent CLI ran, and the CLI's session could not be resumed; the run cannot go on." },
   runtime_error: { stopReason: "runtime_error", message: "The user's runtime failed." },
   usage_limit_reached: { stopReason: "usage_limit_reached", message: "The agent CLI's subscription window on the user's machine is spent; the run was stopped. It can run again once the window resets." },
   // svc/echo's own runtime (its scripts)

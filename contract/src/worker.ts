@@ -219,11 +219,29 @@ export const WorkerMessage = z.discriminatedUnion("type", [
         .max(1024 * 1024 * 1024)
         .optional()
         .describe("The largest frame this worker reads; the service sends job frames up to the smaller of this and `WORKER_MAX_JOB_FRAME_BYTES`. Absent: `WORKER_MAX_FRAME_BYTES`."),
+      features: z
+        .array(z.string().max(64))
+        .max(64)
+        .optional()
+        .describe(`What this worker does beyond the first catalog: \`job_resume\` (it keeps an agent run's CLI through a lost link, numbers the job's events, and resumes the job on \`resume_job\`). An older worker sends none.`),
     }),
   ),
   envelope("heartbeat", z.object({ busy: z.array(z.string().max(64)).max(64) })),
   envelope("runtimes", z.object({ runtimes: z.array(RuntimeAdvert).max(64) })),
-  envelope("job_event", z.object({ jobId: z.string().max(128), event: JobEvent })),
+  envelope(
+    "job_event",
+    z.object({
+      jobId: z.string().max(128),
+      event: JobEvent,
+      n: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional().describe("The event's number in its job (1, 2, ...), sent by a worker that resumes jobs (`job_resume`) to a service that takes it: what `job_ack` and `resume_job` count."),
+    }),
+  ),
+  /**
+   * Right after `welcome`, from a worker that kept agent jobs through a lost link (`job_resume`): the jobs it
+   * holds and the last event number of each. The service resumes those whose run goes on (`resume_job`) and
+   * cancels the others.
+   */
+  envelope("jobs_held", z.object({ jobs: z.array(z.object({ jobId: z.string().max(128), lastN: z.number().int().min(0) })).max(256) })),
   envelope("error", z.object({ code: z.string().max(64), message: z.string().max(4096), jobId: z.string().max(128).optional() })),
   /** The user ran `svc-worker unpair`: remove this machine; the service then closes with `revoked`. */
   envelope("unpair", z.object({})),
@@ -243,7 +261,7 @@ export const WorkerMessage = z.discriminatedUnion("type", [
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
 
 /** The catalog's additions a service announces in `welcome.features` (a worker sends them only to a service that does). */
-export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans", runtimeLimits: "runtime_limits" } as const;
+export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans", runtimeLimits: "runtime_limits", jobResume: "job_resume" } as const;
 
 /** Service → worker. */
 export const ServerMessage = z.discriminatedUnion("type", [
@@ -265,7 +283,14 @@ export const ServerMessage = z.discriminatedUnion("type", [
         .array(z.string().max(64))
         .max(64)
         .optional()
-        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`), \`${WORKER_FEATURES.jobSpans}\` (the \`job_spans\` message), \`${WORKER_FEATURES.runtimeLimits}\` (the \`runtime_limits\` message). An older service sends none: then the worker sends none of those.`),
+        .describe(`What this service takes beyond the first catalog, so a newer worker says only what it understands: \`${WORKER_FEATURES.jobUsage}\` (job events of type \`usage\`), \`${WORKER_FEATURES.jobSpans}\` (the \`job_spans\` message), \`${WORKER_FEATURES.runtimeLimits}\` (the \`runtime_limits\` message), \`${WORKER_FEATURES.jobResume}\` (numbered job events, \`jobs_held\`, \`job_ack\` and \`resume_job\`: an agent job outlives a lost link). An older service sends none: then the worker sends none of those.`),
+      jobGraceSeconds: z
+        .number()
+        .int()
+        .min(0)
+        .max(86400)
+        .optional()
+        .describe("How long the service waits for a machine whose link was lost before its runs fail (`RUN_MACHINE_GRACE_SECONDS`): a worker resuming jobs keeps an agent job's CLI running that long after its link drops."),
     }),
   ),
   envelope(
@@ -282,6 +307,14 @@ export const ServerMessage = z.discriminatedUnion("type", [
   envelope("permission_response", z.object({ jobId: z.string(), requestId: z.string(), allow: z.boolean(), message: z.string().optional() })),
   /** The app's answer to an agent run's `tool_call` (its result as text, `isError` when the tool failed or was denied). */
   envelope("tool_result", z.object({ jobId: z.string(), callId: z.string(), output: z.string(), isError: z.boolean() })),
+  /** A job's events up to `n` are stored: the worker need not keep them for a resume (`job_resume`). */
+  envelope("job_ack", z.object({ jobId: z.string(), n: z.number().int().min(0) })),
+  /**
+   * Takes a job the worker kept through a lost link back on this connection (`job_resume`): the worker sends its
+   * events numbered after `after` again, then the rest as they come. A worker that does not hold the job answers
+   * with the job's `failed` event, code `job_not_held` (it was restarted, or the job ended past the grace).
+   */
+  envelope("resume_job", z.object({ jobId: z.string(), after: z.number().int().min(0) })),
   envelope("error", z.object({ code: z.string(), message: z.string() })),
 ]);
 export type ServerMessage = z.infer<typeof ServerMessage>;

@@ -1,9 +1,12 @@
 import type { JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { RunDriver, type RunEnd } from "./driver.js";
-import { RunStop } from "./run-stop.js";
+import { Abandoned, RunStop } from "./run-stop.js";
 import { DEFAULT_ANSWER_TIMEOUT_MS, parseArguments } from "./model-loop.js";
-import type { NewApproval, NewToolCall, NewUsageRow, RunInputs } from "./run-rows.js";
+import type { AgentState, NewApproval, NewToolCall, NewUsageRow, RunInputs, RunPatch } from "./run-rows.js";
+
+/** The link to the machine dropped while its worker keeps the job: the run waits for it (on whichever instance it reconnects to). */
+class LinkLost extends Error {}
 
 /** Tokens as a job event says them. */
 type Usage = Extract<JobEvent, { type: "done" }>["usage"];
@@ -37,8 +40,15 @@ interface OpenToolCall {
  * answered by the app, and each call of one of the app's tools (offered to the
  * CLI through the worker's MCP bridge) into the same `tool_call` (after the same
  * `approval_request` for tools that need one) as on a model run, whose result
- * goes back to the CLI. Its loop lives in the CLI process, so a run whose driving
- * instance was lost cannot be resumed: it fails with a clear reason.
+ * goes back to the CLI. Its loop lives in the CLI process on the user's machine:
+ * a worker that resumes jobs (`job_resume`) keeps the CLI running through a lost
+ * link, its events numbered, and each write of the run stores where it stands in
+ * the job (`AgentState`: the last job event stored, the permissions and calls it
+ * waits on). When the link drops, the run is given up here and waits for the
+ * machine; whichever instance it reconnects to within the grace takes the run over
+ * and resumes the job from the last event stored (`resume_job`): every event once,
+ * nothing asked twice. A worker that does not resume jobs, or one restarted meanwhile
+ * (`job_not_held`), ends the run with a clear reason.
  *
  * Every token the CLI's model used is counted once, however the run ends: each
  * model call the worker reports (`usage` job events) is a ledger row (`tokens:<run>:<n>`,
@@ -67,15 +77,75 @@ export class AgentRunDriver extends RunDriver {
     approvalMs: this.run.request.limits?.approvalTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS,
   };
 
+  /** The job on the machine once sent (a resumable one: its events are numbered), and the last of its events handled here. */
+  private jobId: string | null = null;
+  private jobN = 0;
+  private resumable = false;
+
   protected override partialOutput(): string {
     return this.text;
   }
 
+  protected override checkpoint(): RunPatch | null {
+    if (!this.resumable || !this.jobId) return null;
+    const state: AgentState = {
+      jobId: this.jobId,
+      n: this.jobN,
+      asked: Object.fromEntries(this.asked),
+      calls: Object.fromEntries([...this.calls].map(([id, c]) => [id, { workerId: c.workerId, name: c.spec.name, args: c.args, ...(c.approvalId ? { approvalId: c.approvalId } : {}), deadline: c.deadline }])),
+      ...(this.open.size ? { open: Object.fromEntries(this.open) } : {}),
+      rows: this.rows,
+      written: { ...this.written },
+    };
+    return { agentState: state };
+  }
+
+  protected override checkpointStored(place: RunPatch): void {
+    if (place.agentState) this.job?.ack(place.agentState.n);
+  }
+
+  /**
+   * Ended without being driven here (its machine never came back within the grace, it was
+   * cancelled meanwhile): the model calls its last write left open are counted first, as far
+   * as the API said.
+   */
+  override fail(stop: Parameters<RunDriver["fail"]>[0]): Promise<void> {
+    const state = this.run.agent_state;
+    if (state?.open) {
+      this.restoreCounts(state);
+      this.store(this.uncounted());
+    }
+    return super.fail(stop);
+  }
+
+  /** What the run counted so far, as its last write stored it. */
+  private restoreCounts(state: AgentState): void {
+    for (const [call, usage] of Object.entries(state.open ?? {})) this.open.set(call, usage);
+    this.rows = state.rows;
+    Object.assign(this.written, state.written);
+  }
+
+  /** A run taken over after a lost link: what it stood on, as its last write stored it. */
+  private async restore(state: AgentState): Promise<void> {
+    this.text = await this.deps.store.streamedText(this.run.id);
+    this.restoreCounts(state);
+    this.jobId = state.jobId;
+    this.jobN = state.n;
+    for (const [approvalId, a] of Object.entries(state.asked)) this.asked.set(approvalId, a);
+    for (const [callId, c] of Object.entries(state.calls)) {
+      const spec = this.tools.find((t) => t.name === c.name);
+      if (spec) this.calls.set(callId, { workerId: c.workerId, callId, spec, args: c.args, ...(c.approvalId ? { approvalId: c.approvalId } : {}), deadline: c.deadline });
+    }
+  }
+
   protected async loop(): Promise<RunEnd> {
-    if (this.seq > 1) throw new RunStop("worker_lost", "The instance driving this agent run was lost; an agent CLI's own loop cannot be resumed elsewhere.");
+    const state = this.run.agent_state;
+    // Taken over with no place stored: its worker does not resume jobs (or the run never reached its machine's job).
+    if (this.seq > 1 && !state) throw new RunStop("worker_lost", "The link to the user's machine (or the instance driving this agent run) was lost, and the machine's worker cannot resume an agent CLI's run; the run ends.");
+    if (state) await this.restore(state);
     const { request } = this.run;
     const result = new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
-      this.dispatch(
+      const handle = this.dispatch(
         {
           kind: "agent_run",
           runtime: this.run.runtime_name!,
@@ -84,7 +154,12 @@ export class AgentRunDriver extends RunDriver {
           ...(this.run.model !== "auto" && this.run.model !== this.run.runtime_name ? { model: this.run.model } : {}),
           ...(this.tools.length ? { tools: this.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) })) } : {}),
         },
-        (e) => {
+        (e, n) => {
+          if (n !== undefined) {
+            // Sent again after a resume, already stored: never handled twice.
+            if (n <= this.jobN) return;
+            this.jobN = n;
+          }
           switch (e.type) {
             case "text_delta":
               this.text += e.text;
@@ -103,26 +178,40 @@ export class AgentRunDriver extends RunDriver {
             case "done":
               return resolve(e);
             case "failed":
+              if (e.code === "worker_lost" && !this.stoppedHere()) {
+                // The worker keeps the CLI running through the cut: the run waits for the machine, its open calls still open.
+                if (this.resumable) return reject(new LinkLost());
+                this.store(this.uncounted(e.usage));
+                // An older worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
+                return reject(new RunStop("worker_lost", "The link to the user's machine was lost while its agent CLI ran, and the machine's worker cannot resume an agent CLI's run; the run ends."));
+              }
               // What the machine counted before the end goes in before the end is written.
               this.store(this.uncounted(e.usage));
-              if (e.code === "worker_lost" && !this.stoppedHere()) {
-                // The worker stops the CLI when its link drops, so nothing runs unattended; there is nothing to wait for.
-                return reject(new RunStop("worker_lost", "The link to the user's machine was lost while its agent CLI ran; an agent CLI's own loop cannot be resumed, so the run ends."));
-              }
+              if (e.code === "job_not_held") return reject(new RunStop("worker_restarted", `The worker on the user's machine no longer holds this run's agent CLI (${e.message}); the run cannot go on.`));
               return reject(this.failure(e));
           }
         },
         this.trace.agentJob(),
+        state ? { jobId: state.jobId, after: state.n } : undefined,
       );
+      this.jobId = handle.jobId;
+      this.resumable = handle.resumable;
     });
     result.catch(() => {});
     let finished = false;
+    // Taken over: what was answered while the machine was away is passed on at once.
+    let look = state !== null;
+    if (state) {
+      this.emit("activity", { summary: `the user's machine is back; its agent CLI goes on from event ${state.n} of its job`, detail: { resumed: true, after: state.n } });
+      this.flushSoon();
+    }
     // While the CLI works: decisions and results are passed on as they come, deadlines kept, a cancel stops it.
     const relay = (async () => {
       while (!finished) {
         const now = this.deps.clock.now().getTime();
         const deadlines = [...[...this.asked.values()].map((a) => a.deadline), ...[...this.calls.values()].map((c) => c.deadline)];
-        await this.waitWake(Math.min(...deadlines, now + this.deps.pollMs) - now);
+        if (!look) await this.waitWake(Math.min(...deadlines, now + this.deps.pollMs) - now);
+        look = false;
         if (finished) return;
         const inputs = await this.inputs();
         const waitedOn = this.asked.size + this.calls.size;
@@ -143,6 +232,12 @@ export class AgentRunDriver extends RunDriver {
         extra: { usage: rows },
       };
     } catch (err) {
+      if (err instanceof LinkLost) {
+        // Where the run stands is stored with everything it said, then the run waits for its machine, anywhere.
+        await this.flush().catch(() => {});
+        this.releaseLease();
+        throw new Abandoned();
+      }
       // Failed, cancelled, past a deadline, its link lost: the calls still open are counted as far as the API said, before the end is written.
       this.store(this.uncounted());
       throw err;

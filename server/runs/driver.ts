@@ -262,6 +262,14 @@ export abstract class RunDriver {
     this.wake();
   }
 
+  /** What the run's next write stores of where it stands with its job (an agent run's place in its job), or nothing. */
+  protected checkpoint(): RunPatch | null {
+    return null;
+  }
+
+  /** A checkpoint is stored (the job's events up to it need not be kept by the machine). */
+  protected checkpointStored(_place: RunPatch): void {}
+
   /** What the model said so far in the current turn (kept on a cancel). */
   protected partialOutput(): string {
     return "";
@@ -292,6 +300,9 @@ export abstract class RunDriver {
       patch = { ...this.deferred, ...patch };
       this.deferred = null;
     }
+    // Where the run stands with its job goes with the events it produced, in the same write.
+    const place = this.checkpoint();
+    if (place) patch = { ...patch, ...place };
     const step = this.writing.then(async () => {
       if (this.abandoned) throw new Abandoned();
       // New calls and approvals: the inputs known so far get them as this driver made them (unanswered), not by a read.
@@ -302,6 +313,7 @@ export abstract class RunDriver {
         this.abandoned = true;
         throw new Abandoned();
       }
+      if (place) this.checkpointStored(place);
       const unseen = this.relayFirst ? events.filter((e) => isFinalRunEvent(e.kind)) : events;
       if (unseen.length) this.deps.bus.publish(this.run.id, unseen);
       if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
@@ -443,7 +455,7 @@ export abstract class RunDriver {
    * (`limit_exceeded`, `turn_timeout`, `run_timeout`); nothing more of it is taken.
    * A job too large for the link is never sent: `conversation_too_large`.
    */
-  protected dispatch(job: Job, onEvent: (e: JobEvent) => void, turn?: TurnTrace): JobHandle {
+  protected dispatch(job: Job, onEvent: (e: JobEvent, n?: number) => void, turn?: TurnTrace, resume?: { jobId: string; after: number }): JobHandle {
     const owner = { appId: this.run.app_id, environment: this.run.environment, endUserId: this.run.end_user_id };
     const limits = this.deps.limits;
     let ended = false;
@@ -468,7 +480,7 @@ export abstract class RunDriver {
       onEvent({ type: "failed", code: why.code, message: why.message });
     };
     const over = (what: string, limit: number) => new RunStop("limit_exceeded", `The machine passed this run's limit of ${limit} ${what}; the run was stopped.`);
-    const watch = (e: JobEvent, bytes: number) => {
+    const watch = (e: JobEvent, bytes: number, n?: number) => {
       if (ended) return;
       const r = this.received;
       r.bytes += bytes;
@@ -477,7 +489,7 @@ export abstract class RunDriver {
       if (e.type === "tool_call" && ++r.toolCalls > limits.maxToolCalls) return stop(over("tool calls", limits.maxToolCalls));
       if (e.type === "done" || e.type === "failed") finish();
       else if (this.seq >= limits.maxEvents) return stop(over("stored events", limits.maxEvents));
-      onEvent(e);
+      onEvent(e, n);
     };
     const own = this.run.request.limits;
     const [ms, code, what]: [number, RunStopCode, string] =
@@ -515,7 +527,12 @@ export abstract class RunDriver {
     try {
       // A traced job carries its span's trace context to the machine, whose own spans of it come back under that span.
       const traced = turn?.traceparent ? { traceparent: turn.traceparent, onSpans: (sentAt: number, spans: JobSpanRecord[]) => turn.machineSpans(sentAt, spans) } : undefined;
-      handle = this.run.route_kind === "service" ? this.deps.echo.dispatch(job, watch) : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch, queue, traced);
+      handle =
+        this.run.route_kind === "service"
+          ? this.deps.echo.dispatch(job, watch)
+          : resume
+            ? this.deps.hub.resume(owner, this.run.machine_id!, job.runtime, resume.jobId, resume.after, watch)
+            : this.deps.hub.dispatch(owner, this.run.machine_id!, job, watch, queue, traced);
     } catch (err) {
       finish();
       if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", err.message);

@@ -36,6 +36,9 @@ export class EchoRuntime {
     })().catch((err: unknown) => send(jobFailed("runtime_error", `svc/echo could not run the turn: ${(err as Error).message}`)));
     return {
       jobId,
+      // Runs in this process: it has no link to lose.
+      resumable: false,
+      ack() {},
       cancel() {
         cancelled = true;
         if (timer) clearTimeout(timer);

@@ -33,6 +33,7 @@ export interface RunRow {
   runtime_name: string | null;
   turns: number;
   transcript: ChatMessage[] | null;
+  agent_state: AgentState | null;
   output: string | null;
   /** int8: a string from Postgres, a bigint from PGlite. */
   input_tokens: string | number | bigint;
@@ -49,10 +50,31 @@ export interface StoredEvent {
   data: RunEvent;
 }
 
+/**
+ * Where an agent run stands with its job on the machine, stored with each of its
+ * writes: after a lost link the driver that takes the run (on any instance) resumes
+ * the job from event `n` and knows what it still waits on.
+ */
+export interface AgentState {
+  jobId: string;
+  /** The job's events up to this number are in the run's stored events. */
+  n: number;
+  /** Open permission requests: approval id → the CLI's request id, and the deadline (epoch ms). */
+  asked: Record<string, { requestId: string; deadline: number }>;
+  /** Open calls of the app's tools, by the service's call id: the worker's id, the tool, its arguments, an approval it waits on, the deadline. */
+  calls: Record<string, { workerId: string; name: string; args: unknown; approvalId?: string; deadline: number }>;
+  /** Model calls still open, as their partial reports said them: counted by whoever ends the run if they never end. */
+  open?: Record<string, { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }>;
+  /** Ledger rows written for the run's model calls, and their tokens. */
+  rows: number;
+  written: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number };
+}
+
 export interface RunPatch {
   status?: Exclude<RunStatus, "handed_back">;
   turns?: number;
   transcript?: ChatMessage[];
+  agentState?: AgentState;
   output?: string;
   addInputTokens?: number;
   addOutputTokens?: number;

@@ -120,6 +120,7 @@ export class RunWriter {
         status: p.status ?? null,
         turns: p.turns ?? null,
         transcript: p.transcript ?? null,
+        agent_state: p.agentState ?? null,
         output: p.output ?? null,
         add_in: p.addInputTokens ?? 0,
         add_out: p.addOutputTokens ?? 0,
@@ -151,7 +152,7 @@ function stepStatement(kind: Database["kind"]): string {
   const payload = `r.id || ' ' || $2 || CASE WHEN octet_length(r.events::text) <= ${NOTICE_EVENTS_BYTES} THEN ' ' || r.events::text ELSE '' END`;
   const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
   return `WITH x AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, output text,
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, agent_state jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq FROM runs
               WHERE id = ANY($4::text[]) AND lease_owner = $2 ORDER BY id FOR UPDATE),
@@ -180,6 +181,7 @@ function stepStatement(kind: Database["kind"]): string {
            status = COALESCE(r.status::"RunStatus", runs.status),
            turns = COALESCE(r.turns, runs.turns),
            transcript = COALESCE(r.transcript, runs.transcript),
+           agent_state = COALESCE(r.agent_state, runs.agent_state),
            output = COALESCE(r.output, runs.output),
            input_tokens = runs.input_tokens + r.add_in,
            output_tokens = runs.output_tokens + r.add_out,

@@ -306,6 +306,7 @@ function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSou
     runtime_name: route.runtime,
     turns: 0,
     transcript: null,
+    agent_state: null,
     output: null,
     input_tokens: 0,
     output_tokens: 0,

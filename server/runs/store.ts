@@ -31,7 +31,7 @@ const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.i
  */
 const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_CHANNEL}', $9) END AS woke`;
 
-const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
+const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
 
 export class RunStore {
   private readonly writer: RunWriter;
@@ -113,6 +113,22 @@ export class RunStore {
       [this.instance, before, until, now],
       { prepared: true },
     );
+  }
+
+  /** Of these jobs a reconnecting machine's worker kept, those whose agent run goes on (the others are cancelled). */
+  async liveJobs(machineId: string, jobIds: string[]): Promise<Set<string>> {
+    if (jobIds.length === 0) return new Set();
+    const rows = await this.db.query<{ job: string }>(
+      `SELECT agent_state->>'jobId' AS job FROM runs WHERE machine_id = $1 AND status IN ('queued', 'running', 'waiting') AND agent_state->>'jobId' = ANY($2::text[])`,
+      [machineId, jobIds],
+    );
+    return new Set(rows.map((r) => r.job));
+  }
+
+  /** The text a run streamed so far (its stored `text_delta` events, in order): an agent run taken over after a lost link goes on from it. */
+  async streamedText(runId: string): Promise<string> {
+    const rows = await this.db.query<{ text: string | null }>(`SELECT string_agg(data->>'text', '' ORDER BY seq) AS text FROM run_events WHERE run_id = $1 AND kind = 'text_delta'`, [runId]);
+    return rows[0]?.text ?? "";
   }
 
   /** How many times turn `turn` of the run was announced restarted (read at a takeover only). */

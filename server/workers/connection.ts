@@ -20,8 +20,8 @@ const CANCELLED_SLOT_MS = 30_000;
 const RECENTLY_ENDED = 256;
 
 export interface JobListener {
-  /** An event of the job, with the size of the frame that carried it. */
-  onEvent(event: JobEvent, frameBytes: number): void;
+  /** An event of the job, with the size of the frame that carried it, and its number in the job (a worker that resumes jobs numbers them). */
+  onEvent(event: JobEvent, frameBytes: number, n?: number): void;
   /** The job waits here for a slot (its runtime at its cap): its place among the jobs waiting for that runtime (1: next), and the cap. */
   onQueued?(place: number, cap: number): void;
   /** A job that waited for a slot has been sent. */
@@ -72,6 +72,8 @@ export class WorkerConnection {
   private caps = new Map<string, number>();
   /** The largest frame the worker said it reads (older workers: the 1 MiB they accept). */
   maxJobFrameBytes = WORKER_MAX_FRAME_BYTES;
+  /** The worker keeps an agent job through a lost link and resumes it (its hello's `job_resume`). */
+  resumesJobs = false;
   private readonly messages: TokenBucket;
   private readonly bytes: TokenBucket;
   private readonly kinds: Record<keyof typeof KIND_LIMITS, TokenBucket>;
@@ -87,6 +89,10 @@ export class WorkerConnection {
     private readonly onHello: (conn: WorkerConnection) => Promise<boolean>,
     limits: ConnectionLimits,
     private readonly updateFor: UpdateFor = () => undefined,
+    /** How long a lost machine's runs wait for it (told in `welcome`: a worker keeps its agent jobs that long). */
+    private readonly jobGraceSeconds = 0,
+    /** Of the jobs a reconnecting worker kept, those whose run goes on (the others are cancelled). */
+    private readonly liveJobs: (machineId: string, jobIds: string[]) => Promise<Set<string>> = async () => new Set(),
   ) {
     // For the connection itself and again for each job it runs: a machine streaming many jobs at once is not a flood.
     const scale = () => 1 + this.jobs.size;
@@ -99,6 +105,7 @@ export class WorkerConnection {
       runtimes: new TokenBucket(KIND_LIMITS.runtimes.capacity, KIND_LIMITS.runtimes.perSecond),
       error: new TokenBucket(KIND_LIMITS.error.capacity, KIND_LIMITS.error.perSecond),
       runtime_limits: new TokenBucket(KIND_LIMITS.runtime_limits.capacity, KIND_LIMITS.runtime_limits.perSecond),
+      jobs_held: new TokenBucket(KIND_LIMITS.jobs_held.capacity, KIND_LIMITS.jobs_held.perSecond),
     };
     socket.on("message", (data: Buffer, isBinary) => void this.receive(isBinary ? null : data.toString("utf8"), data.length));
     this.armIdleTimer();
@@ -127,6 +134,15 @@ export class WorkerConnection {
       return;
     }
     this.sendJob(jobId, runtime, frame ?? make(), listener);
+  }
+
+  /**
+   * Takes back a job the worker kept through a lost link (`resume_job`): its events
+   * after `after` (those stored) come again, then the rest, to `listener`.
+   */
+  resume(jobId: string, runtime: string, after: number, listener: JobListener): void {
+    this.jobs.set(jobId, { listener, runtime, cancelled: false, timer: null });
+    this.send(serverMessage("resume_job", { jobId, after }));
   }
 
   private sendJob(jobId: string, runtime: string, frame: string, listener: JobListener): void {
@@ -249,7 +265,7 @@ export class WorkerConnection {
       const parsed = parseFrame(WorkerMessage, text);
       if (!parsed.ok) return this.refuse(parsed.reason);
       const type = parsed.message.type;
-      if (type === "heartbeat" || type === "runtimes" || type === "error" || type === "runtime_limits") {
+      if (type === "heartbeat" || type === "runtimes" || type === "error" || type === "runtime_limits" || type === "jobs_held") {
         if (!this.kinds[type].take()) return this.flooded(KIND_LIMITS[type].what);
       }
       this.armIdleTimer();
@@ -272,13 +288,17 @@ export class WorkerConnection {
         if (this.said) return this.refuse("hello was already said on this connection");
         this.said = true;
         this.maxJobFrameBytes = message.payload.maxJobFrameBytes ?? WORKER_MAX_FRAME_BYTES;
+        this.resumesJobs = message.payload.features?.includes(WORKER_FEATURES.jobResume) ?? false;
         this.advertise(message.payload.runtimes);
         // Runtimes first, so the machine is never online with another machine's or an old list.
         await this.machines.setRuntimes(this.identity, message.payload.runtimes);
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
         const update = this.updateFor(message.payload.client, message.payload.version);
         this.send(
-          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage, WORKER_FEATURES.jobSpans, WORKER_FEATURES.runtimeLimits], ...(update ? { update } : {}) }),
+          serverMessage("welcome", { machineId: this.identity.machineId, heartbeatSeconds: heartbeatSecondsFor(this.heartbeatTimeoutMs), appName: this.identity.appName, features: [WORKER_FEATURES.jobUsage, WORKER_FEATURES.jobSpans, WORKER_FEATURES.runtimeLimits, WORKER_FEATURES.jobResume],
+            jobGraceSeconds: this.jobGraceSeconds,
+            ...(update ? { update } : {}),
+          }),
         );
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
@@ -290,8 +310,15 @@ export class WorkerConnection {
         if (revoked) this.close(WORKER_CLOSE.revoked, "this machine was removed");
         return;
       }
+      case "jobs_held": {
+        // The jobs a reconnecting worker kept: those whose run goes on are resumed by whichever driver takes the run; the others stop now.
+        const ids = message.payload.jobs.map((j) => j.jobId);
+        const live = await this.liveJobs(this.identity.machineId, ids);
+        for (const jobId of ids) if (!live.has(jobId) && !this.jobs.has(jobId)) this.send(serverMessage("cancel", { jobId, reason: "the run this job served ended while the machine was away" }));
+        return;
+      }
       case "job_event": {
-        const { jobId, event } = message.payload;
+        const { jobId, event, n } = message.payload;
         const job = this.jobs.get(jobId);
         if (!job) {
           // A late event of a job that ended here (a cancel racing the worker) is dropped quietly.
@@ -300,7 +327,7 @@ export class WorkerConnection {
         }
         const terminal = event.type === "done" || event.type === "failed";
         if (terminal) this.endJob(jobId);
-        job.listener.onEvent(event, size);
+        job.listener.onEvent(event, size, n);
         return;
       }
       case "runtime_limits": {

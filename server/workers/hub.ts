@@ -18,6 +18,10 @@ import type { WebhookFacts } from "../webhooks/facts.js";
 /** A job sent to a machine: its events arrive through `onEvent`; it can be cancelled or answered. */
 export interface JobHandle {
   jobId: string;
+  /** The worker keeps this job through a lost link and can resume it (`resume`). */
+  resumable: boolean;
+  /** Its events up to `n` are stored: the worker may drop them. */
+  ack(n: number): void;
   cancel(reason?: string): void;
   answerPermission(requestId: string, allow: boolean, message?: string): void;
   /** The app's answer to an agent run's call of one of its tools, back to the CLI through the worker's tool bridge. */
@@ -71,6 +75,10 @@ export class WorkerHub {
     private readonly limits: ConnectionLimits = DEFAULT_CONNECTION_LIMITS,
     /** Where an older worker gets the current one, told in its `welcome` (none: nothing is told). */
     private readonly updateFor: UpdateFor = () => undefined,
+    /** How long a lost machine's runs wait for it: a worker keeps its agent jobs that long. */
+    private readonly jobGraceSeconds = 0,
+    /** Of the jobs a reconnecting worker kept, those whose run goes on. */
+    private readonly liveJobs?: (machineId: string, jobIds: string[]) => Promise<Set<string>>,
   ) {}
 
   /** Takes the upgrade requests of `server` for the worker path. */
@@ -100,11 +108,7 @@ export class WorkerHub {
     queue: Pick<JobListener, "onQueued" | "onSent"> = {},
     traced?: { traceparent: string; onSpans(sentAt: number, spans: JobSpanRecord[]): void },
   ): JobHandle {
-    const conn = this.connections.get(machineId);
-    const id = conn?.identity;
-    if (!conn?.open || !id || id.appId !== owner.appId || id.environment !== owner.environment || id.endUserId !== owner.endUserId) {
-      throw new ApiError("no_compute", "That machine is not connected here for this user.");
-    }
+    const conn = this.ownConnection(owner, machineId);
     const jobId = randomId("job_", 20);
     const make = () => JSON.stringify(serverMessage("job", { jobId, job, ...(traced ? { traceparent: traced.traceparent } : {}) }));
     const frame = make();
@@ -116,8 +120,35 @@ export class WorkerHub {
       throw new JobTooLarge(bytes, limit, job.kind);
     }
     conn.submit(jobId, job.runtime, frame, make, { onEvent, ...queue, ...(traced ? { onSpans: traced.onSpans } : {}) });
+    return this.handle(conn, jobId);
+  }
+
+  /**
+   * Takes back a job the machine's worker kept through a lost link, now that it is
+   * connected here again: its events after `after` (those the run stored) come
+   * again, then the rest. Only this user's machine, as for `dispatch`.
+   */
+  resume(owner: Tenant & { endUserId: string }, machineId: string, runtime: string, jobId: string, after: number, onEvent: JobListener["onEvent"]): JobHandle {
+    const conn = this.ownConnection(owner, machineId);
+    conn.resume(jobId, runtime, after, { onEvent });
+    return this.handle(conn, jobId);
+  }
+
+  /** The machine's connection here, only if it belongs to this user of this app and environment. */
+  private ownConnection(owner: Tenant & { endUserId: string }, machineId: string): WorkerConnection {
+    const conn = this.connections.get(machineId);
+    const id = conn?.identity;
+    if (!conn?.open || !id || id.appId !== owner.appId || id.environment !== owner.environment || id.endUserId !== owner.endUserId) {
+      throw new ApiError("no_compute", "That machine is not connected here for this user.");
+    }
+    return conn;
+  }
+
+  private handle(conn: WorkerConnection, jobId: string): JobHandle {
     return {
       jobId,
+      resumable: conn.resumesJobs && this.jobGraceSeconds > 0,
+      ack: (n) => conn.send(serverMessage("job_ack", { jobId, n })),
       cancel: (reason) => conn.cancel(jobId, reason),
       answerPermission: (requestId, allow, message) => conn.send(serverMessage("permission_response", { jobId, requestId, allow, ...(message ? { message } : {}) })),
       answerTool: (callId, output, isError) => conn.send(serverMessage("tool_result", { jobId, callId, output, isError })),
@@ -176,7 +207,7 @@ export class WorkerHub {
   private accept(ws: WebSocket, identity: MachineIdentity): void {
     const { machineId } = identity;
     if (this.closing) return void ws.close(WORKER_CLOSE.goingAway, "the server is shutting down");
-    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits, this.updateFor);
+    const conn = new WorkerConnection(identity, ws, this.machines, this.instance, this.log, this.heartbeatTimeoutMs, (c) => this.online(c), this.limits, this.updateFor, this.jobGraceSeconds, this.liveJobs);
     this.all.add(conn);
     ws.on("error", (err: Error & { code?: string }) => {
       if (err.code === "WS_ERR_UNSUPPORTED_MESSAGE_LENGTH") {

@@ -50,4 +50,5 @@ export const KIND_LIMITS = {
   runtimes: { capacity: 5, perSecond: 1 / 12, what: "runtimes lists (at most 5 at once, then one per 12 s)" },
   error: { capacity: 20, perSecond: 1, what: "error reports (at most 20 at once, then one per second)" },
   runtime_limits: { capacity: 20, perSecond: 1 / 2, what: "runtime_limits reports (at most 20 at once, then one per 2 s)" },
+  jobs_held: { capacity: 2, perSecond: 1 / 60, what: "jobs_held lists (one after each welcome: at most 2 at once, then one per minute)" },
 } as const;

@@ -11,6 +11,8 @@ import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
 /** The real Claude Code CLI (a pinned dev dependency). */
 const CLAUDE = CLAUDE_BIN;
+/** How long a lost machine is waited for here. */
+const GRACE_S = 5;
 
 /**
  * Issue 29: every token an agent run's model used is in the ledger once, however
@@ -49,7 +51,8 @@ onEachDatabase("agent runs count their tokens whatever the ending ($db.name)", (
   }
 
   beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
+    // A short grace: a machine whose worker was killed is waited for 5 s (its agent CLI's run could resume within it).
+    server = await startTestServerOn(db, { RUN_MACHINE_GRACE_SECONDS: String(GRACE_S) }, { runningClock: true });
     anthropic = await startAnthropicStandIn();
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
     workdir = fs.realpathSync(tempDir("svc-usage-work-"));
@@ -151,12 +154,13 @@ onEachDatabase("agent runs count their tokens whatever the ending ($db.name)", (
     ]);
   }, 60_000);
 
-  it("the link to the machine lost while the second call streams: failed worker_lost, the same tokens once", async () => {
+  it("the machine's worker killed while the second call streams and never back: failed worker_lost past the grace, the same tokens once (the open call as its last write stored it)", async () => {
     const lost = await machineOf("lena");
     const { runId, events, result } = await runOf("lena", prompt("[[slow]]"), {}, (e, seen) => {
       if (e.kind === "text_delta" && deltas(seen) === 3) lost.stop();
     });
     expect(result).toMatchObject({ status: "failed", error: { code: "worker_lost" } });
+    expect(result.error?.message).toMatch(new RegExp(`unreachable for longer than the ${GRACE_S} s`));
     await countedOnce("lena", runId, events, result, [
       [100, 10, 0, 0],
       [100, 1, 0, 0],

@@ -168,7 +168,7 @@ onEachDatabase("worker protocol on $db.name", (db) => {
 
       c.send(HELLO);
       const welcome = await c.next("welcome");
-      expect(welcome).toEqual({ v: 1, type: "welcome", payload: { machineId: m.machineId, heartbeatSeconds: expect.any(Number), appName: expect.any(String), features: ["job_usage", "job_spans", "runtime_limits"] } });
+      expect(welcome).toEqual({ v: 1, type: "welcome", payload: { machineId: m.machineId, heartbeatSeconds: expect.any(Number), appName: expect.any(String), features: ["job_usage", "job_spans", "runtime_limits", "job_resume"], jobGraceSeconds: 300 } });
       expect(welcome.payload.heartbeatSeconds).toBeGreaterThan(0);
 
       const row = await machineRow(m.machineId);

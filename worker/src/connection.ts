@@ -1,3 +1,5 @@
+import os from "node:os";
+import path from "node:path";
 import WebSocket from "ws";
 import { parseFrame, pingDue, ServerMessage, type RuntimeAdvert, WORKER_CLOSE, WORKER_MAX_FRAME_BYTES, WORKER_FEATURES, WORKER_MAX_JOB_FRAME_BYTES, workerMessage, type Job, type JobEvent, type WorkerMessage } from "@svc/contract";
 import type { Credentials } from "./store.js";
@@ -7,6 +9,7 @@ import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 import { RUNS_FROM } from "./layout.js";
 import { JobSpans } from "./telemetry.js";
 import { WindowBook } from "./runtimes/usage-windows.js";
+import { JobLog } from "./job-log.js";
 
 export interface ConnectOptions {
   credentials: Credentials;
@@ -19,6 +22,8 @@ export interface ConnectOptions {
   policy?: MachinePolicy;
   /** Reconnect backoff: the first wait and the longest (ms). */
   backoff?: { initialMs: number; maxMs: number };
+  /** Where a job's unacknowledged events spill past their memory bound (`JobLog`); default: a folder under the system's temporary one. */
+  jobsDir?: string;
 }
 
 /** How serving ended. */
@@ -44,6 +49,29 @@ interface RunningJob {
   permissions: Map<string, (answer: { allow: boolean; message?: string }) => void>;
   /** App tool calls waiting for their result, by call id. */
   toolCalls: Map<string, (answer: ToolAnswer) => void>;
+  /** The connection its events go out on; null while its link is lost (a resumable job waits for `resume_job`). */
+  link: Link | null;
+  /**
+   * A resumable job's events not acknowledged yet (an agent run sent by a service that resumes jobs):
+   * numbered, kept through a lost link for the service's grace, sent again from where the service
+   * stored them. Null: the job ends with its link, as it always did.
+   */
+  log: JobLog | null;
+  /** The last event number given. */
+  n: number;
+  /** Its `done` or `failed` was said (kept only until acknowledged). */
+  ended: boolean;
+  /** An event would not fit a frame: the job failed, nothing more of it is sent. */
+  tooLarge: boolean;
+  /** How long it is kept after its link drops (the service's grace), and the timer doing so. */
+  graceMs: number;
+  graceTimer: NodeJS.Timeout | null;
+}
+
+/** One connection to the service, as a job sees it. */
+interface Link {
+  sendFrame(frame: string): void;
+  features: Set<string>;
 }
 
 /**
@@ -58,8 +86,10 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
   let attempt = 0;
   // The subscription windows each agent CLI reported, kept across reconnections: told again to each service that takes them.
   const windows = new Map<string, WindowBook>();
+  // Jobs outlive a connection when they can be resumed (agent runs, for the service's grace).
+  const jobs = new Map<string, RunningJob>();
   while (!opts.signal.aborted) {
-    const outcome = await connectOnce(opts, () => (attempt = 0), windows);
+    const outcome = await connectOnce(opts, () => (attempt = 0), windows, jobs);
     if (outcome.end) return outcome.end;
     const wait = Math.round(Math.random() * Math.min(maxMs, initialMs * 2 ** attempt++));
     opts.print(`  connection lost (${outcome.why}); reconnecting in ${(wait / 1000).toFixed(1)} s`);
@@ -68,15 +98,22 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
       opts.signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
     });
   }
+  for (const job of jobs.values()) forget(job);
+  jobs.clear();
   return { reason: "stopped" };
 }
 
-function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<string, WindowBook> = new Map()): Promise<{ end?: ServeEnd; why: string }> {
+/** A job given up: its CLI stopped (if still running), its kept events gone. */
+function forget(job: RunningJob): void {
+  if (job.graceTimer) clearTimeout(job.graceTimer);
+  job.abort.abort();
+  job.log?.close();
+}
+
+function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<string, WindowBook>, jobs: Map<string, RunningJob>): Promise<{ end?: ServeEnd; why: string }> {
   const { credentials, runtimes, print, signal } = opts;
   const policy = opts.policy ?? machinePolicy();
-  const jobs = new Map<string, RunningJob>();
-  /** Jobs failed because an event would not fit a frame: nothing more of them is sent. */
-  const tooLarge = new Set<string>();
+  const jobsDir = opts.jobsDir ?? path.join(os.tmpdir(), `svc-worker-jobs-${process.pid}`);
   return new Promise((resolve) => {
     const ws = new WebSocket(credentials.connectUrl, {
       headers: { authorization: `Bearer ${credentials.pairingToken}` },
@@ -86,15 +123,41 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
     let heartbeat: NodeJS.Timeout | null = null;
     /** What the service announced it takes beyond the first catalog (`welcome.features`). */
     let features = new Set<string>();
+    /** The service's grace for a lost machine (`welcome.jobGraceSeconds`), in ms. */
+    let graceMs = 0;
     let settled = false;
+    const link: Link = { sendFrame: (frame) => ws.readyState === ws.OPEN && ws.send(frame), features };
     const finish = (value: { end?: ServeEnd; why: string }) => {
       if (settled) return;
       settled = true;
       if (heartbeat) clearInterval(heartbeat);
       for (const w of windowsSent.values()) if (w.timer) clearTimeout(w.timer);
-      for (const job of jobs.values()) job.abort.abort();
+      // The jobs on this link: a resumable one is kept for the service's grace (its CLI runs on, its events are kept
+      // for the instance the machine reconnects to); the others stop, as the service runs them again or ends them.
+      for (const [jobId, job] of jobs) {
+        if (job.link !== link) continue;
+        job.link = null;
+        if (!job.log || value.end) {
+          forget(job);
+          jobs.delete(jobId);
+          continue;
+        }
+        print(`  keeping ${jobId} for ${Math.round(job.graceMs / 1000)} s while the link is down`);
+        keepFor(jobId, job, job.graceMs);
+      }
       signal.removeEventListener("abort", onAbort);
       resolve(value);
+    };
+    /** Keeps a job off any link (or an ended one waiting for its acknowledgement) for `ms`, then gives it up (the service has failed its run by then). */
+    const keepFor = (jobId: string, job: RunningJob, ms: number) => {
+      if (job.graceTimer) clearTimeout(job.graceTimer);
+      job.graceTimer = setTimeout(() => {
+        if (jobs.get(jobId) !== job || (job.link && !job.ended)) return;
+        print(`✗ ${jobId}: ${job.ended ? "its end was never acknowledged" : "its link was down past the service's grace; the job is stopped"}`);
+        forget(job);
+        jobs.delete(jobId);
+      }, ms);
+      job.graceTimer.unref?.();
     };
     const onAbort = () => {
       ws.close(1000, "the worker is stopping");
@@ -102,12 +165,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
     };
     signal.addEventListener("abort", onAbort, { once: true });
 
-    /**
-     * Sends a message; one that would pass the service's frame limit is never sent
-     * (the service would drop the link): a job's event fails that job instead
-     * (`frame_too_large`), or, for a `done`, goes without its output (the service
-     * keeps the text streamed before it).
-     */
+    /** Sends a message other than a job's event (`sendEvent`); one that would pass the service's frame limit is never sent (the service would drop the link). */
     const send = (m: WorkerMessage): void => {
       if (ws.readyState !== ws.OPEN) return;
       const frame = JSON.stringify(m);
@@ -115,15 +173,38 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       if (frame.length * 3 <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
       const bytes = Buffer.byteLength(frame);
       if (bytes <= WORKER_MAX_FRAME_BYTES) return void ws.send(frame);
-      if (m.type !== "job_event") return print(`  not sent: a ${m.type} message of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit`);
-      const { jobId, event } = m.payload;
-      if (event.type === "done" && event.output) return send(workerMessage("job_event", { jobId, event: { ...event, output: "" } }));
-      print(`✗ ${jobId}: an event of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit; the job fails`);
-      tooLarge.add(jobId);
-      jobs.get(jobId)?.abort.abort();
-      jobs.delete(jobId);
-      if (event.type === "failed" && event.code === "frame_too_large") return;
-      send(workerMessage("job_event", { jobId, event: { type: "failed", code: "frame_too_large", message: `The machine produced an event of ${bytes} bytes, more than the ${WORKER_MAX_FRAME_BYTES}-byte frame limit of the link.` } }));
+      print(`  not sent: a ${m.type} message of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit`);
+    };
+
+    /**
+     * A job's event, out on the job's link: numbered and kept first when the job is
+     * resumable. One that would pass the service's frame limit is never sent (the
+     * service would drop the link): the job fails instead (`frame_too_large`), or,
+     * for a `done`, its end goes without its output (the service keeps the text
+     * streamed before it).
+     */
+    const sendEvent = (jobId: string, job: RunningJob, event: JobEvent): void => {
+      if (job.tooLarge) return;
+      let frame = JSON.stringify(workerMessage("job_event", { jobId, event, ...(job.log ? { n: job.n + 1 } : {}) }));
+      // At most 3 UTF-8 bytes per UTF-16 unit: a frame that short is under the limit without counting its bytes.
+      const bytes = frame.length * 3 <= WORKER_MAX_FRAME_BYTES ? 0 : Buffer.byteLength(frame);
+      if (bytes > WORKER_MAX_FRAME_BYTES) {
+        if (event.type === "done" && event.output) return sendEvent(jobId, job, { ...event, output: "" });
+        print(`✗ ${jobId}: an event of ${bytes} bytes is over the ${WORKER_MAX_FRAME_BYTES}-byte frame limit; the job fails`);
+        job.tooLarge = true;
+        job.abort.abort();
+        event = { type: "failed", code: "frame_too_large", message: `The machine produced an event of ${bytes} bytes, more than the ${WORKER_MAX_FRAME_BYTES}-byte frame limit of the link.` };
+        frame = JSON.stringify(workerMessage("job_event", { jobId, event, ...(job.log ? { n: job.n + 1 } : {}) }));
+      }
+      if (job.log) {
+        job.n++;
+        if (!job.log.append(job.n, frame)) {
+          // Kept past its bound (a link down long, a CLI very talkative): it can no longer be resumed exactly, so it stops here.
+          print(`✗ ${jobId}: more unacknowledged events than the worker keeps; the job is stopped`);
+          job.abort.abort();
+        }
+      }
+      job.link?.sendFrame(frame);
     };
 
     /** A runtime's windows as known now, to a service that takes them (an older one would count the message as bad). */
@@ -164,7 +245,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
     ws.on("error", (err) => finish({ why: err.message }));
     // Within the catalog's bounds (at most 1,000 models of at most 256 characters each), so the hello is never refused for its size.
     const adverts = [...runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) })), ...(opts.unsupported ?? [])];
-    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts, maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES })));
+    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts, maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: [WORKER_FEATURES.jobResume] })));
     ws.on("close", (code, reason) => {
       const text = reason.toString() || `code ${code}`;
       if (code === WORKER_CLOSE.revoked) finish({ end: { reason: "revoked", message: text }, why: text });
@@ -192,7 +273,9 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       switch (m.type) {
         case "welcome": {
           welcomed();
-          features = new Set(m.payload.features ?? []);
+          features.clear();
+          for (const f of m.payload.features ?? []) features.add(f);
+          graceMs = (m.payload.jobGraceSeconds ?? 0) * 1000;
           print(`✓ Connected to ${m.payload.appName} as ${m.payload.machineId}; serving ${runtimes.map((r) => r.advert.name).join(", ") || "nothing"}.`);
           // Once per process, not on every reconnect.
           if (m.payload.update && !toldUpdate) {
@@ -200,6 +283,9 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
             print(updateLine(m.payload.update));
           }
           for (const runtime of windows.keys()) sendWindows(runtime);
+          // The jobs kept through a lost link: the service resumes those whose run goes on and cancels the others.
+          const held = [...jobs].filter(([, j]) => j.log && !j.link);
+          if (held.length && features.has(WORKER_FEATURES.jobResume)) send(workerMessage("jobs_held", { jobs: held.slice(0, 256).map(([jobId, j]) => ({ jobId, lastN: j.n })) }));
           if (heartbeat) clearInterval(heartbeat);
           // A link that died without a close (a network changed, a path gone) is noticed here, not by TCP minutes later:
           // a server heard from neither way (a message, a pong) for 4.5 heartbeats is taken for gone.
@@ -212,15 +298,30 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
               return finish({ why: `the server went silent for ${Math.round(silentMs / 1000)} s` });
             }
             if (pingDue(quietMs, beatMs)) ws.ping();
-            send(workerMessage("heartbeat", { busy: [...new Set([...jobs.values()].map((j) => j.runtime))] }));
+            send(workerMessage("heartbeat", { busy: [...new Set([...jobs.values()].filter((j) => j.link === link && !j.ended).map((j) => j.runtime))] }));
           }, m.payload.heartbeatSeconds * 1000);
           return;
         }
         case "job":
           return void runJob(m.payload.jobId, m.payload.job, m.payload.traceparent);
-        case "cancel":
-          jobs.get(m.payload.jobId)?.abort.abort();
+        case "cancel": {
+          const job = jobs.get(m.payload.jobId);
+          if (!job) return;
+          job.abort.abort();
+          // One kept off its link and not resumed (its run ended meanwhile) is forgotten now.
+          if (!job.link) (forget(job), jobs.delete(m.payload.jobId));
           return;
+        }
+        case "job_ack": {
+          const job = jobs.get(m.payload.jobId);
+          if (!job?.log || job.link !== link) return;
+          job.log.ack(m.payload.n);
+          // Its end stored: nothing of it is needed any more.
+          if (job.ended && m.payload.n >= job.n) (forget(job), jobs.delete(m.payload.jobId));
+          return;
+        }
+        case "resume_job":
+          return resume(m.payload.jobId, m.payload.after);
         case "permission_response":
           jobs.get(m.payload.jobId)?.permissions.get(m.payload.requestId)?.({ allow: m.payload.allow, message: m.payload.message });
           return;
@@ -233,37 +334,75 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       }
     });
 
+    /**
+     * `resume_job`: a job kept through a lost link goes on on this connection, its
+     * events after `after` (what the service stored) sent again first. A job this
+     * worker does not hold (restarted since, or given up past the grace) fails `job_not_held`.
+     */
+    function resume(jobId: string, after: number) {
+      const job = jobs.get(jobId);
+      const kept = job?.log?.since(after);
+      if (!job || !kept) {
+        if (job) (forget(job), jobs.delete(jobId));
+        const message = job ? `The worker no longer holds the events of job ${jobId} after ${after}.` : `This worker does not hold job ${jobId} (it was restarted, or the job was given up past the grace).`;
+        return send(workerMessage("job_event", { jobId, event: { type: "failed", code: "job_not_held", message } }));
+      }
+      if (job.graceTimer) clearTimeout(job.graceTimer);
+      job.graceTimer = null;
+      job.link = link;
+      job.graceMs = graceMs;
+      print(`↻ ${jobId} resumed after event ${after} (${kept.length} sent again)`);
+      for (const frame of kept) link.sendFrame(frame);
+      // Ended while away and its end now sent: kept until acknowledged, at most the grace.
+      if (job.ended) keepFor(jobId, job, graceMs);
+    }
+
     async function runJob(jobId: string, job: Job, traceparent?: string) {
-      let ended = false;
       /** Its spans, only when the user's policy lets this machine send traces and the service asked for them. */
       let spans: JobSpans | null = null;
-      const texts = textBatcher((text) => send(workerMessage("job_event", { jobId, event: { type: "text_delta", text } })));
+      // Only what the server asked for, on a runtime this machine serves, within its cap.
+      const runtime = runtimes.find((r) => r.advert.name === job.runtime);
+      // Resumable: an agent CLI's run (its own loop cannot be run again), for a service that resumes jobs and waits for a lost machine.
+      const resumable = job.kind === "agent_run" && features.has(WORKER_FEATURES.jobResume) && graceMs > 0;
+      const running: RunningJob = {
+        runtime: job.runtime,
+        abort: new AbortController(),
+        permissions: new Map(),
+        toolCalls: new Map(),
+        link,
+        log: resumable ? new JobLog(jobsDir, jobId) : null,
+        n: 0,
+        ended: false,
+        tooLarge: false,
+        graceMs,
+        graceTimer: null,
+      };
+      const texts = textBatcher((text) => sendEvent(jobId, running, { type: "text_delta", text }));
       const emit = (event: JobEvent) => {
-        if (ended || tooLarge.has(jobId)) return;
+        if (running.ended || running.tooLarge) return;
         spans?.event(event);
         if (event.type === "text_delta") return texts.add(event.text);
         // An older service takes no `usage` events (it would count them as bad messages): only the job's end carries its usage then.
-        if (event.type === "usage" && !features.has(WORKER_FEATURES.jobUsage)) return;
+        if (event.type === "usage" && !running.link?.features.has(WORKER_FEATURES.jobUsage) && !resumable) return;
         texts.flush();
         // Its slot is free once its end is said: the service may send the next job at once.
         if (event.type === "done" || event.type === "failed") {
-          ended = true;
-          jobs.delete(jobId);
+          running.ended = true;
+          // A resumable job's end is kept until the service acknowledges it (it may come back for it after a lost link).
+          if (!running.log) jobs.delete(jobId);
+          else keepFor(jobId, running, running.graceMs);
           // Before the end: the service still holds the job's span then.
-          if (spans) send(workerMessage("job_spans", { jobId, sentAt: Date.now(), spans: spans.records(event) }));
+          if (spans) running.link?.sendFrame(JSON.stringify(workerMessage("job_spans", { jobId, sentAt: Date.now(), spans: spans.records(event) })));
         }
-        send(workerMessage("job_event", { jobId, event }));
+        sendEvent(jobId, running, event);
       };
-      // Only what the server asked for, on a runtime this machine serves, within its cap.
-      const runtime = runtimes.find((r) => r.advert.name === job.runtime);
       if (!runtime) return emit({ type: "failed", code: "unknown_runtime", message: `This machine does not serve ${job.runtime}.` });
       const cap = runtime.advert.maxConcurrentJobs ?? Infinity;
-      const busy = [...jobs.values()].filter((j) => j.runtime === runtime.advert.name).length;
+      const busy = [...jobs.values()].filter((j) => j.runtime === runtime.advert.name && !j.ended).length;
       if (busy >= cap) {
         print(`✗ ${jobId} refused: ${job.runtime} already runs ${busy} job(s), its cap (maxConcurrentJobs)`);
         return emit({ type: "failed", code: "at_capacity", message: `${job.runtime} on this machine already runs ${busy} job(s), its cap (maxConcurrentJobs ${cap}).` });
       }
-      const running: RunningJob = { runtime: runtime.advert.name, abort: new AbortController(), permissions: new Map(), toolCalls: new Map() };
       // A cancelled job answers what still waits, so nothing hangs on a link that is gone.
       running.abort.signal.addEventListener("abort", () => {
         for (const answer of [...running.toolCalls.values()]) answer({ output: "The run was cancelled.", isError: true });
@@ -319,8 +458,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
         last = { type: "failed", code: "runtime_error", message: (err as Error).message };
         emit(last);
       } finally {
-        if (!ended) emit({ type: "failed", code: "runtime_error", message: `${job.runtime} ended the job without a result.` });
-        if (jobs.get(jobId) === running) jobs.delete(jobId);
+        if (!running.ended) emit({ type: "failed", code: "runtime_error", message: `${job.runtime} ended the job without a result.` });
+        if (jobs.get(jobId) === running && !running.log) jobs.delete(jobId);
       }
       const end = last as JobEvent | null;
       if (end?.type === "done") print(`✓ ${jobId} done (${end.usage.inputTokens} in, ${end.usage.outputTokens} out)`);

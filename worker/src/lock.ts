@@ -33,8 +33,21 @@ export function lockServing(dir: string): { ok: true; release(): void } | { ok: 
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+  return !zombie(pid);
+}
+
+/**
+ * A process that exited but was not reaped yet (Linux: state `Z`): a worker killed with
+ * SIGKILL whose parent is gone stays one under an init that does not reap (a container's).
+ */
+function zombie(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "Z";
+  } catch {
+    return false;
   }
 }

@@ -1,3 +1,4 @@
+import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { pair } from "./pair.js";
 import { serve, unpairRemotely } from "./connection.js";
@@ -88,7 +89,7 @@ program
     const { runtimes, unsupported } = await findRuntimes(store, opts.workdir, "serves");
     const abort = new AbortController();
     process.once("SIGINT", () => abort.abort()).once("SIGTERM", () => abort.abort());
-    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()) });
+    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()), jobsDir: path.join(store.dir, "jobs") });
     if (end.reason === "stopped") {
       out("Stopped.");
       return;

@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "runs" ADD COLUMN     "agent_state" JSONB;

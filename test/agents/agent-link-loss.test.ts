@@ -1,0 +1,236 @@
+import fs from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, expect, it, onTestFailed } from "vitest";
+import { Svc, type RunEvent } from "@svc/sdk";
+import { onEachDatabase } from "../helpers/databases.js";
+import { freePort } from "../helpers/balancer.js";
+import { startLink, type Link } from "../helpers/link.js";
+import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
+import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
+import { startAnthropicStandIn, USAGE, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
+import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
+
+/**
+ * Agent runs live through a lost link: the real Claude Code (the pinned CLI) served
+ * by a real `svc-worker` whose link to the service goes through a TCP link the test
+ * silences (no close, no reset: a dead network path, as when a laptop changes
+ * networks). The worker keeps the CLI running, its events numbered and kept; the
+ * run waits for the machine; on reconnect the job resumes from the last event the
+ * service stored. The app (the SDK) talks to the service directly, and answers
+ * during the cut. Short limits: a 3 s heartbeat timeout, a 60 s grace.
+ */
+const HEARTBEAT_TIMEOUT_S = 3;
+const GRACE_S = 60;
+const CUT_MS = 20_000;
+
+onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
+  let link: Link;
+  let server: TestServer;
+  let anthropic: AnthropicStandIn;
+  let svc: Svc;
+  let direct: string;
+  let workdir: string;
+  let claudeHome: string;
+  let machineHome: string;
+  let worker: WorkerProcess;
+  const user = "traveller";
+
+  const startWorker = () => {
+    worker = spawnWorker(["start"], machineHome, { HOME: claudeHome, ANTHROPIC_BASE_URL: anthropic.url, ANTHROPIC_API_KEY: "sk-ant-standin" });
+    return worker;
+  };
+
+  beforeAll(async () => {
+    link = await startLink();
+    anthropic = await startAnthropicStandIn();
+    const port = await freePort();
+    server = await startTestServerOn(
+      db,
+      { PORT: String(port), PUBLIC_URL: link.url, WORKER_HEARTBEAT_TIMEOUT_SECONDS: String(HEARTBEAT_TIMEOUT_S), RUN_MACHINE_GRACE_SECONDS: String(GRACE_S) },
+      { runningClock: true },
+    );
+    link.target = { host: "127.0.0.1", port };
+    direct = `http://127.0.0.1:${port}`;
+    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${direct}/v1` });
+    workdir = fs.realpathSync(tempDir("svc-cut-work-"));
+    claudeHome = fs.realpathSync(tempDir("svc-cut-home-"));
+    const machine = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, server.dev, user, {
+      workdir,
+      runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false, claude: CLAUDE_BIN },
+      // Three runs at once (an agent CLI takes one by default).
+      maxConcurrentJobs: { "claude-code": 4 },
+      policy: { agents: { "claude-code": true }, sandbox: { required: false }, env: ["ANTHROPIC_BASE_URL"], providerKeys: ["ANTHROPIC_API_KEY"] },
+    });
+    machineHome = machine.home;
+    await startWorker().waitFor(/Connected/);
+  }, 90_000);
+  afterAll(async () => {
+    worker?.stop();
+    await link?.close();
+    await server?.close();
+    await anthropic?.close();
+    removeTempDirs();
+  });
+
+  const connections = () => (worker.stdout.match(/✓ Connected/g) ?? []).length;
+  /** On a failure: what the worker printed and what the service logged about runs and machines. */
+  const explain = () =>
+    onTestFailed(() => {
+      console.log(`worker stdout:\n${worker.stdout}\nworker stderr:\n${worker.stderr.slice(-4000)}`);
+      console.log(server.logs.filter((l) => /run|machine|worker/.test(l)).slice(-60).join(""));
+    });
+
+  async function collect(stream: AsyncIterable<RunEvent>): Promise<RunEvent[]> {
+    const events: RunEvent[] = [];
+    for await (const e of stream) events.push(e);
+    return events;
+  }
+
+  /** The run's stored events, in order, with their sequence numbers. */
+  async function stored(runId: string): Promise<{ seq: number; kind: string }[]> {
+    const res = await fetch(`${direct}/v1/runs/${runId}/events`, { headers: { authorization: `Bearer ${server.dev.appKey}`, accept: "text/event-stream" } });
+    const text = await res.text();
+    return [...text.matchAll(/^id: (\d+)\nevent: (\w+)/gm)].map((m) => ({ seq: Number(m[1]), kind: m[2] }));
+  }
+
+  /** The run's `tokens` ledger rows, and the model calls the stand-in answered for prompts holding `marker`. */
+  async function ledger(runId: string, marker: string) {
+    const rows = await server.db.prisma.usageRow.findMany({ where: { runId, kind: "tokens" }, orderBy: { createdAt: "asc" } });
+    const calls = anthropic.messages().filter((m) => JSON.stringify(m.messages).includes(marker)).length;
+    return { rows: rows.map((r) => [Number(r.inputTokens), Number(r.outputTokens)]), calls };
+  }
+
+  it(
+    "a link cut for 20 s mid-turn, during a pending permission and during a pending app tool call: each run completes, every event once, nothing asked twice, the ledger exact",
+    async () => {
+      explain();
+      let cutStarted!: () => void;
+      const cut = new Promise<void>((resolve) => (cutStarted = resolve));
+      /** The app answers 3 s into the cut: while the machine is away. */
+      const answerDuringCut = async () => {
+        await cut;
+        await new Promise((r) => setTimeout(r, 3000));
+      };
+      const asked: string[] = [];
+      const toolCalls: unknown[] = [];
+      let askedBoth!: () => void;
+      const bothAsked = new Promise<void>((resolve) => (askedBoth = resolve));
+      const waiting = () => asked.length + toolCalls.length === 2 && askedBoth();
+
+      // B: a command that needs the app's permission; C: one of the app's tools.
+      const permission = svc.runs.create({
+        user,
+        prompt: "Write it down [[bash:echo through > cut.txt]]",
+        onApproval: async (req) => {
+          asked.push(`${req.what}:${req.tool}`);
+          waiting();
+          await answerDuringCut();
+          return true;
+        },
+      });
+      const tool = svc.runs.create({
+        user,
+        prompt: 'Weather through the cut [[tool:weather {"city":"Oslo"}]]',
+        tools: [
+          {
+            name: "weather",
+            parameters: { type: "object", properties: { city: { type: "string" } } },
+            run: async (args) => {
+              toolCalls.push(args);
+              waiting();
+              await answerDuringCut();
+              return "snow, -3 C";
+            },
+          },
+        ],
+      });
+      const permissionEvents = collect(permission);
+      const toolEvents = collect(tool);
+      await bothAsked;
+
+      // A: a long streamed answer (200 words, one every 50 ms), cut after its first words.
+      const streaming = svc.runs.create({ user, prompt: "Tell me everything [[slow]]" });
+      const streamingEvents: RunEvent[] = [];
+      let firstWords!: () => void;
+      const wordsCame = new Promise<void>((resolve) => (firstWords = resolve));
+      const streamed = (async () => {
+        for await (const e of streaming) {
+          streamingEvents.push(e);
+          if (e.kind === "text_delta") firstWords();
+        }
+      })();
+      await wordsCame;
+
+      const before = connections();
+      link.silence({ newConnections: "pass" });
+      cutStarted();
+      const cutAt = Date.now();
+      // The worker notices the silence and keeps its jobs; the service takes the machine for gone (the runs wait).
+      await worker.waitFor(/keeping job_\w+ for 60 s[\s\S]*keeping job_\w+ for 60 s[\s\S]*keeping job_\w+ for 60 s/, 15_000);
+      await new Promise((r) => setTimeout(r, Math.max(0, CUT_MS - (Date.now() - cutAt))));
+      link.restore();
+
+      const [permissionResult, toolResult] = await Promise.all([permission.result(), tool.result()]);
+      await streamed;
+      const streamingResult = await streaming.result();
+      // The worker came back once, and every job resumed from where the service had stored it.
+      expect(connections()).toBe(before + 1);
+      expect(worker.stdout.match(/↻ job_\w+ resumed after event \d+/g)).toHaveLength(3);
+
+      // A: every word once, in order; the end said once.
+      expect(streamingResult).toMatchObject({ status: "completed", output: "word ".repeat(200).trim() });
+      const words = streamingEvents.flatMap((e) => (e.kind === "text_delta" ? [e.text] : [])).join("");
+      expect(words).toBe("word ".repeat(200).trim());
+      // B: asked once, answered during the cut, the command ran.
+      expect(asked).toEqual(["permission:Bash"]);
+      expect(permissionResult.status).toBe("completed");
+      expect(fs.readFileSync(path.join(workdir, "cut.txt"), "utf8")).toBe("through\n");
+      // C: called once, its result posted during the cut reached the CLI.
+      expect(toolCalls).toEqual([{ city: "Oslo" }]);
+      expect(toolResult).toMatchObject({ status: "completed", output: "The tool said: snow, -3 C" });
+
+      for (const [run, live, marker] of [
+        [streaming, streamingEvents, "[[slow]]"],
+        [permission, await permissionEvents, "[[bash:echo through"],
+        [tool, await toolEvents, "[[tool:weather"],
+      ] as const) {
+        const runId = await run.runId;
+        const events = await stored(runId);
+        // Stored once each, numbered without a gap; the app's stream saw each once, in the same order.
+        expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i + 1));
+        expect(live.map((e) => e.kind)).toEqual(events.map((e) => e.kind));
+        expect(events.filter((e) => e.kind === "approval_request").length).toBeLessThanOrEqual(1);
+        expect(events.filter((e) => e.kind === "tool_call").length).toBeLessThanOrEqual(1);
+        // The ledger: one row per model call the CLI made, each as the API reported it.
+        const { rows, calls } = await ledger(runId, marker);
+        expect(calls).toBeGreaterThan(0);
+        expect(rows).toEqual(Array.from({ length: calls }, () => [USAGE.input_tokens, USAGE.output_tokens]));
+      }
+    },
+    120_000,
+  );
+
+  it("the worker killed (SIGKILL) mid-run and started again: the run ends worker_restarted, saying the CLI's run is gone; the next run is served", async () => {
+    explain();
+    const toolAsked = { n: 0 };
+    const run = svc.runs.create({
+      user,
+      prompt: "Weather before a crash [[tool:weather]]",
+      tools: [{ name: "weather", run: () => (toolAsked.n++, new Promise<string>(() => {})) }],
+    });
+    const events = collect(run);
+    await pollUntil(async () => toolAsked.n, (n) => n === 1, 30_000, "the tool call");
+    worker.stop();
+    await worker.exited;
+    await startWorker().waitFor(/Connected/);
+    const result = await run.result();
+    expect(result).toMatchObject({ status: "failed", error: { code: "worker_restarted" } });
+    expect(result.error?.message).toMatch(/no longer holds this run's agent CLI/);
+    expect((await events).filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    // Positive control: the restarted worker serves the next run.
+    const next = svc.runs.create({ user, prompt: "Still there? [[say:yes]]" });
+    await collect(next);
+    expect(await next.result()).toMatchObject({ status: "completed", output: "yes" });
+  }, 90_000);
+});
