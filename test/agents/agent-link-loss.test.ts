@@ -9,6 +9,7 @@ import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
 import { startAnthropicStandIn, USAGE, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
 /**
@@ -34,6 +35,8 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
   let claudeHome: string;
   let machineHome: string;
   let worker: WorkerProcess;
+  let sleeper: WorkerProcess | null = null;
+  let model: ModelStandIn | null = null;
   const user = "traveller";
 
   const startWorker = () => {
@@ -67,6 +70,8 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
   }, 90_000);
   afterAll(async () => {
     worker?.stop();
+    sleeper?.stop();
+    await model?.close();
     await link?.close();
     await server?.close();
     await anthropic?.close();
@@ -233,4 +238,73 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     await collect(next);
     expect(await next.result()).toMatchObject({ status: "completed", output: "yes" });
   }, 90_000);
+
+  it("the machines stopped (SIGSTOP of the worker and its CLI) for 20 s, past the heartbeat timeout, then continued (SIGCONT), as a laptop sleeps: the agent run and the model run complete", async () => {
+    explain();
+    // A second machine serving a local model (its own worker), asleep at the same time.
+    model = await startModelStandIn();
+    const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, server.dev, "napper", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
+    sleeper = spawnWorker(["start"], m.home);
+    await sleeper.waitFor(/Connected/);
+    const agent = svc.runs.create({ user, prompt: "A long one before a nap [[slow]]" });
+    const modelRun = svc.runs.create({ user: "napper", model: "llama3.2:3b", prompt: "A long one [slow]" });
+    const agentEvents = collect(agent);
+    const modelEvents: RunEvent[] = [];
+    let started!: () => void;
+    const midTurn = new Promise<void>((resolve) => (started = resolve));
+    const modelDone = (async () => {
+      for await (const e of modelRun) {
+        modelEvents.push(e);
+        if (modelEvents.filter((x) => x.kind === "text_delta").length === 3) started();
+      }
+    })();
+    await midTurn;
+    await pollUntil(async () => anthropic.messages().filter((b) => JSON.stringify(b.messages).includes("before a nap")).length, (n) => n > 0, 20_000, "the agent's model call");
+    const sleeping = [...processTree(worker.child.pid!), ...processTree(sleeper.child.pid!)];
+    // Positive control: the CLI is among what sleeps.
+    expect(sleeping.some((pid) => commandOf(pid).includes("claude"))).toBe(true);
+    for (const pid of sleeping) process.kill(pid, "SIGSTOP");
+    const before = { agent: connections(), model: (sleeper.stdout.match(/✓ Connected/g) ?? []).length };
+    // The service takes both machines for gone (3 s heartbeat timeout), then they wake.
+    await pollUntil(async () => (await svc.users.compute("napper")).machines[0]?.state, (st) => st === "offline", 15_000, "the sleeping machine offline");
+    await new Promise((r) => setTimeout(r, 20_000));
+    for (const pid of sleeping) process.kill(pid, "SIGCONT");
+    await modelDone;
+    const [agentResult, modelResult] = await Promise.all([agent.result(), modelRun.result()]);
+    expect(agentResult).toMatchObject({ status: "completed", output: "word ".repeat(200).trim() });
+    expect((await agentEvents).flatMap((e) => (e.kind === "text_delta" ? [e.text] : [])).join("")).toBe("word ".repeat(200).trim());
+    expect(worker.stdout).toMatch(/↻ job_\w+ resumed after event \d+/);
+    expect(connections()).toBe(before.agent + 1);
+    // The model run's turn in flight ran again behind turn_restarted, and completed.
+    expect(modelResult.status).toBe("completed");
+    expect(modelEvents.filter((e) => e.kind === "turn_restarted")).toHaveLength(1);
+    expect((sleeper.stdout.match(/✓ Connected/g) ?? []).length).toBe(before.model + 1);
+  }, 120_000);
 });
+
+/** A process and all its descendants (Linux /proc), parents first. */
+function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const out: number[] = [];
+  const walk = (pid: number) => (out.push(pid), (children.get(pid) ?? []).forEach(walk));
+  walk(root);
+  return out;
+}
+
+function commandOf(pid: number): string {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+  } catch {
+    return "";
+  }
+}
