@@ -12,6 +12,9 @@ import { startStripeStandIn, completedCheckout, subscriptionObject, type StripeS
 import { ACCOUNT, deliver, stripeEnv, unixNow, writePlans } from "../helpers/billing.js";
 import { startReceiver, type Receiver } from "../helpers/webhook-receiver.js";
 import { signInOwner } from "../helpers/owner.js";
+import { closeRawWorkers, connectRawWorker } from "../helpers/raw-worker.js";
+import { workerMessage } from "@svc/contract";
+import type WebSocket from "ws";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";
@@ -129,6 +132,19 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     await heading(/alice/);
     await page.getByText("test-machine").first().waitFor({ timeout: 20_000 });
     expect(await page.getByText("ollama").count()).toBeGreaterThan(0);
+    // A second machine of alice's with Claude Code on a subscription, whose windows it reported: shown per runtime.
+    const open: WebSocket[] = [];
+    try {
+      const laptop = await pairViaApi(server, server.dev, "alice");
+      const w = await connectRawWorker(server.url, laptop.token, open);
+      w.send(workerMessage("hello", { client: "dashboard-test", version: "0", runtimes: [{ name: "claude-code", kind: "agent", costClass: "user_subscription", models: [], billing: "subscription" }] }));
+      await w.next("welcome");
+      w.send(workerMessage("runtime_limits", { runtime: "claude-code", windows: [{ window: "5h", status: "rejected", resetsAt: "2026-11-27T10:00:00.000Z" }, { window: "7d", status: "warning", usedPercent: 93 }], updatedAt: new Date().toISOString() }));
+      await expect.poll(async () => (await page.reload(), await page.getByText(/5h: spent, resets/).count()), { timeout: 20_000 }).toBeGreaterThan(0);
+      expect(await page.getByText("7d: 93% used (warning)").count()).toBe(1);
+    } finally {
+      closeRawWorkers(open);
+    }
 
     await go(envPath(`runs/${toolRunId}`), new RegExp(toolRunId));
     await page.getByText("Called weather").first().waitFor({ timeout: 20_000 });

@@ -82,6 +82,7 @@ export function UserDetail() {
                     { label: "Runtime", cell: (r) => r.name },
                     { label: "Version", cell: (r) => r.version ?? "—" },
                     { label: "Cost class", cell: (r) => r.costClass },
+                    { label: "Subscription windows", cell: (r) => (r.limits?.windows.length ? r.limits.windows.map(windowText).join("; ") : "—") },
                     {
                       label: "State",
                       cell: (r) => (
@@ -121,4 +122,13 @@ export function UserDetail() {
       )}
     </>
   );
+}
+
+/** An agent CLI's subscription window as its machine last reported it: `5h: spent, resets 27 Nov 10:00`, `7d: 93% used (warning)`. */
+function windowText(w: { window: string; status: "allowed" | "warning" | "rejected"; usedPercent?: number; resetsAt?: string }): string {
+  const used = w.usedPercent !== undefined ? `${Math.round(w.usedPercent)}% used` : null;
+  const resets = w.resetsAt ? `, resets ${formatTime(w.resetsAt)}` : "";
+  if (w.status === "rejected") return `${w.window}: spent${resets}`;
+  if (w.status === "warning") return `${w.window}: ${used ?? "near its limit"} (warning)${resets}`;
+  return `${w.window}: ${used ?? "usable"}`;
 }
