@@ -141,6 +141,13 @@ export const JobEvent = z.discriminatedUnion("type", [
   }),
   /** The agent runtime no longer needs the answer to a `permission_request` (it cancelled it). */
   z.object({ type: z.literal("permission_withdrawn"), requestId: z.string() }),
+  /**
+   * The worker was restarted while this agent job ran, and the agent CLI picked its own saved session up
+   * again (`resume_job` of a job it kept on disk): the CLI's open permission requests and calls of the app's
+   * tools died with the old process (answers to them are no longer used; the CLI asks again if it still needs
+   * to). Sent only to a service that resumes jobs (`job_resume`).
+   */
+  z.object({ type: z.literal("session_resumed"), reason: z.string().max(1024) }),
   /** What an agent runtime did on its own (a command run, a file changed): for the record. */
   z.object({ type: z.literal("activity"), summary: z.string(), detail: z.unknown().optional() }),
   /**

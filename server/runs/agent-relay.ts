@@ -171,6 +171,8 @@ export class AgentRunDriver extends RunDriver {
               return this.askPermission(e);
             case "permission_withdrawn":
               return this.withdraw(e.requestId);
+            case "session_resumed":
+              return this.sessionResumed(e.reason);
             case "tool_call":
               return this.toolCall(e);
             case "usage":
@@ -318,6 +320,20 @@ export class AgentRunDriver extends RunDriver {
     // Who decided is kept for the dashboard: the end user, on their machine.
     void this.deps.store.withdrawApproval(this.run.id, entry[0], this.deps.clock.now()).catch((err) => this.deps.log.warn({ err, runId: this.run.id }, "could not record a withdrawn approval"));
     void this.flush(this.asked.size + this.calls.size === 0 ? { status: "running" } : undefined).catch(() => {});
+  }
+
+  /**
+   * The worker restarted and the CLI resumed its saved session: what the old CLI process
+   * waited on died with it. Its permission requests are withdrawn and its calls of the app's
+   * tools no longer waited for (an answer to them is not used; the CLI asks again if it still
+   * needs to); the app is told.
+   */
+  private sessionResumed(reason: string): void {
+    for (const { requestId } of [...this.asked.values()]) this.withdraw(requestId);
+    const dropped = [...this.calls.keys()];
+    this.calls.clear();
+    this.emit("activity", { summary: `the worker on the user's machine restarted; the agent CLI goes on from its saved session${dropped.length ? ` (no longer waiting for ${dropped.join(", ")})` : ""}`, detail: { resumed: true, restarted: true, reason, droppedCalls: dropped } });
+    void this.flush({ status: "running" }).catch(() => {});
   }
 
   /**

@@ -8,7 +8,7 @@ import { startLink, type Link } from "../helpers/link.js";
 import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
-import { startAnthropicStandIn, USAGE, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
+import { DEFAULT_ANSWER, startAnthropicStandIn, USAGE, type AnthropicStandIn } from "../helpers/anthropic-standin.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { CLAUDE_BIN } from "../../scripts/test-tools.mjs";
 
@@ -216,19 +216,56 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     120_000,
   );
 
-  it("the worker killed (SIGKILL) mid-run and started again: the run ends worker_restarted, saying the CLI's run is gone; the next run is served", async () => {
+  /** Kills the worker (SIGKILL, with its CLI) once `toolAsked` says the CLI waits on the app's tool, then starts it again; `before` runs in between. */
+  async function killAndRestart(waiting: () => boolean, before: () => void = () => {}): Promise<void> {
+    await pollUntil(async () => waiting(), (ok) => ok, 30_000, "the CLI waiting on the app's tool");
+    worker.stop();
+    await worker.exited;
+    before();
+    await startWorker().waitFor(/Connected/);
+  }
+
+  it("the worker killed (SIGKILL) mid-run and started again: the CLI's saved session resumes, the call it waited on is dropped, and the run completes; its record and session are gone after", async () => {
     explain();
-    const toolAsked = { n: 0 };
+    let asked = 0;
     const run = svc.runs.create({
       user,
       prompt: "Weather before a crash [[tool:weather]]",
-      tools: [{ name: "weather", run: () => (toolAsked.n++, new Promise<string>(() => {})) }],
+      tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }],
     });
     const events = collect(run);
-    await pollUntil(async () => toolAsked.n, (n) => n === 1, 30_000, "the tool call");
-    worker.stop();
-    await worker.exited;
-    await startWorker().waitFor(/Connected/);
+    // The job is on disk while it runs: a record, and the CLI's session under its id.
+    const records = () => (fs.existsSync(path.join(machineHome, "jobs")) ? fs.readdirSync(path.join(machineHome, "jobs")).filter((n) => n.endsWith(".job.json")) : []);
+    await killAndRestart(() => asked === 1 && records().length === 1);
+    const result = await run.result();
+    expect(result).toMatchObject({ status: "completed", output: DEFAULT_ANSWER });
+    const seen = await events;
+    expect(seen.filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    const restarted = seen.filter((e) => e.kind === "activity" && (e.detail as { restarted?: boolean } | undefined)?.restarted);
+    expect(restarted).toHaveLength(1);
+    expect((restarted[0] as { detail: { droppedCalls: string[] } }).detail.droppedCalls).toHaveLength(1);
+    expect(worker.stdout).toMatch(/↻ job_\w+ resumed after a restart of the worker/);
+    // The CLI went on from its own saved conversation: the model saw the first prompt again, then why it stopped.
+    const resumed = anthropic.messages().filter((m) => JSON.stringify(m.messages).includes("restarted while you worked"));
+    expect(resumed.length).toBeGreaterThan(0);
+    expect(JSON.stringify(resumed[0].messages)).toContain("Weather before a crash");
+    // Nothing is left on the machine once the run ended.
+    await pollUntil(async () => records().length, (n) => n === 0, 10_000, "the job's record removed");
+    const projects = path.join(claudeHome, ".claude", "projects");
+    const sessions = fs.existsSync(projects) ? fs.readdirSync(projects).flatMap((d) => fs.readdirSync(path.join(projects, d)).filter((f) => f.endsWith(".jsonl"))) : [];
+    expect(sessions).toEqual([]);
+  }, 90_000);
+
+  it("the worker restarted without its jobs folder: the run ends worker_restarted, saying the CLI's run is gone; the next run is served", async () => {
+    explain();
+    let asked = 0;
+    const run = svc.runs.create({
+      user,
+      prompt: "Weather before a wipe [[tool:weather]]",
+      tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }],
+    });
+    const events = collect(run);
+    await killAndRestart(() => asked === 1, () => fs.rmSync(path.join(machineHome, "jobs"), { recursive: true, force: true }));
     const result = await run.result();
     expect(result).toMatchObject({ status: "failed", error: { code: "worker_restarted" } });
     expect(result.error?.message).toMatch(/no longer holds this run's agent CLI/);

@@ -10,6 +10,8 @@ import { RUNS_FROM } from "./layout.js";
 import { JobSpans } from "./telemetry.js";
 import { WindowBook } from "./runtimes/usage-windows.js";
 import { JobLog } from "./job-log.js";
+import { JobRecords, type JobRecord } from "./job-records.js";
+import { randomUUID } from "node:crypto";
 
 export interface ConnectOptions {
   credentials: Credentials;
@@ -66,7 +68,12 @@ interface RunningJob {
   /** How long it is kept after its link drops (the service's grace), and the timer doing so. */
   graceMs: number;
   graceTimer: NodeJS.Timeout | null;
+  /** What forgetting it also removes (its record on disk, the CLI's saved session). */
+  onForget: (() => void) | null;
 }
+
+/** Jobs an earlier run of this worker left on disk (it was killed or crashed), until the service asks for them back or their grace passes. */
+type Restored = Map<string, { record: JobRecord; timer: NodeJS.Timeout }>;
 
 /** One connection to the service, as a job sees it. */
 interface Link {
@@ -88,8 +95,26 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
   const windows = new Map<string, WindowBook>();
   // Jobs outlive a connection when they can be resumed (agent runs, for the service's grace).
   const jobs = new Map<string, RunningJob>();
+  const jobsDir = opts.jobsDir ?? path.join(os.tmpdir(), `svc-worker-jobs-${process.pid}`);
+  const records = new JobRecords(jobsDir);
+  const restored: Restored = new Map();
+  const policy = opts.policy ?? machinePolicy();
+  for (const record of records.load()) {
+    // Not asked for within its grace: the service has ended its run; the record and the CLI's session go.
+    const timer = setTimeout(() => restored.has(record.jobId) && dropRestored(record.jobId), record.graceMs);
+    timer.unref?.();
+    restored.set(record.jobId, { record, timer });
+  }
+  const dropRestored = (jobId: string) => {
+    const r = restored.get(jobId);
+    if (!r) return;
+    clearTimeout(r.timer);
+    restored.delete(jobId);
+    records.remove(jobId);
+    opts.runtimes.find((x) => x.advert.name === r.record.job.runtime)?.sessions?.forget(r.record.sessionId, policy.allowedEnv);
+  };
   while (!opts.signal.aborted) {
-    const outcome = await connectOnce(opts, () => (attempt = 0), windows, jobs);
+    const outcome = await connectOnce({ ...opts, policy }, () => (attempt = 0), windows, jobs, { dir: jobsDir, records, restored, drop: dropRestored });
     if (outcome.end) return outcome.end;
     const wait = Math.round(Math.random() * Math.min(maxMs, initialMs * 2 ** attempt++));
     opts.print(`  connection lost (${outcome.why}); reconnecting in ${(wait / 1000).toFixed(1)} s`);
@@ -100,6 +125,7 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
   }
   for (const job of jobs.values()) forget(job);
   jobs.clear();
+  for (const r of restored.values()) clearTimeout(r.timer);
   return { reason: "stopped" };
 }
 
@@ -108,12 +134,21 @@ function forget(job: RunningJob): void {
   if (job.graceTimer) clearTimeout(job.graceTimer);
   job.abort.abort();
   job.log?.close();
+  job.onForget?.();
+  job.onForget = null;
 }
 
-function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<string, WindowBook>, jobs: Map<string, RunningJob>): Promise<{ end?: ServeEnd; why: string }> {
+/** Where jobs are kept on disk, and those an earlier run of the worker left. */
+interface Kept {
+  dir: string;
+  records: JobRecords;
+  restored: Restored;
+  drop(jobId: string): void;
+}
+
+function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<string, WindowBook>, jobs: Map<string, RunningJob>, kept: Kept): Promise<{ end?: ServeEnd; why: string }> {
   const { credentials, runtimes, print, signal } = opts;
   const policy = opts.policy ?? machinePolicy();
-  const jobsDir = opts.jobsDir ?? path.join(os.tmpdir(), `svc-worker-jobs-${process.pid}`);
   return new Promise((resolve) => {
     const ws = new WebSocket(credentials.connectUrl, {
       headers: { authorization: `Bearer ${credentials.pairingToken}` },
@@ -284,8 +319,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
           }
           for (const runtime of windows.keys()) sendWindows(runtime);
           // The jobs kept through a lost link: the service resumes those whose run goes on and cancels the others.
-          const held = [...jobs].filter(([, j]) => j.log && !j.link);
-          if (held.length && features.has(WORKER_FEATURES.jobResume)) send(workerMessage("jobs_held", { jobs: held.slice(0, 256).map(([jobId, j]) => ({ jobId, lastN: j.n })) }));
+          const held = [...[...jobs].filter(([, j]) => j.log && !j.link).map(([jobId, j]) => ({ jobId, lastN: j.n })), ...[...kept.restored.keys()].map((jobId) => ({ jobId, lastN: 0 }))];
+          if (held.length && features.has(WORKER_FEATURES.jobResume)) send(workerMessage("jobs_held", { jobs: held.slice(0, 256) }));
           if (heartbeat) clearInterval(heartbeat);
           // A link that died without a close (a network changed, a path gone) is noticed here, not by TCP minutes later:
           // a server heard from neither way (a message, a pong) for 4.5 heartbeats is taken for gone.
@@ -306,7 +341,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
           return void runJob(m.payload.jobId, m.payload.job, m.payload.traceparent);
         case "cancel": {
           const job = jobs.get(m.payload.jobId);
-          if (!job) return;
+          // Left by an earlier run of the worker and not wanted: its record and session go.
+          if (!job) return kept.drop(m.payload.jobId);
           job.abort.abort();
           // One kept off its link and not resumed (its run ended meanwhile) is forgotten now.
           if (!job.link) (forget(job), jobs.delete(m.payload.jobId));
@@ -340,9 +376,17 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
      * worker does not hold (restarted since, or given up past the grace) fails `job_not_held`.
      */
     function resume(jobId: string, after: number) {
+      const left = !jobs.has(jobId) ? kept.restored.get(jobId) : undefined;
+      if (left) {
+        // Left by an earlier run of the worker: the CLI picks its saved session up, its events numbered after what the service stored.
+        clearTimeout(left.timer);
+        kept.restored.delete(jobId);
+        print(`↻ ${jobId} resumed after a restart of the worker (its ${left.record.job.runtime} session ${left.record.sessionId})`);
+        return void runJob(jobId, left.record.job, undefined, { sessionId: left.record.sessionId, after });
+      }
       const job = jobs.get(jobId);
-      const kept = job?.log?.since(after);
-      if (!job || !kept) {
+      const frames = job?.log?.since(after);
+      if (!job || !frames) {
         if (job) (forget(job), jobs.delete(jobId));
         const message = job ? `The worker no longer holds the events of job ${jobId} after ${after}.` : `This worker does not hold job ${jobId} (it was restarted, or the job was given up past the grace).`;
         return send(workerMessage("job_event", { jobId, event: { type: "failed", code: "job_not_held", message } }));
@@ -351,32 +395,44 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       job.graceTimer = null;
       job.link = link;
       job.graceMs = graceMs;
-      print(`↻ ${jobId} resumed after event ${after} (${kept.length} sent again)`);
-      for (const frame of kept) link.sendFrame(frame);
+      print(`↻ ${jobId} resumed after event ${after} (${frames.length} sent again)`);
+      for (const frame of frames) link.sendFrame(frame);
       // Ended while away and its end now sent: kept until acknowledged, at most the grace.
       if (job.ended) keepFor(jobId, job, graceMs);
     }
 
-    async function runJob(jobId: string, job: Job, traceparent?: string) {
+    async function runJob(jobId: string, job: Job, traceparent?: string, restart?: { sessionId: string; after: number }) {
       /** Its spans, only when the user's policy lets this machine send traces and the service asked for them. */
       let spans: JobSpans | null = null;
       // Only what the server asked for, on a runtime this machine serves, within its cap.
       const runtime = runtimes.find((r) => r.advert.name === job.runtime);
       // Resumable: an agent CLI's run (its own loop cannot be run again), for a service that resumes jobs and waits for a lost machine.
       const resumable = job.kind === "agent_run" && features.has(WORKER_FEATURES.jobResume) && graceMs > 0;
+      // Kept on disk too, with the CLI's session, when the CLI can resume one: the job outlives a restart of the worker.
+      const session = resumable && runtime?.sessions ? { id: restart?.sessionId ?? randomUUID(), resume: restart !== undefined } : undefined;
       const running: RunningJob = {
         runtime: job.runtime,
         abort: new AbortController(),
         permissions: new Map(),
         toolCalls: new Map(),
         link,
-        log: resumable ? new JobLog(jobsDir, jobId) : null,
+        log: resumable ? new JobLog(kept.dir, jobId) : null,
         n: 0,
         ended: false,
         tooLarge: false,
         graceMs,
         graceTimer: null,
+        onForget: null,
       };
+      if (session) {
+        if (!restart) kept.records.save({ jobId, job, sessionId: session.id, graceMs });
+        running.onForget = () => {
+          kept.records.remove(jobId);
+          runtime?.sessions?.forget(session.id, policy.allowedEnv);
+        };
+      }
+      // Its events go on from what the service stored.
+      if (restart) running.n = restart.after;
       const texts = textBatcher((text) => sendEvent(jobId, running, { type: "text_delta", text }));
       const emit = (event: JobEvent) => {
         if (running.ended || running.tooLarge) return;
@@ -412,9 +468,11 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       if (traceparent && policy.policy.telemetry?.traces && features.has(WORKER_FEATURES.jobSpans)) spans = new JobSpans(job, runtime.advert.name);
       const what = job.kind === "model_turn" ? `${job.runtime} ${job.model}` : job.runtime;
       print(`→ ${jobId} ${job.kind} on ${what}`);
+      if (restart) emit({ type: "session_resumed", reason: `The worker on the user's machine restarted while ${job.runtime} worked; it resumed its saved session.` });
       let last: JobEvent | null = null;
       try {
         await runtime.run(job, {
+          ...(session ? { session } : {}),
           emit: (e) => ((last = e), emit(e)),
           signal: running.abort.signal,
           askPermission: (request) => {

@@ -27,8 +27,11 @@ const INTERRUPT_GRACE_MS = 3000;
  *   served here. An approved write to `.claude/settings.json` changes nothing for later runs;
  * - `--strict-mcp-config`: only the MCP servers given here (the app's tools), not
  *   the folder's `.mcp.json` or the user's;
- * - `--no-session-persistence`: a run is one job, never resumed: its transcript is
- *   not kept under `~/.claude/projects`.
+ *
+ * And one of: `--no-session-persistence` (a job that is not resumable: its transcript is
+ * not kept under `~/.claude/projects`), or `--session-id <id>` / `--resume <id>` for a job
+ * the worker keeps through its own restart (`ctx.session`): the transcript is kept under
+ * that id while the job runs and deleted when it ends.
  */
 const PINNED_FLAGS = [
   "-p",
@@ -45,8 +48,11 @@ const PINNED_FLAGS = [
   "--setting-sources",
   "",
   "--strict-mcp-config",
-  "--no-session-persistence",
 ];
+
+/** What a resumed session is told first: why it stopped, and to go on. */
+export const RESUME_PROMPT =
+  "(The machine running you restarted while you worked, so anything you were waiting for, a permission or a tool's result, was lost; nothing from your side was lost.) Continue the task from where you stopped.";
 
 /** Set on every run: no update checks, telemetry, error reports or other traffic besides the model API. */
 const QUIET_ENV = {
@@ -72,19 +78,41 @@ export class ClaudeCodeRuntime implements Runtime {
     private readonly options: AgentRuntimeOptions = {},
   ) {}
 
+  /** Its sessions are kept under `~/.claude/projects/<folder>/<id>.jsonl` while a resumable job runs. */
+  readonly sessions = {
+    forget: (id: string, allowedEnv: NodeJS.ProcessEnv) => {
+      const projects = path.join(allowedEnv.HOME || os.homedir(), ".claude", "projects");
+      let folders: string[] = [];
+      try {
+        folders = fs.readdirSync(projects);
+      } catch {
+        return;
+      }
+      for (const folder of folders) {
+        fs.rmSync(path.join(projects, folder, `${id}.jsonl`), { force: true });
+        fs.rmSync(path.join(projects, folder, id), { recursive: true, force: true });
+      }
+    },
+  };
+
   async run(job: Job, ctx: JobContext): Promise<void> {
     if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `claude-code runs whole agent runs, not ${job.kind}.`));
     const setup = await this.setUp(job, ctx);
     try {
-      await this.runCli(setup.process, job.prompt, ctx);
+      await this.runCli(setup.process, ctx.session?.resume ? RESUME_PROMPT : job.prompt, ctx);
     } finally {
       await setup.cleanup();
+      // The CLI ended (its result, a failure, a cancel): its session will not be resumed.
+      if (ctx.session) this.sessions.forget(ctx.session.id, ctx.allowedEnv);
     }
   }
 
   /** The process to start, with the app's tools (if any) offered through a bridge that lives as long as the run. */
   private async setUp(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext): Promise<{ process: AgentProcess; cleanup: () => Promise<void> }> {
     const args = [...PINNED_FLAGS];
+    // Kept under the job's id (its UUID) only for a job the worker can resume after a restart.
+    if (ctx.session) args.push(ctx.session.resume ? "--resume" : "--session-id", ctx.session.id);
+    else args.push("--no-session-persistence");
     const env: Record<string, string> = { ...QUIET_ENV };
     const readable: string[] = [];
     const writable: string[] = [];

@@ -75,6 +75,11 @@ export interface JobContext {
    * if the service takes them. Unset: not told anywhere.
    */
   reportWindows?(windows: UsageWindow[]): void;
+  /**
+   * The CLI's session kept on disk under this id, so that a restarted worker can resume it
+   * (`resume`: pick the saved conversation up, told why). Unset: no session is kept.
+   */
+  session?: { id: string; resume: boolean };
 }
 
 /** How an agent runtime is set up besides its command and working folder. */
@@ -92,6 +97,11 @@ export interface Runtime {
   advert: RuntimeAdvert;
   /** Runs one job to its end; the last event emitted is `done` or `failed`. */
   run(job: Job, ctx: JobContext): Promise<void>;
+  /**
+   * An agent CLI that can keep its session on disk and resume it (`ctx.session`): a job of it
+   * outlives a worker restart. `forgetSession` deletes a session that will not be resumed.
+   */
+  sessions?: { forget(id: string, allowedEnv: NodeJS.ProcessEnv): void };
 }
 
 export const failed = (code: string, message: string): JobEvent => ({ type: "failed", code, message });
