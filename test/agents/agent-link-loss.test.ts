@@ -168,7 +168,8 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
       await wordsCame;
 
       const before = connections();
-      link.silence({ newConnections: "pass" });
+      // The machine's link dead for 20 s, its reconnections held too: it is away the whole time.
+      link.silence();
       cutStarted();
       const cutAt = Date.now();
       // The worker notices the silence and keeps its jobs; the service takes the machine for gone (the runs wait).
@@ -215,6 +216,30 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     },
     120_000,
   );
+
+  it("a run the app cancels while its machine is cut off ends at once; when the link is back, the worker is told and stops the CLI it kept", async () => {
+    explain();
+    let asked = 0;
+    const run = svc.runs.create({ user, prompt: "Weather, then never mind [[tool:weather]]", tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }] });
+    const events = collect(run);
+    await pollUntil(async () => asked, (n) => n === 1, 30_000, "the tool call");
+    const mark = worker.stdout.length;
+    const said = (pattern: RegExp, what: string) => pollUntil(async () => pattern.test(worker.stdout.slice(mark)), (ok) => ok, 20_000, what);
+    link.silence();
+    await said(/keeping job_\w+ for 60 s/, "the job kept");
+    const cancelledAt = Date.now();
+    await svc.runs.cancel(await run.runId, { reason: "the user left" });
+    const result = await run.result();
+    expect(result.status).toBe("cancelled");
+    expect(Date.now() - cancelledAt).toBeLessThan(5_000);
+    link.restore();
+    await said(/✗ job_\w+: its run ended while the link was down; the job is stopped/, "the kept job stopped");
+    expect((await events).filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    // Positive control: the machine serves the next run.
+    const next = svc.runs.create({ user, prompt: "Back? [[say:back]]" });
+    await collect(next);
+    expect(await next.result()).toMatchObject({ status: "completed", output: "back" });
+  }, 90_000);
 
   /** Kills the worker (SIGKILL, with its CLI) once `toolAsked` says the CLI waits on the app's tool, then starts it again; `before` runs in between. */
   async function killAndRestart(waiting: () => boolean, before: () => void = () => {}): Promise<void> {

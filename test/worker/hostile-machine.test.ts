@@ -182,7 +182,7 @@ onEachDatabase("a hostile machine on $db.name", (db) => {
     expect((await w.next("cancel")).payload.jobId).toBe(agent.jobId);
   });
 
-  it("per-connection limits: heartbeats, runtimes lists, error reports, messages and bytes each close it with 4029; a frame over 1 MiB with 1009; rows and memory stay bounded; another user's run beside it completes", async () => {
+  it("per-connection limits: heartbeats, runtimes lists, error reports, kept-job lists, messages and bytes each close it with 4029; a frame over 1 MiB with 1009; rows and memory stay bounded; another user's run beside it completes", async () => {
     // Another user's machine: a real svc-worker serving the model stand-in.
     const bobUser = `bob-${++users}`;
     const bob = await pairViaApi(server, server.dev, bobUser, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false } });
@@ -195,6 +195,8 @@ onEachDatabase("a hostile machine on $db.name", (db) => {
       ["heartbeats", async (w) => { for (let i = 0; i < 50; i++) w.send(workerMessage("heartbeat", { busy: [] })); }, WORKER_CLOSE.tooManyMessages, /heartbeats/],
       ["runtimes", async (w) => { for (let i = 0; i < 50; i++) w.send(workerMessage("runtimes", { runtimes: hello().payload.runtimes })); }, WORKER_CLOSE.tooManyMessages, /runtimes lists/],
       ["errors", async (w) => { for (let i = 0; i < 100; i++) w.send(workerMessage("error", { code: "x", message: "y" })); }, WORKER_CLOSE.tooManyMessages, /error reports/],
+      // Each list of kept jobs costs a database read: one after each welcome is all a worker needs.
+      ["jobs_held lists", async (w) => { for (let i = 0; i < 10; i++) w.send(workerMessage("jobs_held", { jobs: Array.from({ length: 256 }, (_, k) => ({ jobId: `job_${k}`, lastN: 0 })) })); }, WORKER_CLOSE.tooManyMessages, /jobs_held lists/],
       ["a frame over 1 MiB", async (w) => w.send(JSON.stringify({ v: 1, type: "heartbeat", payload: { busy: ["x".repeat(2 * MiB)] } })), 1009, /.*/],
     ];
     const app = svc.runs.create({ user: bobUser, prompt: "What is the weather?", tools: [{ name: "weather", run: () => ({ temp: 21 }) }] });

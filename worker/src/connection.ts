@@ -345,7 +345,11 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
           if (!job) return kept.drop(m.payload.jobId);
           job.abort.abort();
           // One kept off its link and not resumed (its run ended meanwhile) is forgotten now.
-          if (!job.link) (forget(job), jobs.delete(m.payload.jobId));
+          if (!job.link) {
+            print(`✗ ${m.payload.jobId}: its run ended while the link was down; the job is stopped`);
+            forget(job);
+            jobs.delete(m.payload.jobId);
+          }
           return;
         }
         case "job_ack": {
