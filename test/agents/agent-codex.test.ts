@@ -30,6 +30,8 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
   let root: string;
   let home: string;
   let workdir: string;
+  /** Starts the machine's worker (again). */
+  let startWorker: () => WorkerProcess;
 
   beforeAll(async () => {
     server = await startTestServer({ kind: "pglite", dataDir: null }, {}, { runningClock: true });
@@ -53,8 +55,8 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
       // Full command output in the run's events: what a command printed is what the tests below check.
       policy: { agents: { codex: true }, env: ["CODEX_HOME"], providerKeys: ["STANDIN_API_KEY"], commandOutput: "full" },
     });
-    worker = spawnWorker(["start"], m.home, { HOME: home, CODEX_HOME: path.join(home, ".codex"), STANDIN_API_KEY: "sk-standin", SECRET_CLOUD_TOKEN: "cloud-secret-value" });
-    await worker.waitFor(/Connected/, 60_000);
+    startWorker = () => (worker = spawnWorker(["start"], m.home, { HOME: home, CODEX_HOME: path.join(home, ".codex"), STANDIN_API_KEY: "sk-standin", SECRET_CLOUD_TOKEN: "cloud-secret-value" }));
+    await startWorker().waitFor(/Connected/, 60_000);
   }, 120_000);
   afterAll(async () => {
     worker?.stop();
@@ -192,6 +194,29 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     expect(JSON.stringify(events)).not.toContain("PRIVATE-KEY-THAT-MUST-NOT-LEAK");
     expect(JSON.stringify(api.requests)).not.toContain("PRIVATE-KEY-THAT-MUST-NOT-LEAK");
   });
+
+  it("the worker killed (SIGKILL) while Codex waits on the app's tool and started again: Codex picks its saved thread up (thread/resume), the run completes, and the thread's file is gone after", async () => {
+    let asked = 0;
+    const r = run("[tool:weather] Weather before a crash", { tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }] });
+    const events = collect(r);
+    await pollUntil(async () => asked, (n) => n === 1, 60_000, "the tool call");
+    // Saved while the job runs: Codex's rollout of the thread.
+    const rollouts = () => (fs.existsSync(path.join(home, ".codex", "sessions")) ? (fs.readdirSync(path.join(home, ".codex", "sessions"), { recursive: true }) as string[]).filter((f) => f.endsWith(".jsonl")) : []);
+    expect(rollouts().length).toBeGreaterThan(0);
+    worker.stop();
+    await worker.exited;
+    await startWorker().waitFor(/Connected/, 60_000);
+    const result = await r.result();
+    expect(result.status, JSON.stringify(result)).toBe("completed");
+    expect(worker.stdout).toMatch(/↻ job_\w+ resumed after a restart of the worker/);
+    const seen = await events;
+    expect(seen.filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    expect(seen.filter((e) => e.kind === "activity" && (e.detail as { restarted?: boolean } | undefined)?.restarted)).toHaveLength(1);
+    // The model saw the same conversation again, then why it stopped.
+    const resumedCall = api.requests.find((b) => JSON.stringify(b.input).includes("restarted while you worked"));
+    expect(JSON.stringify(resumedCall?.input)).toContain("Weather before a crash");
+    await pollUntil(async () => rollouts().length, (n) => n === 0, 10_000, "the thread's rollout deleted");
+  }, 120_000);
 
   it("an API error fails the run with the error's own code, and its text is not run text", async () => {
     const events = await collect(run("[error:400] fail please"));

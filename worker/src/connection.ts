@@ -111,7 +111,7 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
     clearTimeout(r.timer);
     restored.delete(jobId);
     records.remove(jobId);
-    opts.runtimes.find((x) => x.advert.name === r.record.job.runtime)?.sessions?.forget(r.record.sessionId, policy.allowedEnv);
+    opts.runtimes.find((x) => x.advert.name === r.record.job.runtime)?.sessions?.forget(r.record.cliSessionId ?? r.record.sessionId, policy.allowedEnv);
   };
   while (!opts.signal.aborted) {
     const outcome = await connectOnce({ ...opts, policy }, () => (attempt = 0), windows, jobs, { dir: jobsDir, records, restored, drop: dropRestored });
@@ -386,7 +386,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
         clearTimeout(left.timer);
         kept.restored.delete(jobId);
         print(`↻ ${jobId} resumed after a restart of the worker (its ${left.record.job.runtime} session ${left.record.sessionId})`);
-        return void runJob(jobId, left.record.job, undefined, { sessionId: left.record.sessionId, after });
+        return void runJob(jobId, left.record.job, undefined, { sessionId: left.record.sessionId, ...(left.record.cliSessionId ? { cliSessionId: left.record.cliSessionId } : {}), after });
       }
       const job = jobs.get(jobId);
       const frames = job?.log?.since(after);
@@ -405,7 +405,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       if (job.ended) keepFor(jobId, job, graceMs);
     }
 
-    async function runJob(jobId: string, job: Job, traceparent?: string, restart?: { sessionId: string; after: number }) {
+    async function runJob(jobId: string, job: Job, traceparent?: string, restart?: { sessionId: string; cliSessionId?: string; after: number }) {
       /** Its spans, only when the user's policy lets this machine send traces and the service asked for them. */
       let spans: JobSpans | null = null;
       // Only what the server asked for, on a runtime this machine serves, within its cap.
@@ -413,7 +413,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       // Resumable: an agent CLI's run (its own loop cannot be run again), for a service that resumes jobs and waits for a lost machine.
       const resumable = job.kind === "agent_run" && features.has(WORKER_FEATURES.jobResume) && graceMs > 0;
       // Kept on disk too, with the CLI's session, when the CLI can resume one: the job outlives a restart of the worker.
-      const session = resumable && runtime?.sessions ? { id: restart?.sessionId ?? randomUUID(), resume: restart !== undefined } : undefined;
+      const session = resumable && runtime?.sessions ? { id: restart?.sessionId ?? randomUUID(), resume: restart !== undefined, ...(restart?.cliSessionId ? { cliId: restart.cliSessionId } : {}) } : undefined;
       const running: RunningJob = {
         runtime: job.runtime,
         abort: new AbortController(),
@@ -432,7 +432,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
         if (!restart) kept.records.save({ jobId, job, sessionId: session.id, graceMs });
         running.onForget = () => {
           kept.records.remove(jobId);
-          runtime?.sessions?.forget(session.id, policy.allowedEnv);
+          runtime?.sessions?.forget(session.cliId ?? session.id, policy.allowedEnv);
         };
       }
       // Its events go on from what the service stored.
@@ -476,7 +476,16 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       let last: JobEvent | null = null;
       try {
         await runtime.run(job, {
-          ...(session ? { session } : {}),
+          ...(session
+            ? {
+                session,
+                // The CLI named its session itself (Codex's thread): kept with the job for a resume after a restart.
+                sessionSaved: (cliId: string) => {
+                  session.cliId = cliId;
+                  if (jobs.get(jobId) === running) kept.records.save({ jobId, job, sessionId: session.id, cliSessionId: cliId, graceMs });
+                },
+              }
+            : {}),
           emit: (e) => ((last = e), emit(e)),
           signal: running.abort.signal,
           askPermission: (request) => {

@@ -7,6 +7,8 @@ export interface JobRecord {
   jobId: string;
   job: Job;
   sessionId: string;
+  /** The CLI's own id of the session, when it names it itself (Codex's thread id). */
+  cliSessionId?: string;
   /** How long the service waits for the machine (its grace when the job began), in ms: a record not resumed within it is dropped. */
   graceMs: number;
 }

@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import type { Job, RuntimeAdvert } from "@svc/contract";
 import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mcp/bridge-host.js";
-import { failed, type AgentProcess, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
+import { failed, RESUME_PROMPT, type AgentProcess, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
 import { runNdjson } from "./ndjson-process.js";
 import { ClaudeEvents } from "./claude-events.js";
 
@@ -50,9 +50,6 @@ const PINNED_FLAGS = [
   "--strict-mcp-config",
 ];
 
-/** What a resumed session is told first: why it stopped, and to go on. */
-export const RESUME_PROMPT =
-  "(The machine running you restarted while you worked, so anything you were waiting for, a permission or a tool's result, was lost; nothing from your side was lost.) Continue the task from where you stopped.";
 
 /** Set on every run: no update checks, telemetry, error reports or other traffic besides the model API. */
 const QUIET_ENV = {

@@ -9,7 +9,7 @@ import { commandActivity } from "../policy/output.js";
 import { CodexRpc } from "./codex-rpc.js";
 import { runCodexExec } from "./codex-exec.js";
 import { codexWindows, spentMessage, WindowBook } from "./usage-windows.js";
-import { failed, type AgentRuntimeOptions, type JobContext, type Launch, type Runtime } from "./runtime.js";
+import { failed, RESUME_PROMPT, type AgentRuntimeOptions, type JobContext, type Launch, type Runtime } from "./runtime.js";
 
 /** Codex's own model APIs, reached when its configuration names no other. */
 const CODEX_DEFAULT_APIS = ["https://api.openai.com", "https://chatgpt.com"];
@@ -106,8 +106,35 @@ export class CodexRuntime implements Runtime {
     private readonly options: AgentRuntimeOptions = {},
   ) {}
 
+  /**
+   * A resumable job's thread is kept (not `ephemeral`) while the job runs: its rollout file under
+   * `CODEX_HOME/sessions/<yyyy>/<mm>/<dd>/rollout-<time>-<thread>.jsonl`, deleted when the job ends.
+   */
+  readonly sessions = {
+    forget: (threadId: string, allowedEnv: NodeJS.ProcessEnv) => {
+      const sessions = path.join(allowedEnv.CODEX_HOME ?? path.join(allowedEnv.HOME ?? os.homedir(), ".codex"), "sessions");
+      const walk = (dir: string, depth: number) => {
+        let entries: fs.Dirent[] = [];
+        try {
+          entries = fs.readdirSync(dir, { withFileTypes: true });
+        } catch {
+          return;
+        }
+        for (const e of entries) {
+          if (e.isDirectory() && depth < 3) walk(path.join(dir, e.name), depth + 1);
+          else if (e.isFile() && e.name.includes(threadId)) fs.rmSync(path.join(dir, e.name), { force: true });
+        }
+      };
+      if (threadId) walk(sessions, 0);
+    },
+  };
+
   async run(job: Job, ctx: JobContext): Promise<void> {
     if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `codex runs whole agent runs, not ${job.kind}.`));
+    // Its thread cannot be picked up without the id Codex gave it (it was never said), nor without app-server.
+    if (ctx.session?.resume && (!ctx.session.cliId || !hasAppServer(this.command))) {
+      return ctx.emit(failed("job_not_held", "Codex's thread of this job was not saved before the worker restarted: it cannot be resumed."));
+    }
     const home = ctx.allowedEnv.CODEX_HOME ?? path.join(ctx.allowedEnv.HOME ?? os.homedir(), ".codex");
     const local = this.options.localModel;
     const modelApis = local ? [local.baseUrl] : configuredApis(home);
@@ -264,6 +291,8 @@ export class CodexRuntime implements Runtime {
       },
     });
 
+    // A job the worker kept through its own restart: the thread Codex saved.
+    const resumed = ctx.session?.resume ? ctx.session.cliId : undefined;
     const onAbort = () => {
       if (threadId && turnId) void rpc.request("turn/interrupt", { threadId, turnId }).catch(() => {});
       setTimeout(() => child.kill("SIGTERM"), INTERRUPT_GRACE_MS).unref();
@@ -273,23 +302,29 @@ export class CodexRuntime implements Runtime {
     try {
       await rpc.request("initialize", { clientInfo: { name: "svc-worker", title: "svc-worker", version: "1" }, capabilities: null });
       rpc.notify("initialized");
-      const thread = await rpc.request<{ thread: { id: string } }>("thread/start", {
+      const settings = {
         cwd: this.workdir,
         approvalPolicy: "on-request",
         sandbox: o.sandboxMode,
-        ephemeral: true,
         ...(job.model ?? this.options.localModel?.model ? { model: job.model ?? this.options.localModel?.model } : {}),
         ...(job.system ? { developerInstructions: job.system } : {}),
-      });
+      };
+      const thread = resumed
+        ? // A job the worker kept through its own restart: the thread Codex saved, picked up again.
+          await rpc.request<{ thread: { id: string } }>("thread/resume", { threadId: resumed, ...settings, excludeTurns: true })
+        : // Kept on disk only for a job the worker can resume after a restart.
+          await rpc.request<{ thread: { id: string } }>("thread/start", { ...settings, ephemeral: !ctx.session });
       threadId = thread.thread.id;
+      if (ctx.session && !resumed) ctx.sessionSaved?.(threadId);
       await Promise.race([bridgeStarted, new Promise((resolve) => setTimeout(resolve, BRIDGE_STARTUP_TIMEOUT_SEC * 1000).unref())]);
       // Cancelled meanwhile: onAbort stops the process, and its exit settles the job as cancelled.
       if (ctx.signal.aborted) throw new Error("cancelled");
-      const turn = await rpc.request<{ turn: { id: string } }>("turn/start", { threadId, input: [{ type: "text", text: job.prompt, text_elements: [] }] });
+      const turn = await rpc.request<{ turn: { id: string } }>("turn/start", { threadId, input: [{ type: "text", text: resumed ? RESUME_PROMPT : job.prompt, text_elements: [] }] });
       turnId = turn.turn.id;
       if (ctx.signal.aborted) onAbort();
     } catch (err) {
-      if (!ctx.signal.aborted) settle(failed("runtime_error", `codex app-server refused the job: ${(err as Error).message}`));
+      // A saved thread Codex cannot pick up again is a job the worker no longer holds.
+      if (!ctx.signal.aborted) settle(failed(resumed ? "job_not_held" : "runtime_error", `codex app-server refused the job: ${(err as Error).message}`));
     }
     const end = await outcome;
     ctx.signal.removeEventListener("abort", onAbort);
@@ -297,6 +332,8 @@ export class CodexRuntime implements Runtime {
     child.kill("SIGTERM");
     await exited;
     await launched.cleanup?.();
+    // The job ended: its saved thread will not be resumed.
+    if (ctx.session && threadId) this.sessions.forget(threadId, ctx.allowedEnv);
   }
 
   /** A finished item: commands and file changes are said as activity, as the user's policy lets the app see them. */

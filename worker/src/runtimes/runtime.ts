@@ -76,11 +76,19 @@ export interface JobContext {
    */
   reportWindows?(windows: UsageWindow[]): void;
   /**
-   * The CLI's session kept on disk under this id, so that a restarted worker can resume it
-   * (`resume`: pick the saved conversation up, told why). Unset: no session is kept.
+   * The CLI's session kept on disk, so that a restarted worker can resume it: `id` is the
+   * worker's name for it (Claude Code takes it as its own session id), `cliId` the CLI's own
+   * id when it names the session itself (Codex's thread), once `sessionSaved` said it;
+   * `resume`: pick the saved conversation up (with `RESUME_PROMPT`). Unset: no session is kept.
    */
-  session?: { id: string; resume: boolean };
+  session?: { id: string; resume: boolean; cliId?: string };
+  /** The CLI named the session it keeps (Codex's thread id): kept with the job, for a resume. */
+  sessionSaved?(cliId: string): void;
 }
+
+/** What a resumed session is told first: why it stopped, and to go on. */
+export const RESUME_PROMPT =
+  "(The machine running you restarted while you worked, so anything you were waiting for, a permission or a tool's result, was lost; nothing from your side was lost.) Continue the task from where you stopped.";
 
 /** How an agent runtime is set up besides its command and working folder. */
 export interface AgentRuntimeOptions {
