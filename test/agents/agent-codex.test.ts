@@ -11,6 +11,8 @@ import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
 import type { AgentProcess, JobContext, Launched } from "../../worker/src/runtimes/runtime.js";
 import { RESPONSES_USAGE, startResponsesStandIn, WINDOW_RESETS_AT, type ResponsesStandIn } from "../helpers/responses-standin.js";
 import { CODEX_BIN } from "../../scripts/test-tools.mjs";
+import { startLink, type Link } from "../helpers/link.js";
+import { freePort } from "../helpers/balancer.js";
 
 const CODEX = CODEX_BIN;
 
@@ -32,11 +34,18 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
   let workdir: string;
   /** Starts the machine's worker (again). */
   let startWorker: () => WorkerProcess;
+  let link: Link;
+  let direct: string;
 
   beforeAll(async () => {
-    server = await startTestServer({ kind: "pglite", dataDir: null }, {}, { runningClock: true });
+    // The worker reaches the service through a link the test can silence (PUBLIC_URL); the app talks to it directly.
+    link = await startLink();
+    const port = await freePort();
+    server = await startTestServer({ kind: "pglite", dataDir: null }, { PORT: String(port), PUBLIC_URL: link.url, WORKER_HEARTBEAT_TIMEOUT_SECONDS: "3", RUN_MACHINE_GRACE_SECONDS: "60" }, { runningClock: true });
+    link.target = { host: "127.0.0.1", port };
+    direct = `http://127.0.0.1:${port}`;
     api = await startResponsesStandIn();
-    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
+    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${direct}/v1` });
     // Codex will not set up its own sandbox with its home under /tmp: this test's folders live in /var/tmp.
     root = fs.mkdtempSync("/var/tmp/svc-codex-");
     home = path.join(root, "home");
@@ -49,7 +58,7 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
       path.join(home, ".codex", "config.toml"),
       `model = "standin-model"\nmodel_provider = "standin"\n[model_providers.standin]\nname = "standin"\nbase_url = "${api.url}/v1"\nwire_api = "responses"\nenv_key = "STANDIN_API_KEY"\n`,
     );
-    const m = await pairViaApi(server, server.dev, "cody", {
+    const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, server.dev, "cody", {
       workdir,
       runtimes: { ollama: false, llamacpp: false, lmstudio: false, claude: false, codex: CODEX },
       // Full command output in the run's events: what a command printed is what the tests below check.
@@ -60,6 +69,7 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
   }, 120_000);
   afterAll(async () => {
     worker?.stop();
+    await link?.close();
     await server?.close();
     await api?.close();
     if (root) fs.rmSync(root, { recursive: true, force: true });
@@ -216,6 +226,32 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     const resumedCall = api.requests.find((b) => JSON.stringify(b.input).includes("restarted while you worked"));
     expect(JSON.stringify(resumedCall?.input)).toContain("Weather before a crash");
     await pollUntil(async () => rollouts().length, (n) => n === 0, 10_000, "the thread's rollout deleted");
+  }, 120_000);
+
+  it("the link cut for 20 s while Codex waits on the app's tool, answered during the cut: the run completes, the call asked once, every event once", async () => {
+    let asked = 0;
+    let answer!: (v: string) => void;
+    const r = run("[tool:weather] Weather through a cut", { tools: [{ name: "weather", run: () => (asked++, new Promise<string>((resolve) => (answer = resolve))) }] });
+    const events = collect(r);
+    await pollUntil(async () => asked, (n) => n === 1, 60_000, "the tool call");
+    const mark = worker.stdout.length;
+    link.silence();
+    await pollUntil(async () => /keeping job_\w+ for 60 s/.test(worker.stdout.slice(mark)), (ok) => ok, 20_000, "the job kept");
+    // The app answers while the machine is away; the service takes it.
+    answer("hail, 2 C");
+    await new Promise((done) => setTimeout(done, 15_000));
+    link.restore();
+    const result = await r.result();
+    expect(result.status).toBe("completed");
+    // The answer given during the cut reached Codex (which notes how long the call took: 20 s).
+    expect(result.output).toMatch(/^The tool said: .*hail, 2 C/);
+    expect(worker.stdout.slice(mark)).toMatch(/↻ job_\w+ resumed after event \d+/);
+    const seen = await events;
+    expect(seen.filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    const stored = await (await fetch(`${direct}/v1/runs/${await r.runId}/events`, { headers: { authorization: `Bearer ${server.dev.appKey}` } })).text();
+    const seqs = [...stored.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    expect(seen.map((e) => e.kind)).toEqual([...stored.matchAll(/^event: (\w+)$/gm)].map((m) => m[1]));
   }, 120_000);
 
   it("an API error fails the run with the error's own code, and its text is not run text", async () => {
