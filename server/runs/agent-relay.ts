@@ -18,6 +18,9 @@ const KINDS = ["inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteToke
  * only by their final report or the job's total, so what the run's end writes stays small.
  */
 const MAX_OPEN_CALLS = 64;
+/** Answers to the CLI kept to be sent again after a resume (see `AgentState.relayed`). */
+const RELAYED_KEPT = 16;
+type Relayed = NonNullable<AgentState["relayed"]>[number];
 const tokens = (u: Usage): Tokens => ({ inputTokens: u.inputTokens, outputTokens: u.outputTokens, cacheReadTokens: u.cacheReadTokens ?? 0, cacheWriteTokens: u.cacheWriteTokens ?? 0 });
 
 /** A call of one of the app's tools that the agent CLI made through the worker's tool bridge, until it is answered. */
@@ -81,6 +84,9 @@ export class AgentRunDriver extends RunDriver {
   private jobId: string | null = null;
   private jobN = 0;
   private resumable = false;
+  /** The answers passed on lately, and those to send again once the run is taken over. */
+  private relayed: Relayed[] = [];
+  private resend: Relayed[] = [];
 
   protected override partialOutput(): string {
     return this.text;
@@ -89,11 +95,13 @@ export class AgentRunDriver extends RunDriver {
   protected override checkpoint(): RunPatch | null {
     if (!this.resumable || !this.jobId) return null;
     const state: AgentState = {
-      jobId: this.jobId,
+      // Queued on the machine's connection, never sent: nothing to resume, a takeover sends it afresh.
+      jobId: this.jobSent ? this.jobId : "",
       n: this.jobN,
       asked: Object.fromEntries(this.asked),
       calls: Object.fromEntries([...this.calls].map(([id, c]) => [id, { workerId: c.workerId, name: c.spec.name, args: c.args, ...(c.approvalId ? { approvalId: c.approvalId } : {}), deadline: c.deadline }])),
       ...(this.open.size ? { open: Object.fromEntries(this.open) } : {}),
+      ...(this.relayed.length ? { relayed: this.relayed } : {}),
       rows: this.rows,
       written: { ...this.written },
     };
@@ -131,6 +139,9 @@ export class AgentRunDriver extends RunDriver {
     this.restoreCounts(state);
     this.jobId = state.jobId;
     this.jobN = state.n;
+    // An answer sent just before the link died may never have reached the CLI: sent again (the worker ignores one it took).
+    this.relayed = state.relayed ?? [];
+    this.resend = [...this.relayed];
     for (const [approvalId, a] of Object.entries(state.asked)) this.asked.set(approvalId, a);
     for (const [callId, c] of Object.entries(state.calls)) {
       const spec = this.tools.find((t) => t.name === c.name);
@@ -194,7 +205,7 @@ export class AgentRunDriver extends RunDriver {
           }
         },
         this.trace.agentJob(),
-        state ? { jobId: state.jobId, after: state.n } : undefined,
+        state?.jobId ? { jobId: state.jobId, after: state.n } : undefined,
       );
       this.jobId = handle.jobId;
       this.resumable = handle.resumable;
@@ -203,7 +214,7 @@ export class AgentRunDriver extends RunDriver {
     let finished = false;
     // Taken over: what was answered while the machine was away is passed on at once.
     let look = state !== null;
-    if (state) {
+    if (state?.jobId) {
       this.emit("activity", { summary: `the user's machine is back; its agent CLI goes on from event ${state.n} of its job`, detail: { resumed: true, after: state.n } });
       this.flushSoon();
     }
@@ -216,6 +227,7 @@ export class AgentRunDriver extends RunDriver {
         look = false;
         if (finished) return;
         const inputs = await this.inputs();
+        for (const r of this.resend.splice(0)) this.answerAgain(r, inputs);
         const waitedOn = this.asked.size + this.calls.size;
         this.relayPermissions(inputs);
         const granted = this.relayToolCalls(inputs);
@@ -367,13 +379,34 @@ export class AgentRunDriver extends RunDriver {
     return { call_id: call.callId, name: call.spec.name, arguments: call.args, deadline_at: deadlineAt };
   }
 
+  /** Passes an answer on to the CLI, and keeps it to send again after a resume. */
+  private answer(r: Relayed, inputs: RunInputs): void {
+    this.relayed.push(r);
+    if (this.relayed.length > RELAYED_KEPT) this.relayed.shift();
+    this.answerAgain(r, inputs);
+  }
+
+  /** Sends an answer to the CLI as the run's inputs hold it (the app's decision, the tool's result). */
+  private answerAgain(r: Relayed, inputs: RunInputs): void {
+    if (r.kind === "tool") {
+      const tc = inputs.toolCalls.get(r.id);
+      if (!tc?.answered) return;
+      this.job?.answerTool(r.to, typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result), tc.is_error === true);
+      return;
+    }
+    const a = inputs.approvals.get(r.id);
+    if (!a?.answered) return;
+    if (r.kind === "denied") this.job?.answerTool(r.to, `The user denied this call${a.reason ? `: ${a.reason}` : "."}`, true);
+    else this.job?.answerPermission(r.to, a.decision === "allow", a.reason ?? (a.decision === "allow" ? undefined : "The app denied this."));
+  }
+
   private relayPermissions(inputs: RunInputs): void {
     for (const [approvalId, open] of this.asked) {
       const a = inputs.approvals.get(approvalId);
       if (a?.answered) {
         this.asked.delete(approvalId);
         this.trace.approvalDone(approvalId, a.decision ?? "deny");
-        this.job?.answerPermission(open.requestId, a.decision === "allow", a.reason ?? (a.decision === "allow" ? undefined : "The app denied this."));
+        this.answer({ kind: "permission", id: approvalId, to: open.requestId }, inputs);
       } else if (a && open.deadline <= this.deps.clock.now().getTime()) {
         throw new RunStop("approval_timeout", `No decision on approval ${approvalId} in time.`);
       }
@@ -392,7 +425,7 @@ export class AgentRunDriver extends RunDriver {
           if (a.decision === "allow") granted.push(this.announceCall(call, now));
           else {
             this.calls.delete(call.callId);
-            this.job?.answerTool(call.workerId, `The user denied this call${a.reason ? `: ${a.reason}` : "."}`, true);
+            this.answer({ kind: "denied", id: call.approvalId, to: call.workerId }, inputs);
           }
         } else if (call.deadline <= now) {
           throw new RunStop("approval_timeout", `No decision on approval ${call.approvalId} (${call.spec.name}) in time.`);
@@ -403,8 +436,7 @@ export class AgentRunDriver extends RunDriver {
       if (tc?.answered) {
         this.calls.delete(call.callId);
         this.trace.toolDone(call.callId, tc.result, tc.is_error === true);
-        const text = typeof tc.result === "string" ? tc.result : JSON.stringify(tc.result);
-        this.job?.answerTool(call.workerId, text, tc.is_error === true);
+        this.answer({ kind: "tool", id: call.callId, to: call.workerId }, inputs);
       } else if (call.deadline <= now) {
         throw new RunStop("tool_result_timeout", `No result for tool call ${call.callId} (${call.spec.name}) in time.`);
       }

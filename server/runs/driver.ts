@@ -101,6 +101,8 @@ export abstract class RunDriver {
   private woken = false;
   protected abandoned = false;
   protected job: JobHandle | null = null;
+  /** The current job reached the machine (not only queued for a slot there). */
+  protected jobSent = false;
   /**
    * A chat completion's events go to this instance's readers as they are made,
    * before they are stored (its stream has no resume: nothing a reader saw can be
@@ -502,7 +504,11 @@ export abstract class RunDriver {
       timer = setTimeout(() => stop(why), after);
       timer.unref();
     };
-    const sent = () => deadline(ms, new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
+    this.jobSent = false;
+    const sent = () => {
+      this.jobSent = true;
+      deadline(ms, new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
+    };
     const queue = {
       onQueued: (place: number, cap: number) => {
         if (ended) return;

@@ -56,6 +56,7 @@ export interface StoredEvent {
  * the job from event `n` and knows what it still waits on.
  */
 export interface AgentState {
+  /** Empty while the job waits for a slot on the machine (never sent): a takeover sends it afresh. */
   jobId: string;
   /** The job's events up to this number are in the run's stored events. */
   n: number;
@@ -65,6 +66,12 @@ export interface AgentState {
   calls: Record<string, { workerId: string; name: string; args: unknown; approvalId?: string; deadline: number }>;
   /** Model calls still open, as their partial reports said them: counted by whoever ends the run if they never end. */
   open?: Record<string, { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }>;
+  /**
+   * The answers passed on to the CLI lately (`permission`: approval id → the CLI's request id;
+   * `tool`: call id → the worker's id; `denied`: a tool call's approval id → the worker's id):
+   * sent again after a resume, since one sent just before the link died may never have arrived.
+   */
+  relayed?: { kind: "permission" | "tool" | "denied"; id: string; to: string }[];
   /** Ledger rows written for the run's model calls, and their tokens. */
   rows: number;
   written: { inputTokens: number; outputTokens: number; cacheReadTokens: number; cacheWriteTokens: number };

@@ -61,8 +61,8 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     const machine = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, server.dev, user, {
       workdir,
       runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false, claude: CLAUDE_BIN },
-      // Three runs at once (an agent CLI takes one by default).
-      maxConcurrentJobs: { "claude-code": 4 },
+      // Three runs at once (an agent CLI takes one by default); a fourth waits for a slot.
+      maxConcurrentJobs: { "claude-code": 3 },
       policy: { agents: { "claude-code": true }, sandbox: { required: false }, env: ["ANTHROPIC_BASE_URL"], providerKeys: ["ANTHROPIC_API_KEY"] },
     });
     machineHome = machine.home;
@@ -83,7 +83,8 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
   const explain = () =>
     onTestFailed(() => {
       console.log(`worker stdout:\n${worker.stdout}\nworker stderr:\n${worker.stderr.slice(-4000)}`);
-      console.log(server.logs.filter((l) => /run|machine|worker/.test(l)).slice(-60).join(""));
+      console.log(server.logs.filter((l) => /run|machine|worker/.test(l) && !/"request"/.test(l)).slice(-60).join(""));
+      void server.db.query(`SELECT id, status, agent_state FROM runs ORDER BY created_at`).then((rows) => console.log(JSON.stringify(rows, null, 1)));
     });
 
   async function collect(stream: AsyncIterable<RunEvent>): Promise<RunEvent[]> {
@@ -112,10 +113,14 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
       explain();
       let cutStarted!: () => void;
       const cut = new Promise<void>((resolve) => (cutStarted = resolve));
-      /** The app answers 3 s into the cut: while the machine is away. */
-      const answerDuringCut = async () => {
+      /**
+       * The app answers during the cut: 1 s in (before the service notices the silence, at its 3 s heartbeat
+       * timeout: the answer is sent down the dead link and lost, so it must be sent again on the resume), or
+       * 5 s in (the machine is known to be away: the answer waits for it).
+       */
+      const answerDuringCut = async (ms: number) => {
         await cut;
-        await new Promise((r) => setTimeout(r, 3000));
+        await new Promise((r) => setTimeout(r, ms));
       };
       const asked: string[] = [];
       const toolCalls: unknown[] = [];
@@ -130,7 +135,7 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
         onApproval: async (req) => {
           asked.push(`${req.what}:${req.tool}`);
           waiting();
-          await answerDuringCut();
+          await answerDuringCut(5000);
           return true;
         },
       });
@@ -144,7 +149,7 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
             run: async (args) => {
               toolCalls.push(args);
               waiting();
-              await answerDuringCut();
+              await answerDuringCut(1000);
               return "snow, -3 C";
             },
           },
@@ -166,6 +171,10 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
         }
       })();
       await wordsCame;
+      // D: a fourth run waits for a slot (the CLI's cap is 3): queued on the machine's link, never sent before the cut.
+      const queued = svc.runs.create({ user, prompt: "Queued through the cut [[say:made it]]" });
+      const queuedEvents = collect(queued);
+      await pollUntil(async () => (await svc.runs.get(await queued.runId)).status, (st) => st === "queued", 10_000, "the fourth run queued");
 
       const before = connections();
       // The machine's link dead for 20 s, its reconnections held too: it is away the whole time.
@@ -174,6 +183,7 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
       const cutAt = Date.now();
       // The worker notices the silence and keeps its jobs; the service takes the machine for gone (the runs wait).
       await worker.waitFor(/keeping job_\w+ for 60 s[\s\S]*keeping job_\w+ for 60 s[\s\S]*keeping job_\w+ for 60 s/, 15_000);
+      expect(worker.stdout.match(/keeping job_/g)).toHaveLength(3);
       await new Promise((r) => setTimeout(r, Math.max(0, CUT_MS - (Date.now() - cutAt))));
       link.restore();
 
@@ -195,6 +205,9 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
       // C: called once, its result posted during the cut reached the CLI.
       expect(toolCalls).toEqual([{ city: "Oslo" }]);
       expect(toolResult).toMatchObject({ status: "completed", output: "The tool said: snow, -3 C" });
+      // D: sent afresh once the machine was back (nothing of it had reached the machine), and completed.
+      expect(await queued.result()).toMatchObject({ status: "completed", output: "made it" });
+      expect((await queuedEvents).filter((e) => e.kind === "run_queued").length).toBeGreaterThan(0);
 
       for (const [run, live, marker] of [
         [streaming, streamingEvents, "[[slow]]"],

@@ -75,10 +75,14 @@ interface RunningJob {
 /** Jobs an earlier run of this worker left on disk (it was killed or crashed), until the service asks for them back or their grace passes. */
 type Restored = Map<string, { record: JobRecord; timer: NodeJS.Timeout }>;
 
-/** One connection to the service, as a job sees it. */
+/** One connection to the service, as a job sees it (a resumed job moves to the connection it was resumed on). */
 interface Link {
   sendFrame(frame: string): void;
+  /** Sends a message other than a job event, if it fits a frame. */
+  send(m: WorkerMessage): void;
   features: Set<string>;
+  /** A runtime's windows changed: told to this connection's service. */
+  windowsChanged(runtime: string): void;
 }
 
 /**
@@ -161,7 +165,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
     /** The service's grace for a lost machine (`welcome.jobGraceSeconds`), in ms. */
     let graceMs = 0;
     let settled = false;
-    const link: Link = { sendFrame: (frame) => ws.readyState === ws.OPEN && ws.send(frame), features };
+    const link: Link = { sendFrame: (frame) => ws.readyState === ws.OPEN && ws.send(frame), send: (m) => send(m), features, windowsChanged: (runtime) => sendWindows(runtime) };
     const finish = (value: { end?: ServeEnd; why: string }) => {
       if (settled) return;
       settled = true;
@@ -452,7 +456,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
           if (!running.log) jobs.delete(jobId);
           else keepFor(jobId, running, running.graceMs);
           // Before the end: the service still holds the job's span then.
-          if (spans) running.link?.sendFrame(JSON.stringify(workerMessage("job_spans", { jobId, sentAt: Date.now(), spans: spans.records(event) })));
+          if (spans) running.link?.send(workerMessage("job_spans", { jobId, sentAt: Date.now(), spans: spans.records(event) }));
         }
         sendEvent(jobId, running, event);
       };
@@ -518,7 +522,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
             let book = windows.get(runtime.advert.name);
             if (!book) windows.set(runtime.advert.name, (book = new WindowBook()));
             // Told only when something changed: a CLI repeating itself sends nothing.
-            if (book.merge(reported)) sendWindows(runtime.advert.name);
+            if (book.merge(reported)) running.link?.windowsChanged(runtime.advert.name);
           },
           launch: policy.launch,
           commandOutput: policy.policy.commandOutput,
