@@ -165,7 +165,7 @@ export const RunEvent = z.discriminatedUnion("kind", [
     kind: z.literal("run_queued"),
     machineId: z.string(),
     runtime: z.string(),
-    place: z.number().int().min(1).describe("The run's place in its machine's queue for this runtime (1: next)."),
+    place: z.number().int().min(1).describe("The run's place in its machine's queue for this runtime (1: next). Said again, with the same `deadlineAt`, each time the run moves up the queue."),
     reason: z.string().describe("Why it waits: the runtime is running as many jobs as its cap allows."),
     deadlineAt: z.string().describe("When it stops waiting: past it, the run fails `compute_busy`."),
   }),

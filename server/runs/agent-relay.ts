@@ -98,6 +98,7 @@ export class AgentRunDriver extends RunDriver {
       // Queued on the machine's connection, never sent: nothing to resume, a takeover sends it afresh.
       jobId: this.jobSent ? this.jobId : "",
       n: this.jobN,
+      ...(this.jobSent ? { sentAt: this.jobSentAt } : {}),
       asked: Object.fromEntries(this.asked),
       calls: Object.fromEntries([...this.calls].map(([id, c]) => [id, { workerId: c.workerId, name: c.spec.name, args: c.args, ...(c.approvalId ? { approvalId: c.approvalId } : {}), deadline: c.deadline }])),
       ...(this.open.size ? { open: Object.fromEntries(this.open) } : {}),
@@ -205,7 +206,7 @@ export class AgentRunDriver extends RunDriver {
           }
         },
         this.trace.agentJob(),
-        state?.jobId ? { jobId: state.jobId, after: state.n } : undefined,
+        state?.jobId ? { jobId: state.jobId, after: state.n, ...(state.sentAt ? { sentAt: state.sentAt } : {}) } : undefined,
       );
       this.jobId = handle.jobId;
       this.resumable = handle.resumable;

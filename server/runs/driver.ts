@@ -101,8 +101,9 @@ export abstract class RunDriver {
   private woken = false;
   protected abandoned = false;
   protected job: JobHandle | null = null;
-  /** The current job reached the machine (not only queued for a slot there). */
+  /** The current job reached the machine (not only queued for a slot there), and when (epoch ms): its deadline runs from then. */
   protected jobSent = false;
+  protected jobSentAt = 0;
   /**
    * A chat completion's events go to this instance's readers as they are made,
    * before they are stored (its stream has no resume: nothing a reader saw can be
@@ -457,7 +458,7 @@ export abstract class RunDriver {
    * (`limit_exceeded`, `turn_timeout`, `run_timeout`); nothing more of it is taken.
    * A job too large for the link is never sent: `conversation_too_large`.
    */
-  protected dispatch(job: Job, onEvent: (e: JobEvent, n?: number) => void, turn?: TurnTrace, resume?: { jobId: string; after: number }): JobHandle {
+  protected dispatch(job: Job, onEvent: (e: JobEvent, n?: number) => void, turn?: TurnTrace, resume?: { jobId: string; after: number; sentAt?: number }): JobHandle {
     const owner = { appId: this.run.app_id, environment: this.run.environment, endUserId: this.run.end_user_id };
     const limits = this.deps.limits;
     let ended = false;
@@ -507,21 +508,29 @@ export abstract class RunDriver {
     this.jobSent = false;
     const sent = () => {
       this.jobSent = true;
-      deadline(ms, new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
+      // A job taken back after a lost link keeps the deadline it had from its first sending.
+      this.jobSentAt = resume?.sentAt ?? this.deps.clock.now().getTime();
+      deadline(Math.max(0, this.jobSentAt + ms - this.deps.clock.now().getTime()), new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
     };
+    /** When a queued job stops waiting: set when it first waits, the same when its place moves up. */
+    let queuedUntil: string | null = null;
     const queue = {
       onQueued: (place: number, cap: number) => {
         if (ended) return;
         const waitMs = limits.queueWaitMs;
         const runtime = job.runtime;
+        const moved = queuedUntil !== null;
+        queuedUntil ??= new Date(this.deps.clock.now().getTime() + waitMs).toISOString();
         this.emit("run_queued", {
           machineId: this.run.machine_id!,
           runtime,
           place,
           reason: `${runtime} on the user's machine is running ${cap} job${cap === 1 ? "" : "s"}, its cap (maxConcurrentJobs); the run goes on when a slot frees`,
-          deadlineAt: new Date(this.deps.clock.now().getTime() + waitMs).toISOString(),
+          deadlineAt: queuedUntil,
         });
         void this.flush({ status: "queued" }).catch(() => {});
+        // Moved up the queue: the same deadline as when it began to wait.
+        if (moved) return;
         deadline(waitMs, new RunStop("compute_busy", `The run waited ${Math.round(waitMs / 1000)} s (RUN_QUEUE_WAIT_SECONDS) for a free slot of ${runtime} on the user's machine, which stayed at its cap of ${cap}; retry later, or let the route fall back to another runtime or the app.`));
       },
       onSent: () => {

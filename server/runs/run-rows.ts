@@ -60,6 +60,8 @@ export interface AgentState {
   jobId: string;
   /** The job's events up to this number are in the run's stored events. */
   n: number;
+  /** When the job was first sent (epoch ms): its deadline (`run_timeout`) runs from then, through takeovers. */
+  sentAt?: number;
   /** Open permission requests: approval id → the CLI's request id, and the deadline (epoch ms). */
   asked: Record<string, { requestId: string; deadline: number }>;
   /** Open calls of the app's tools, by the service's call id: the worker's id, the tool, its arguments, an approval it waits on, the deadline. */

@@ -45,6 +45,8 @@ interface QueuedJob {
   /** Makes its frame again when it goes out (a waiting job does not hold its frame). */
   frame: () => string;
   listener: JobListener;
+  /** Its place among the jobs waiting for its runtime, as last told (1: next). */
+  place: number;
 }
 
 /**
@@ -129,8 +131,9 @@ export class WorkerConnection {
     const cap = this.caps.get(runtime) ?? Infinity;
     if (this.running(runtime) >= cap) {
       // First in, first out per runtime: `pump` takes the oldest waiting job of a runtime whose slot freed.
-      this.queued.push({ jobId, runtime, frame: make, listener });
-      listener.onQueued?.(this.queued.filter((q) => q.runtime === runtime).length, cap);
+      const place = this.queued.filter((q) => q.runtime === runtime).length + 1;
+      this.queued.push({ jobId, runtime, frame: make, listener, place });
+      listener.onQueued?.(place, cap);
       return;
     }
     this.sendJob(jobId, runtime, frame ?? make(), listener);
@@ -212,13 +215,28 @@ export class WorkerConnection {
   }
 
   private pump(): void {
+    let moved = false;
     for (let i = 0; i < this.queued.length; ) {
       const q = this.queued[i];
       if (this.running(q.runtime) < (this.caps.get(q.runtime) ?? Infinity)) {
         this.queued.splice(i, 1);
         this.sendJob(q.jobId, q.runtime, q.frame(), q.listener);
         q.listener.onSent?.();
+        moved = true;
       } else i++;
+    }
+    if (moved) this.tellPlaces();
+  }
+
+  /** The jobs still waiting moved up: each is told its new place (once per change). */
+  private tellPlaces(): void {
+    const seen = new Map<string, number>();
+    for (const q of this.queued) {
+      const place = (seen.get(q.runtime) ?? 0) + 1;
+      seen.set(q.runtime, place);
+      if (place === q.place) continue;
+      q.place = place;
+      q.listener.onQueued?.(place, this.caps.get(q.runtime) ?? 0);
     }
   }
 

@@ -212,7 +212,8 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     await pollUntil(async () => asked, (n) => n === 1, 60_000, "the tool call");
     // Saved while the job runs: Codex's rollout of the thread.
     const rollouts = () => (fs.existsSync(path.join(home, ".codex", "sessions")) ? (fs.readdirSync(path.join(home, ".codex", "sessions"), { recursive: true }) as string[]).filter((f) => f.endsWith(".jsonl")) : []);
-    expect(rollouts().length).toBeGreaterThan(0);
+    const sessionsDir = path.join(home, ".codex", "sessions");
+    await pollUntil(async () => rollouts().some((f) => fs.readFileSync(path.join(sessionsDir, f), "utf8").includes("weather")), (ok) => ok, 20_000, "Codex's thread saved with the call");
     worker.stop();
     await worker.exited;
     await startWorker().waitFor(/Connected/, 60_000);

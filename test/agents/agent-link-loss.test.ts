@@ -274,7 +274,11 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     const events = collect(run);
     // The job is on disk while it runs: a record, and the CLI's session under its id.
     const records = () => (fs.existsSync(path.join(machineHome, "jobs")) ? fs.readdirSync(path.join(machineHome, "jobs")).filter((n) => n.endsWith(".job.json")) : []);
-    await killAndRestart(() => asked === 1 && records().length === 1);
+    // Killed once the CLI has saved its session with the call it waits on (Claude Code writes its transcript as it goes).
+    const projects = path.join(claudeHome, ".claude", "projects");
+    const savedCall = () =>
+      fs.existsSync(projects) && fs.readdirSync(projects).some((d) => fs.readdirSync(path.join(projects, d)).some((f) => f.endsWith(".jsonl") && fs.readFileSync(path.join(projects, d, f), "utf8").includes("mcp__app__weather")));
+    await killAndRestart(() => asked === 1 && records().length === 1 && savedCall());
     const result = await run.result();
     expect(result).toMatchObject({ status: "completed", output: DEFAULT_ANSWER });
     const seen = await events;
@@ -289,30 +293,36 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     expect(JSON.stringify(resumed[0].messages)).toContain("Weather before a crash");
     // Nothing is left on the machine once the run ended.
     await pollUntil(async () => records().length, (n) => n === 0, 10_000, "the job's record removed");
-    const projects = path.join(claudeHome, ".claude", "projects");
     const sessions = fs.existsSync(projects) ? fs.readdirSync(projects).flatMap((d) => fs.readdirSync(path.join(projects, d)).filter((f) => f.endsWith(".jsonl"))) : [];
     expect(sessions).toEqual([]);
   }, 90_000);
 
-  it("the worker restarted without its jobs folder: the run ends worker_restarted, saying the CLI's run is gone; the next run is served", async () => {
+  it("the worker restarted without its jobs folder, or without the CLI's saved session: the run ends worker_restarted, saying the CLI's run is gone; the next run is served", async () => {
     explain();
-    let asked = 0;
-    const run = svc.runs.create({
-      user,
-      prompt: "Weather before a wipe [[tool:weather]]",
-      tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }],
-    });
-    const events = collect(run);
-    await killAndRestart(() => asked === 1, () => fs.rmSync(path.join(machineHome, "jobs"), { recursive: true, force: true }));
-    const result = await run.result();
-    expect(result).toMatchObject({ status: "failed", error: { code: "worker_restarted" } });
-    expect(result.error?.message).toMatch(/no longer holds this run's agent CLI/);
-    expect((await events).filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    const wipes: [string, () => void, RegExp][] = [
+      ["its jobs folder", () => fs.rmSync(path.join(machineHome, "jobs"), { recursive: true, force: true }), /does not hold job/],
+      ["the CLI's session", () => fs.rmSync(path.join(claudeHome, ".claude", "projects"), { recursive: true, force: true }), /had not saved its session/],
+    ];
+    for (const [what, wipe, why] of wipes) {
+      let asked = 0;
+      const run = svc.runs.create({
+        user,
+        prompt: `Weather before a wipe of ${what} [[tool:weather]]`,
+        tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }],
+      });
+      const events = collect(run);
+      await killAndRestart(() => asked === 1, wipe);
+      const result = await run.result();
+      expect(result, what).toMatchObject({ status: "failed", error: { code: "worker_restarted" } });
+      expect(result.error?.message, what).toMatch(/no longer holds this run's agent CLI/);
+      expect(result.error?.message, what).toMatch(why);
+      expect((await events).filter((e) => e.kind === "tool_call")).toHaveLength(1);
+    }
     // Positive control: the restarted worker serves the next run.
     const next = svc.runs.create({ user, prompt: "Still there? [[say:yes]]" });
     await collect(next);
     expect(await next.result()).toMatchObject({ status: "completed", output: "yes" });
-  }, 90_000);
+  }, 120_000);
 
   it("the machines stopped (SIGSTOP of the worker and its CLI) for 20 s, past the heartbeat timeout, then continued (SIGCONT), as a laptop sleeps: the agent run and the model run complete", async () => {
     explain();

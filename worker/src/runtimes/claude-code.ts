@@ -192,7 +192,12 @@ export class ClaudeCodeRuntime implements Runtime {
     ctx.signal.removeEventListener("abort", onCancel);
     if (graceTimer) clearTimeout(graceTimer);
     if (ctx.signal.aborted) return ctx.emit(failed("cancelled", "The job was cancelled."));
-    if (events.outcome) return ctx.emit(events.outcome);
+    // A session the CLI never saved (killed before it wrote its transcript) cannot be resumed: the job is not held.
+    const outcome = events.outcome;
+    if (ctx.session?.resume && outcome?.type === "failed" && /No conversation found/i.test(outcome.message)) {
+      return ctx.emit({ ...outcome, code: "job_not_held", message: `Claude Code had not saved its session before the worker restarted: ${outcome.message}` });
+    }
+    if (outcome) return ctx.emit(outcome);
     ctx.emit(failed("runtime_error", `claude exited (${code}) without a result${stderr ? `: ${stderr.trim().slice(-500)}` : ""}`));
   }
 }
