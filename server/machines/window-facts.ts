@@ -48,7 +48,7 @@ export class WindowFacts {
 
   private timeReset(m: MachineRef, runtime: string, w: UsageWindow): void {
     if (!w.resetsAt) return;
-    const key = `${m.machineId} ${runtime} ${w.window}`;
+    const key = timerKey(m, runtime, w.window);
     this.untime(m, runtime, w.window);
     const wait = Date.parse(w.resetsAt) - this.clock.now().getTime();
     if (wait > MAX_TIMER_MS) return;
@@ -61,9 +61,11 @@ export class WindowFacts {
   }
 
   private untime(m: MachineRef, runtime: string, window: string): void {
-    const key = `${m.machineId} ${runtime} ${window}`;
+    const key = timerKey(m, runtime, window);
     const t = this.timers.get(key);
     if (t) clearTimeout(t);
     this.timers.delete(key);
   }
 }
+
+const timerKey = (m: MachineRef, runtime: string, window: string) => `${m.machineId} ${runtime} ${window}`;

@@ -11,8 +11,7 @@ import { CodexRuntime } from "../../worker/src/runtimes/codex.js";
 import type { AgentProcess, JobContext, Launched } from "../../worker/src/runtimes/runtime.js";
 import { RESPONSES_USAGE, startResponsesStandIn, WINDOW_RESETS_AT, type ResponsesStandIn } from "../helpers/responses-standin.js";
 import { CODEX_BIN } from "../../scripts/test-tools.mjs";
-import { startLink, type Link } from "../helpers/link.js";
-import { freePort } from "../helpers/balancer.js";
+import { serverBehindLink, type Link } from "../helpers/link.js";
 
 const CODEX = CODEX_BIN;
 
@@ -39,11 +38,11 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
 
   beforeAll(async () => {
     // The worker reaches the service through a link the test can silence (PUBLIC_URL); the app talks to it directly.
-    link = await startLink();
-    const port = await freePort();
-    server = await startTestServer({ kind: "pglite", dataDir: null }, { PORT: String(port), PUBLIC_URL: link.url, WORKER_HEARTBEAT_TIMEOUT_SECONDS: "3", RUN_MACHINE_GRACE_SECONDS: "60" }, { runningClock: true });
-    link.target = { host: "127.0.0.1", port };
-    direct = `http://127.0.0.1:${port}`;
+    let serviceApi: Parameters<typeof pairViaApi>[0];
+    ({ server, link, direct, api: serviceApi } = await serverBehindLink((env) => startTestServer({ kind: "pglite", dataDir: null }, env, { runningClock: true }), {
+      WORKER_HEARTBEAT_TIMEOUT_SECONDS: "3",
+      RUN_MACHINE_GRACE_SECONDS: "60",
+    }));
     api = await startResponsesStandIn();
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${direct}/v1` });
     // Codex will not set up its own sandbox with its home under /tmp: this test's folders live in /var/tmp.
@@ -58,7 +57,7 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
       path.join(home, ".codex", "config.toml"),
       `model = "standin-model"\nmodel_provider = "standin"\n[model_providers.standin]\nname = "standin"\nbase_url = "${api.url}/v1"\nwire_api = "responses"\nenv_key = "STANDIN_API_KEY"\n`,
     );
-    const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, server.dev, "cody", {
+    const m = await pairViaApi(serviceApi, server.dev, "cody", {
       workdir,
       runtimes: { ollama: false, llamacpp: false, lmstudio: false, claude: false, codex: CODEX },
       // Full command output in the run's events: what a command printed is what the tests below check.

@@ -3,8 +3,7 @@ import path from "node:path";
 import { afterAll, beforeAll, expect, it, onTestFailed } from "vitest";
 import { Svc, type RunEvent } from "@svc/sdk";
 import { onEachDatabase } from "../helpers/databases.js";
-import { freePort } from "../helpers/balancer.js";
-import { startLink, type Link } from "../helpers/link.js";
+import { serverBehindLink, type Link } from "../helpers/link.js";
 import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { pairViaApi, spawnWorker, type WorkerProcess } from "../helpers/worker.js";
@@ -45,20 +44,16 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
   };
 
   beforeAll(async () => {
-    link = await startLink();
     anthropic = await startAnthropicStandIn();
-    const port = await freePort();
-    server = await startTestServerOn(
-      db,
-      { PORT: String(port), PUBLIC_URL: link.url, WORKER_HEARTBEAT_TIMEOUT_SECONDS: String(HEARTBEAT_TIMEOUT_S), RUN_MACHINE_GRACE_SECONDS: String(GRACE_S) },
-      { runningClock: true },
-    );
-    link.target = { host: "127.0.0.1", port };
-    direct = `http://127.0.0.1:${port}`;
+    let api: Parameters<typeof pairViaApi>[0];
+    ({ server, link, direct, api } = await serverBehindLink((env) => startTestServerOn(db, env, { runningClock: true }), {
+      WORKER_HEARTBEAT_TIMEOUT_SECONDS: String(HEARTBEAT_TIMEOUT_S),
+      RUN_MACHINE_GRACE_SECONDS: String(GRACE_S),
+    }));
     svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${direct}/v1` });
     workdir = fs.realpathSync(tempDir("svc-cut-work-"));
     claudeHome = fs.realpathSync(tempDir("svc-cut-home-"));
-    const machine = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, server.dev, user, {
+    const machine = await pairViaApi(api, server.dev, user, {
       workdir,
       runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false, claude: CLAUDE_BIN },
       // Three runs at once (an agent CLI takes one by default); a fourth waits for a slot.
@@ -161,16 +156,8 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
 
       // A: a long streamed answer (200 words, one every 50 ms), cut after its first words.
       const streaming = svc.runs.create({ user, prompt: "Tell me everything [[slow]]" });
-      const streamingEvents: RunEvent[] = [];
-      let firstWords!: () => void;
-      const wordsCame = new Promise<void>((resolve) => (firstWords = resolve));
-      const streamed = (async () => {
-        for await (const e of streaming) {
-          streamingEvents.push(e);
-          if (e.kind === "text_delta") firstWords();
-        }
-      })();
-      await wordsCame;
+      const { events: streamingEvents, midTurn, done: streamed } = follow(streaming, 1);
+      await midTurn;
       // D: a fourth run waits for a slot (the CLI's cap is 3): queued on the machine's link, never sent before the cut.
       const queued = svc.runs.create({ user, prompt: "Queued through the cut [[say:made it]]" });
       const queuedEvents = collect(queued);
@@ -334,15 +321,7 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     const agent = svc.runs.create({ user, prompt: "A long one before a nap [[slow]]" });
     const modelRun = svc.runs.create({ user: "napper", model: "llama3.2:3b", prompt: "A long one [slow]" });
     const agentEvents = collect(agent);
-    const modelEvents: RunEvent[] = [];
-    let started!: () => void;
-    const midTurn = new Promise<void>((resolve) => (started = resolve));
-    const modelDone = (async () => {
-      for await (const e of modelRun) {
-        modelEvents.push(e);
-        if (modelEvents.filter((x) => x.kind === "text_delta").length === 3) started();
-      }
-    })();
+    const { events: modelEvents, midTurn, done: modelDone } = follow(modelRun, 3);
     await midTurn;
     await pollUntil(async () => anthropic.messages().filter((b) => JSON.stringify(b.messages).includes("before a nap")).length, (n) => n > 0, 20_000, "the agent's model call");
     const sleeping = [...processTree(worker.child.pid!), ...processTree(sleeper.child.pid!)];
@@ -366,6 +345,21 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     expect((sleeper.stdout.match(/✓ Connected/g) ?? []).length).toBe(before.model + 1);
   }, 120_000);
 });
+
+/** Reads a run's events as they come: `midTurn` once `deltas` text deltas came, `done` at its end. */
+function follow(stream: AsyncIterable<RunEvent>, deltas: number): { events: RunEvent[]; midTurn: Promise<void>; done: Promise<void> } {
+  const events: RunEvent[] = [];
+  let reached!: () => void;
+  const midTurn = new Promise<void>((resolve) => (reached = resolve));
+  const done = (async () => {
+    let seen = 0;
+    for await (const e of stream) {
+      events.push(e);
+      if (e.kind === "text_delta" && ++seen === deltas) reached();
+    }
+  })();
+  return { events, midTurn, done };
+}
 
 /** A process and all its descendants (Linux /proc), parents first. */
 function processTree(root: number): number[] {

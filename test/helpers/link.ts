@@ -1,4 +1,5 @@
 import net from "node:net";
+import { freePort } from "./balancer.js";
 import type { AddressInfo } from "node:net";
 
 /**
@@ -137,4 +138,25 @@ export async function startLink(): Promise<Link> {
       }),
   };
   return link;
+}
+
+/**
+ * A server its workers reach only through a link the test can silence (its
+ * `PUBLIC_URL`, which pairing hands to the worker), while the test and the app
+ * talk to its port directly (`direct`, `api`). `start` gets the environment to
+ * start the server with (its `PORT` and `PUBLIC_URL` added to `env`).
+ */
+export async function serverBehindLink<S>(
+  start: (env: Record<string, string>) => Promise<S>,
+  env: Record<string, string> = {},
+): Promise<{ server: S; link: Link; direct: string; api: { url: string; fetch(path: string, init?: RequestInit): Promise<Response> } }> {
+  const link = await startLink();
+  const port = await freePort();
+  const server = await start({ ...env, PORT: String(port), PUBLIC_URL: link.url }).catch(async (err: unknown) => {
+    await link.close();
+    throw err;
+  });
+  link.target = { host: "127.0.0.1", port };
+  const direct = `http://127.0.0.1:${port}`;
+  return { server, link, direct, api: { url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) } };
 }

@@ -6,7 +6,7 @@ import { WORKER_CONNECT_PATH, workerMessage } from "@svc/contract";
 import { MAX_TURN_RESTARTS } from "../../server/runs/model-loop.js";
 import { onEachDatabase, onPostgres } from "../helpers/databases.js";
 import { freePort } from "../helpers/balancer.js";
-import { startLink, type Link } from "../helpers/link.js";
+import { serverBehindLink, startLink, type Link } from "../helpers/link.js";
 import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
 import { startTestServer, startTestServerOn, type TestServer } from "../helpers/server.js";
 import { sseFrames, textOf, type SseFrame } from "../helpers/sse.js";
@@ -70,16 +70,11 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
 
   beforeAll(async () => {
     model = await startModelStandIn();
-    link = await startLink();
-    const port = await freePort();
     // The worker is told to connect to the link (PUBLIC_URL); the test itself talks to the port.
-    server = await startTestServerOn(
-      db,
-      { PORT: String(port), PUBLIC_URL: link.url, WORKER_HEARTBEAT_TIMEOUT_SECONDS: String(HEARTBEAT_TIMEOUT_S), RUN_MACHINE_GRACE_SECONDS: String(GRACE_S) },
-      { runningClock: true },
-    );
-    link.target = { host: "127.0.0.1", port };
-    direct = `http://127.0.0.1:${port}`;
+    ({ server, link, direct } = await serverBehindLink((env) => startTestServerOn(db, env, { runningClock: true }), {
+      WORKER_HEARTBEAT_TIMEOUT_SECONDS: String(HEARTBEAT_TIMEOUT_S),
+      RUN_MACHINE_GRACE_SECONDS: String(GRACE_S),
+    }));
     keys = server.dev;
     const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, user, {
       runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false },
