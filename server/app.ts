@@ -34,6 +34,7 @@ import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
 import { RunStreams } from "./runs/streams.js";
 import { ChatService } from "./chat/chat.js";
+import { ResponsesService } from "./responses/responses.js";
 import { WebhookOutbox } from "./webhooks/outbox.js";
 import { Webhooks } from "./webhooks/webhooks.js";
 import { BillingService } from "./billing/billing.js";
@@ -67,6 +68,8 @@ export interface Services {
   /** A run's event stream, opened when it starts and when a reader re-attaches. */
   runStreams: RunStreams;
   chat: ChatService;
+  /** `POST /v1/responses` and the stored responses. */
+  responses: ResponsesService;
   /** The outbox of outbound webhooks, under `webhooks.facts` (which every service reports through). */
   outbox: WebhookOutbox;
   /** The app's webhook endpoints, the delivery log, the dispatcher and the facts services report. */
@@ -166,6 +169,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     runs,
     runStreams: new RunStreams(runs, runStore, runBus, streamSlots, logger),
     chat: new ChatService(db, clock, runs, runStore, runBus, logger),
+    responses: new ResponsesService(db, clock, runs, runStore, runBus, logger, config.responsesRetentionDays),
     urls,
     keys,
     sessions: new SessionService(db.prisma, clock),

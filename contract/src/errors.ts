@@ -42,6 +42,7 @@ export const ERROR_CODES = {
   no_compute: { status: 409, type: "routing_error", message: "The user has no reachable compute for this run and the route does not allow `app`." },
   already_answered: { status: 409, type: "conflict_error", message: "This call has already been answered." },
   run_finished: { status: 409, type: "conflict_error", message: "The run has already finished." },
+  response_in_progress: { status: 409, type: "conflict_error", message: "The response is still in progress: wait for it to end." },
   idempotency_key_reused: { status: 409, type: "idempotency_error", message: "This Idempotency-Key was used with another request (method, path or body) in the last 24 hours." },
   idempotency_key_in_use: { status: 409, type: "idempotency_error", message: "A request with this Idempotency-Key is still being handled; retry after the time in Retry-After." },
   usage_already_reported: { status: 409, type: "conflict_error", message: "Usage for this run has already been reported." },

@@ -3,6 +3,7 @@ export * from "./credentials.js";
 export * from "./common.js";
 export * from "./runs.js";
 export * from "./chat.js";
+export * from "./responses.js";
 export * from "./pairing.js";
 export * from "./sessions.js";
 export * from "./reads.js";

@@ -1,10 +1,11 @@
 import { runningContract } from "./routes/running.js";
+import { responsesContract } from "./routes/responses.js";
 import { pairingContract } from "./routes/pairing.js";
 import { ledgerContract } from "./routes/ledger.js";
 import { billingContract } from "./routes/billing.js";
 import { ownerContract, type OwnerContract } from "./owner-router.js";
 
-export { runningContract, pairingContract, ledgerContract, billingContract };
+export { runningContract, responsesContract, pairingContract, ledgerContract, billingContract };
 
 // The contract is declared in parts, each its own file under routes/ and its own type: one
 // object literal of every route makes a type the declaration emitter refuses to write out
@@ -12,8 +13,9 @@ export { runningContract, pairingContract, ledgerContract, billingContract };
 // kept (it is the order of openapi.json); the app owner's routes (the dashboard) are
 // combined in owner-router.ts.
 
-export const contract: typeof runningContract & typeof pairingContract & typeof ledgerContract & typeof billingContract & OwnerContract = {
+export const contract: typeof runningContract & typeof responsesContract & typeof pairingContract & typeof ledgerContract & typeof billingContract & OwnerContract = {
   ...runningContract,
+  ...responsesContract,
   ...pairingContract,
   ...ledgerContract,
   ...billingContract,

@@ -88,6 +88,11 @@ export const ModelTurnJob = z.object({
   tools: z.array(ChatTool).optional(),
   maxTokens: z.number().int().positive().optional(),
   temperature: z.number().optional(),
+  topP: z.number().optional(),
+  /** The chat-completions `response_format` to send (`json_schema` / `json_object`); older workers ignore it. */
+  responseFormat: z.record(z.unknown()).optional(),
+  /** `reasoning_effort` to send, for runtimes that take it; older workers ignore it. */
+  reasoningEffort: z.string().max(32).optional(),
 });
 
 /** An app tool offered to an agent CLI (through the worker's MCP bridge): what the model sees of it. */

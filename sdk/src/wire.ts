@@ -35,6 +35,7 @@ export type ErrorCode =
   | "no_compute"
   | "already_answered"
   | "run_finished"
+  | "response_in_progress"
   | "idempotency_key_reused"
   | "idempotency_key_in_use"
   | "usage_already_reported"

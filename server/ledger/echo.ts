@@ -13,6 +13,9 @@ export interface EchoRecord {
   output_tokens: number;
   created_at: string;
   period: string;
+  /** The endpoint (`chat` when absent) and what the run keeps of its request (a stored response's input and output). */
+  source?: "chat" | "responses";
+  request?: unknown;
 }
 
 /**
@@ -23,10 +26,10 @@ export interface EchoRecord {
  */
 const ECHO_INSERT = `WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, app_id text, environment text, end_user_id text, output text,
-      input_tokens bigint, output_tokens bigint, created_at timestamptz, period text)),
+      input_tokens bigint, output_tokens bigint, created_at timestamptz, period text, source text, request jsonb)),
   inserted AS (
     INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, turns, output, input_tokens, output_tokens, last_seq, created_at, finished_at, stop_reason)
-    SELECT id, app_id, environment::"Environment", end_user_id, 'chat', $2, '{}'::jsonb, 'completed', 1, output, input_tokens, output_tokens, 0, created_at, created_at, 'stop' FROM x
+    SELECT id, app_id, environment::"Environment", end_user_id, COALESCE(source, 'chat'), $2, COALESCE(request, '{}'::jsonb), 'completed', 1, output, input_tokens, output_tokens, 0, created_at, created_at, 'stop' FROM x
     RETURNING id)
   INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, period, unique_key, created_at)
   SELECT x.app_id, x.environment::"Environment", x.end_user_id, x.id, $3::"CostClass", 'echo', x.input_tokens, x.output_tokens, x.period, 'echo:' || x.id, x.created_at

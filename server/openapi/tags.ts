@@ -4,6 +4,7 @@ import type { Contract } from "@svc/contract";
 export const TAGS = [
   { name: "runs", description: "Agent runs: start one (a `text/event-stream` of run events), re-attach to its events, read it, answer its tool calls and approvals, cancel it, and report the usage of a run the app served itself." },
   { name: "chat", description: "OpenAI-compatible chat completions and the models that can be asked for. Point an OpenAI client at `<base URL>/v1`; `user` is required." },
+  { name: "responses", description: "The Responses API (Open Responses, OpenAI's `POST /v1/responses`): a model response for `user`, the caller running its function tools; stored responses, continued with `previous_response_id`." },
   { name: "users", description: "An end user as the ledger sees them: plan, allowance, usage this period and what is connected; putting a user on a plan." },
   { name: "machines", description: "A user's paired machines and the runtimes on them, with their live state; removing (user) or revoking (app) a machine." },
   { name: "usage", description: "The ledger's rows: every run counted and every token used, with its cost class, in integer micros." },
@@ -22,6 +23,10 @@ export type TagName = (typeof TAGS)[number]["name"];
 export const ROUTE_TAGS: Record<keyof Contract, TagName> = {
   createChatCompletion: "chat",
   listModels: "chat",
+  createResponse: "responses",
+  getResponse: "responses",
+  deleteResponse: "responses",
+  listResponseInputItems: "responses",
   createRun: "runs",
   getRun: "runs",
   getRunEvents: "runs",

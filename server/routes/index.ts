@@ -8,6 +8,7 @@ import { sessionRoutes } from "./sessions.js";
 import { computeRoutes } from "./compute.js";
 import { runRoutes } from "./runs.js";
 import { chatRoutes } from "./chat.js";
+import { responseRoutes } from "./responses.js";
 import { webhookRoutes } from "./webhooks.js";
 import { ledgerRoutes } from "./ledger.js";
 import { billingRoutes } from "./billing.js";
@@ -22,7 +23,7 @@ type RouterImplementation = Parameters<typeof createExpressEndpoints<Contract>>[
  * each feature replaces its entries with real handlers.
  */
 export function routes(services: RouteServices): RouterImplementation {
-  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services), ...ownerAccountRoutes(services),
+  const built: Record<string, unknown> = { ...pairingRoutes(services), ...sessionRoutes(services), ...computeRoutes(services), ...runRoutes(services), ...chatRoutes(services), ...responseRoutes(services), ...webhookRoutes(services), ...ledgerRoutes(services), ...billingRoutes(services), ...ownerAccountRoutes(services),
     // An environment's data: the path's app and environment, once the signed-in owner is a member of the app.
     ...ownerDataRoutes(services, async (req, params) => {
       await services.owners.requireMember(ownerOf(req), params.app);

@@ -7,6 +7,11 @@ export interface ChatParams {
   tools?: ChatTool[];
   maxTokens?: number;
   temperature?: number;
+  topP?: number;
+  /** The chat-completions `response_format` (a Responses request's `text.format`). */
+  responseFormat?: Record<string, unknown>;
+  /** `reasoning.effort` of a Responses request, for runtimes that take `reasoning_effort`. */
+  reasoningEffort?: string;
 }
 
 /**
@@ -37,6 +42,9 @@ export class ChatTurnDriver extends RunDriver {
           ...(chat.tools?.length ? { tools: chat.tools } : {}),
           ...(chat.maxTokens ? { maxTokens: chat.maxTokens } : {}),
           ...(chat.temperature !== undefined ? { temperature: chat.temperature } : {}),
+          ...(chat.topP !== undefined ? { topP: chat.topP } : {}),
+          ...(chat.responseFormat ? { responseFormat: chat.responseFormat } : {}),
+          ...(chat.reasoningEffort ? { reasoningEffort: chat.reasoningEffort } : {}),
         },
         (e) => {
           if (e.type === "text_delta") {

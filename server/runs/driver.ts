@@ -9,6 +9,7 @@ import type { RunOutcome, WebhookFacts } from "../webhooks/facts.js";
 import type { EchoRuntime } from "./echo-runtime.js";
 import type { RunStore } from "./store.js";
 import type { AnsweredApproval, NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
+import { isModelTurn } from "./run-rows.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 import { runTrace, type RunOutcome as TraceOutcome, type RunTrace, type TurnTrace } from "../telemetry/spans.js";
@@ -121,7 +122,7 @@ export abstract class RunDriver {
     protected run: RunRow,
   ) {
     this.seq = run.last_seq;
-    this.relayFirst = run.source === "chat";
+    this.relayFirst = isModelTurn(run.source);
     this.costClass = costClassOf((run.route_kind ?? "user-hardware") as CostRoute);
     this.tokens = { inputTokens: Number(run.input_tokens), outputTokens: Number(run.output_tokens) };
     this.trace = runTrace(run, deps.store.instance, this.costClass);

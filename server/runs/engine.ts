@@ -14,6 +14,7 @@ import { EchoRuntime } from "./echo-runtime.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { RUN_DISPATCH_CHANNEL, RUN_EVENT_CHANNEL, RUN_INPUT_CHANNEL, type RunStore } from "./store.js";
 import type { RunRow } from "./run-rows.js";
+import { isModelTurn } from "./run-rows.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 import { requestScope } from "../request-scope.js";
 
@@ -120,7 +121,7 @@ export class RunEngine {
 
   /** A chat completion is one turn; a run is the agent loop on a model runtime, or an agent CLI's loop relayed. */
   private driverFor(run: RunRow): RunDriver {
-    if (run.source === "chat") return new ChatTurnDriver(this.deps, run);
+    if (isModelTurn(run.source)) return new ChatTurnDriver(this.deps, run);
     // The runtime's kind as routing found it (runs started before it was kept: the route says it).
     const agent = (run.request.runtimeKind ?? (run.route_kind === "user-subscription" ? "agent" : "model")) === "agent";
     return agent ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);

@@ -5,8 +5,11 @@ import type { CostClassValue } from "../ledger/metering.js";
 
 export const ACTIVE_STATUSES = ["queued", "running", "waiting"] as const;
 
-/** Which endpoint started a run: `runs` (the agent loop) or `chat` (one model turn, the caller owns the loop). */
-export type RunSource = "runs" | "chat";
+/** Which endpoint started a run: `runs` (the agent loop), or `chat` / `responses` (one model turn, the caller owns the loop). */
+export type RunSource = "runs" | "chat" | "responses";
+
+/** A run of one model turn whose caller owns the loop (chat completions, responses). */
+export const isModelTurn = (source: RunSource): boolean => source !== "runs";
 
 export interface RunRow {
   id: string;

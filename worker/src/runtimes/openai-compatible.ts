@@ -57,6 +57,9 @@ export class OpenAICompatibleRuntime implements Runtime {
       ...(job.tools?.length ? { tools: job.tools } : {}),
       ...(job.maxTokens ? { max_tokens: job.maxTokens } : {}),
       ...(job.temperature !== undefined ? { temperature: job.temperature } : {}),
+      ...(job.topP !== undefined ? { top_p: job.topP } : {}),
+      ...(job.responseFormat ? { response_format: job.responseFormat } : {}),
+      ...(job.reasoningEffort ? { reasoning_effort: job.reasoningEffort } : {}),
       stream: true,
       stream_options: { include_usage: true },
     });
