@@ -60,6 +60,9 @@ const RUN_EVENT_STREAM =
 const CHAT_ANSWER =
   "A `ChatCompletion` (`application/json`); with `stream: true`, a `text/event-stream` of `data:` frames, each one JSON `ChatCompletionChunk`, ending with `data: [DONE]` (a failure after streaming began is a final `data: {\"error\": {...}}` frame instead).";
 
+const RESPONSE_ANSWER =
+  "A `Response` (`application/json`); with `stream: true`, a `text/event-stream` of the Open Responses events: each frame's `event:` is the event's `type` and its `data:` one JSON `ResponseStreamEvent` (`sequence_number` from 0), from `response.created` to one of `response.completed`, `response.incomplete` or `response.failed`, then `data: [DONE]`.";
+
 const isEventStream = (r: unknown) => Boolean(r && typeof r === "object" && "contentType" in r && (r as { contentType: string }).contentType === "text/event-stream");
 
 /** The OpenAPI 3.0 document of the contract; `openapi.json` is this, committed. */
@@ -121,6 +124,10 @@ export function buildOpenApi() {
             if (name === "createChatCompletion" && status === "200") {
               content["text/event-stream"] = { schema: registry.ref(registry.nameOf(ChatCompletionChunk)!) };
               text = CHAT_ANSWER;
+            }
+            if (name === "createResponse" && status === "200") {
+              content["text/event-stream"] = { schema: registry.ref("ResponseStreamEvent") };
+              text = RESPONSE_ANSWER;
             }
             responses[status] = { description: text, headers, content };
           } else {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import * as R from "@svc/contract";
 import {
   AcceptInviteRequest,
   Conversions,
@@ -141,6 +142,25 @@ const RUN_EVENT_DESCRIPTIONS: Record<RunEvent["kind"], string> = {
   run_cancelled: "Final: the run was cancelled; `output` is what was produced before.",
 };
 
+/** `response.output_text.delta` → `ResponseOutputTextDeltaEvent`; `error` → `ResponseErrorEvent`. */
+const responseEventName = (type: string) => (type === "error" ? "ResponseErrorEvent" : `${pascal(type.replace(/\./g, "_"))}Event`);
+const RESPONSE_EVENT_DESCRIPTIONS: Record<string, string> = {
+  "response.created": "First: the response, `in_progress`.",
+  "response.in_progress": "Second: the response is being generated.",
+  "response.output_item.added": "An output item begins (a message, or a function call with empty arguments).",
+  "response.content_part.added": "A content part of the message begins.",
+  "response.output_text.delta": "Text of the message, as the model says it.",
+  "response.output_text.done": "The message's whole text.",
+  "response.content_part.done": "The content part, whole.",
+  "response.function_call_arguments.delta": "Arguments of a function call.",
+  "response.function_call_arguments.done": "A function call's whole arguments.",
+  "response.output_item.done": "An output item, whole.",
+  "response.completed": "Final: the response, `completed`.",
+  "response.incomplete": "Final: the response stopped at `max_output_tokens`, or its run was cancelled (`incomplete_details.reason`).",
+  "response.failed": "Final: the response failed; `error` says why.",
+  error: "Final: the stream itself failed before the response ended (a reader too slow for its buffer); read the response with `GET /v1/responses/{id}`.",
+};
+
 const runEventKinds = RunEvent.options.map((o) => ({
   name: runEventSchemaName(o.shape.kind.value),
   schema: o as z.ZodTypeAny,
@@ -192,6 +212,22 @@ export const NAMED_SCHEMAS: NamedSchema[] = [
   { name: "ChatCompletion", schema: ChatCompletion, description: "A chat completion (`stream` absent or false)." },
   { name: "ChatCompletionChunk", schema: ChatCompletionChunk, description: "One `data:` frame of a streamed completion (`stream: true`); the stream ends with `data: [DONE]`." },
   { name: "ChatUsage", schema: chatUsage, description: "Tokens of a chat completion." },
+  // responses
+  { name: "CreateResponseRequest", schema: R.CreateResponseRequest, input: true, description: "The Responses request, plus `user` (or `safety_identifier`: required here). Unknown fields are accepted and ignored; what the service cannot do (a built-in tool, `background`) is a 400 naming it." },
+  { name: "ResponseInputMessage", schema: R.ResponseInputMessage, input: true, description: "A message item of the input (`type` may be left out); content as a string or `input_text` / `input_image` parts (`output_text` in an assistant message sent back)." },
+  { name: "ResponseFunctionCallInput", schema: R.ResponseFunctionCallInput, input: true, description: "A function call of an earlier response, sent back." },
+  { name: "ResponseFunctionCallOutputInput", schema: R.ResponseFunctionCallOutputInput, input: true, description: "The output of a function the caller ran, for the call `call_id`." },
+  { name: "ResponseFunctionTool", schema: R.ResponseFunctionTool, description: "A function the model may call; the caller runs it (as echoed on the response, every field present)." },
+  { name: "Response", schema: R.ResponseObject, description: "A response (the Open Responses `ResponseResource`): without `stream`, the answer of `POST /v1/responses`; also what `GET /v1/responses/{id}` reads." },
+  { name: "ResponseOutputMessage", schema: R.ResponseOutputMessage, description: "The model's message." },
+  { name: "ResponseOutputText", schema: R.ResponseOutputText, description: "Text of the model's message." },
+  { name: "ResponseFunctionCall", schema: R.ResponseFunctionCall, description: "A call of one of the caller's function tools: run it, and send its output back as a `function_call_output` item." },
+  { name: "ResponseOutputItem", schema: R.ResponseOutputItem, description: "An output item, by `type`." },
+  { name: "ResponseUsage", schema: R.ResponseUsage, description: "Tokens of a response (input includes cached tokens)." },
+  { name: "ResponseDeleted", schema: R.ResponseDeleted },
+  { name: "ResponseInputItemList", schema: R.ResponseInputItemList, description: "A page of a stored response's input items." },
+  { name: "ResponseStreamEvent", schema: R.ResponseStreamEvent, description: "One event of a streamed response (`stream: true`): the frame's `event:` is its `type`, its `data:` this JSON; `sequence_number` counts from 0. The stream ends with `data: [DONE]`." },
+  ...R.ResponseStreamEvent.options.map((o) => ({ name: responseEventName(o.shape.type.value), schema: o as z.ZodTypeAny, description: RESPONSE_EVENT_DESCRIPTIONS[o.shape.type.value] })),
   { name: "ModelList", schema: ModelList, description: "What can be asked for: `svc/echo`, `auto`, and the models the user's machines serve now." },
   // machines and pairing
   { name: "Runtime", schema: Runtime, description: "A model server or agent CLI on a user's machine." },

@@ -60,6 +60,8 @@ interface UserHoldings {
   runHandedBack: string;
   runUsageReported: string;
   runEcho: string;
+  /** A stored response (`POST /v1/responses` on svc/echo). */
+  response: string;
   /** Device codes this user answered: approved and not polled yet, denied, and used (their machine's). */
   codes: { approved: Codes; denied: Codes; consumed: Codes };
 }
@@ -124,6 +126,12 @@ const runProbes = (slots: string[], body: (h: Holdings, me: Me) => unknown = () 
   probe("a handed-back run", slots, (h, me) => ({ params: { id: h.runHandedBack }, body: body(h, me) })),
   probe("a handed-back run whose usage was reported", slots, (h, me) => ({ params: { id: h.runUsageReported }, body: body(h, me) })),
   probe("a chat run", slots, (h, me) => ({ params: { id: h.runEcho }, body: body(h, me) })),
+];
+/** A stored response: by its id alone, naming the caller's user (another user's is 404 too), and naming its own user. */
+const responseProbes = (): Probe[] => [
+  probe("a stored response", ["params.id"], (h) => ({ params: { id: h.response } })),
+  probe("a stored response, naming the caller's user", ["params.id", "query.user"], (h, me) => ({ params: { id: h.response }, query: { user: me.user } }), { perUser: true }),
+  probe("a stored response, naming its own user", ["params.id", "query.user"], (h) => ({ params: { id: h.response }, query: { user: h.user } })),
 ];
 /** An answer to a run naming the caller's user: another user's run is 404 like an unknown one. */
 const perUserRunProbe = (what: string, slots: string[], req: (h: Holdings, me: Me) => Req): Probe => probe(`${what}, naming the caller's user`, [...slots, "body.user"], req, { perUser: true });
@@ -302,6 +310,16 @@ const FIXTURES: Record<string, RouteFixture> = {
       perUserRunProbe("a run whose usage was reported", ["params.id"], (h, me) => ({ params: { id: h.runUsageReported }, body: { inputTokens: 1, outputTokens: 1, user: me.user } })),
     ],
   },
+  createResponse: {
+    adopts: "user",
+    probes: [
+      probe("another tenant's user", ["body.user"], (h) => ({ body: { model: "svc/echo", input: "hi", user: h.user } })),
+      probe("a stored response to continue, for the caller's user", ["body.previous_response_id", "body.user"], (h, me) => ({ body: { model: "svc/echo", input: "hi", user: me.user, previous_response_id: h.response } }), { perUser: true }),
+    ],
+  },
+  getResponse: { probes: responseProbes() },
+  deleteResponse: { probes: responseProbes() },
+  listResponseInputItems: { probes: responseProbes() },
   listModels: { probes: [probe("a user with an online machine", ["query.user"], (h) => ({ query: { user: h.user } }))] },
   requestDeviceCode: { base: () => ({ body: { hostname: "matrix", platform: "linux", arch: "x64", client: "matrix" } }) },
   pollDeviceToken: {
@@ -437,6 +455,7 @@ function madeUp(shape: "unknown" | "malformed"): Holdings {
     runHandedBack: id("run_", 24),
     runUsageReported: id("run_", 24),
     runEcho: id("run_", 24),
+    response: id("resp_", 24),
     codes: { approved: code(), denied: code(), consumed: code() },
     plan: odd ? `X ${rand(6)}` : `plan-${tag()}`,
     planArchived: odd ? `Y ${rand(6)}` : `plan-${tag()}`,
@@ -623,6 +642,7 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
       await ok(app("POST", `/v1/runs/${reported.runId}/usage`, { inputTokens: 7, outputTokens: 9 }));
       const echo = await ok(app("POST", "/v1/chat/completions", { model: "svc/echo", user: ext, messages: [{ role: "user", content: `echo-${utag}` }] }));
       const runEcho = `run_${String(echo.id).replace(/^chatcmpl-/, "")}`;
+      const response = String((await ok(app("POST", "/v1/responses", { model: "svc/echo", user: ext, input: `response-${utag}` }))).id);
       for (const [id, status] of [[tool.runId, "waiting"], [approvalRun.runId, "waiting"], [allowedRun.runId, "waiting"], [done.runId, "completed"], [runEcho, "completed"]]) {
         await pollUntil(() => app("GET", `/v1/runs/${id}`), (r) => r.body?.status === status, 20_000, `run ${id} ${status}`);
       }
@@ -648,6 +668,7 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
           runHandedBack: handedBack.runId,
           runUsageReported: reported.runId,
           runEcho,
+          response,
           codes: { approved, denied, consumed: { device: paired.deviceCode, user: paired.userCode } },
         },
       });
@@ -727,6 +748,8 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
       if (onlyUser !== undefined && i !== onlyUser) continue;
       const h = u.h;
       for (const id of new Set([h.openCall.run, h.approval.run, h.answeredApproval.run, h.runDone, h.runHandedBack, h.runUsageReported, h.runEcho])) read(`run:${id}`, app("GET", `/v1/runs/${id}`));
+      read(`response:${h.response}`, app("GET", `/v1/responses/${h.response}`));
+      read(`response-items:${h.response}`, app("GET", `/v1/responses/${h.response}/input_items`));
       read(`user:${u.ext}`, app("GET", `/v1/users/${u.ext}`));
       read(`compute:${u.ext}`, app("GET", `/v1/users/${u.ext}/compute`));
       const session = apiClient(server, u.session, nextAddress);
