@@ -168,7 +168,7 @@ export const ResponseObject = z.object({
   created_at: z.number().int(),
   completed_at: z.number().int().nullable(),
   status: ResponseStatus,
-  error: z.object({ code: z.string(), message: z.string() }).nullable(),
+  error: z.object({ type: z.string(), code: z.string(), message: z.string() }).nullable().describe("Why the response failed: `type` and `code` as in the error envelope."),
   incomplete_details: z.object({ reason: z.string() }).nullable(),
   instructions: z.string().nullable(),
   max_output_tokens: z.number().int().nullable(),
@@ -242,10 +242,16 @@ export const ResponseOutputTextDeltaEvent = z.object({ type: z.literal("response
 export const ResponseOutputTextDoneEvent = z.object({ type: z.literal("response.output_text.done"), ...seq, ...partAt, text: z.string(), logprobs: z.array(z.unknown()) });
 export const ResponseFunctionCallArgumentsDeltaEvent = z.object({ type: z.literal("response.function_call_arguments.delta"), ...seq, ...itemAt, delta: z.string() });
 export const ResponseFunctionCallArgumentsDoneEvent = z.object({ type: z.literal("response.function_call_arguments.done"), ...seq, ...itemAt, name: z.string(), arguments: z.string() });
-/** The stream itself failed before the response ended (a reader too slow for its buffer): the error envelope's type, code and message. */
+/**
+ * The stream itself failed before the response ended (a reader too slow for its buffer): the error
+ * envelope's type, code and message, nested as Open Responses has them and flat as OpenAI sends them.
+ */
 export const ResponseErrorEvent = z.object({
   type: z.literal("error"),
   ...seq,
+  code: z.string().nullable(),
+  message: z.string(),
+  param: z.string().nullable(),
   error: z.object({ type: z.string(), code: z.string().nullable(), message: z.string(), param: z.string().nullable() }),
 });
 

@@ -38,6 +38,9 @@ export const responseIdOf = (runId: string) => `resp_${suffixOf(runId)}`;
 /** One SSE frame of a response event: `event:` is its type, as OpenAI sends them. */
 export const frame = (e: ResponseStreamEvent): string => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`;
 
+/** What ends a response's stream, as the Open Responses specification says (OpenAI's clients skip it). */
+export const DONE_FRAME = "data: [DONE]\n\n";
+
 type Usage = { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number };
 type ToolCall = { id: string; name: string; arguments: string };
 
@@ -179,7 +182,7 @@ export class ResponseAssembler {
     if (e.kind === "run_failed") {
       const error = d.error as { code: string; message: string };
       const output = this.messageOpen || this.text ? [this.closeMessage(this.text, "incomplete")] : [];
-      this.finish("response.failed", { status: "failed", output, usage, error: { code: error.code, message: `The user's runtime failed: ${error.message}` } });
+      this.finish("response.failed", { status: "failed", output, usage, error: { type: "server_error", code: error.code, message: `The user's runtime failed: ${error.message}` } });
       return;
     }
     const text = typeof d.output === "string" && d.output ? d.output : this.text;
@@ -194,6 +197,12 @@ export class ResponseAssembler {
     output.push(...this.functionCalls(calls, output.length));
     if (truncated) this.finish("response.incomplete", { status: "incomplete", output, usage, incomplete_details: { reason: "max_output_tokens" } });
     else this.finish("response.completed", { status: "completed", output, usage, completed_at: completedAt });
+  }
+
+  /** The stream ends before the response did (its reader too slow): an `error` event, in both its forms. */
+  streamError(code: string, message: string): void {
+    const error = { type: "server_error", code, message, param: null };
+    this.send({ type: "error", code, message, param: null, error });
   }
 
   private finish(type: "response.completed" | "response.incomplete" | "response.failed", at: Parameters<typeof responseObject>[1]): void {

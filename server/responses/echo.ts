@@ -14,7 +14,7 @@ import type { StoredEvent } from "../runs/run-rows.js";
 import { EventStreamWriter } from "../runs/sse.js";
 import { countWords, ECHO_MODEL, parseScript, ScriptError, stepsOfTurn } from "../runs/echo-script.js";
 import { itemText, type StoredItem } from "./input.js";
-import { frame, ResponseAssembler, responseIdOf, type ResponseHead } from "./assemble.js";
+import { DONE_FRAME, frame, ResponseAssembler, responseIdOf, type ResponseHead } from "./assemble.js";
 import type { ResponseRecord } from "./responses.js";
 
 /**
@@ -73,6 +73,7 @@ export class EchoResponder {
     const assembler = new ResponseAssembler(head, (e) => out.write(frame(e)), () => final.completed_at ?? final.created_at);
     assembler.open();
     for (const e of events) assembler.event(e);
+    out.write(DONE_FRAME);
     out.end();
     return out.out;
   }

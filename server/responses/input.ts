@@ -30,8 +30,12 @@ export function inputItems(input: CreateResponseRequest["input"], suffix: string
     }
     // A reasoning item sent back (the Agents SDK and the AI SDK send the model's ones again): nothing a runtime here takes back; kept, not sent.
     if (type === "reasoning") return { ...(raw as Record<string, unknown>), id: raw.id || `rs_${suffix}_${i}`, type };
-    if (type === "item_reference") throw bad(`Invalid ${param}: \`item_reference\` items are not supported here; send the item itself, or continue with \`previous_response_id\`.`, param);
-    throw bad(`Invalid ${param}.type ${JSON.stringify(type)}: input items here are \`message\`, \`function_call\`, \`function_call_output\` (and \`reasoning\`, which is kept but not sent).`, `${param}.type`);
+    // An item of a stored response, by its id (the AI SDK sends earlier output this way): resolved by the service before anything runs.
+    if (type === "item_reference") {
+      if (typeof raw.id !== "string" || !raw.id) throw bad(`Invalid ${param}.id: an \`item_reference\` names the item's id.`, `${param}.id`);
+      return { id: raw.id, type };
+    }
+    throw bad(`Invalid ${param}.type ${JSON.stringify(type)}: input items here are \`message\`, \`function_call\`, \`function_call_output\`, \`item_reference\` (and \`reasoning\`, which is kept but not sent).`, `${param}.type`);
   });
 }
 

@@ -18,7 +18,7 @@ import { EventStreamWriter, SLOW_READER_COMMENT } from "../runs/sse.js";
 import { followRun } from "../runs/follow-run.js";
 import { ECHO_MODEL } from "../runs/echo-script.js";
 import { functionTools, hasImage, inputItems, toChatMessages, toChatTools, type StoredItem } from "./input.js";
-import { frame, ResponseAssembler, responseIdOf, responseObject, suffixOf, type ResponseHead, type ResponseSettings } from "./assemble.js";
+import { DONE_FRAME, frame, ResponseAssembler, responseIdOf, responseObject, suffixOf, type ResponseHead, type ResponseSettings } from "./assemble.js";
 import { EchoResponder } from "./echo.js";
 
 type Request = CreateResponseRequest;
@@ -80,7 +80,7 @@ export class ResponsesService {
     if (request.background) throw new ApiError("invalid_request", "Invalid body field `background`: background responses are not supported here; stream the response (`stream: true`) or wait for it.", { param: "background" });
     if (request.metadata && Object.keys(request.metadata).length > 16) throw new ApiError("invalid_request", "Invalid body field `metadata`: at most 16 pairs.", { param: "metadata" });
     const tools = functionTools(request.tools);
-    const items = inputItems(request.input, randomId("", 16));
+    const items = await this.resolveReferences(tenant, user, inputItems(request.input, randomId("", 16)));
     const previous = request.previous_response_id ? await this.continued(tenant, request.previous_response_id, user) : [];
     const echo = request.model === ECHO_MODEL;
     const format = request.text?.format;
@@ -134,13 +134,21 @@ export class ResponsesService {
       const stream = new EventStreamWriter(res);
       const assembler = new ResponseAssembler(head, (e) => stream.write(frame(e)));
       assembler.open();
-      const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e) => assembler.event(e), (why) => stream.end(why === "slow_reader" ? SLOW_READER_COMMENT : undefined), readFirst, stream);
+      const end = (why: string) => {
+        if (why === "slow_reader") {
+          assembler.streamError("slow_reader", `The stream was closed: its reader fell more than 1 MiB behind. The response goes on; read it with GET /v1/responses/${head.id}.`);
+          return stream.end(SLOW_READER_COMMENT);
+        }
+        if (assembler.final) stream.write(DONE_FRAME);
+        stream.end();
+      };
+      const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e) => assembler.event(e), end, readFirst, stream);
       res.on("close", stop);
       return stream.out;
     }
     const assembler = new ResponseAssembler(head);
     return new Promise((resolve) => {
-      const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e: StoredEvent) => assembler.event(e), () => resolve(assembler.final ?? responseObject(head, { status: "failed", error: { code: "server_error", message: "The answer stopped before it ended." } })), readFirst);
+      const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e: StoredEvent) => assembler.event(e), () => resolve(assembler.final ?? responseObject(head, { status: "failed", error: { type: "server_error", code: "server_error", message: "The answer stopped before it ended." } })), readFirst);
       res.on("close", stop);
     });
   }
@@ -184,6 +192,35 @@ export class ResponsesService {
     const limit = query.limit ?? 20;
     const data = items.slice(0, limit);
     return { object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: items.length > limit };
+  }
+
+  /**
+   * `item_reference` items replaced by the items they name: an output item of a
+   * stored response of the same user (`msg_X`, `fc_X_n`: `X` is the response's),
+   * or an item of the conversation it continued. Anything else is the same 404.
+   */
+  private async resolveReferences(tenant: Tenant, user: string, items: StoredItem[]): Promise<StoredItem[]> {
+    if (!items.some((i) => i.type === "item_reference")) return items;
+    const seen = new Map<string, StoredItem[]>();
+    const out: StoredItem[] = [];
+    for (const [n, item] of items.entries()) {
+      if (item.type !== "item_reference") {
+        out.push(item);
+        continue;
+      }
+      const param = `input[${n}].id`;
+      const suffix = /^(?:msg|fc|rs)_([a-z0-9]{24})(?:_\d+)?$/.exec(item.id)?.[1];
+      const unknown = () => new ApiError("not_found", `No item ${JSON.stringify(item.id)} (${param}) in a stored response of user ${user}: send the item itself, or continue with \`previous_response_id\`.`, { param });
+      if (!suffix) throw unknown();
+      if (!seen.has(suffix)) {
+        const row = await this.stored(tenant, `resp_${suffix}`, user, param).catch(() => null);
+        seen.set(suffix, row ? [...row.record!.history, ...((await this.materialize(row)).output as StoredItem[])] : []);
+      }
+      const found = seen.get(suffix)!.find((i) => i.id === item.id);
+      if (!found) throw unknown();
+      out.push(found);
+    }
+    return out;
   }
 
   /** The conversation a `previous_response_id` continues: the items it saw and its output. */

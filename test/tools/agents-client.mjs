@@ -1,15 +1,17 @@
 // The OpenAI Agents SDK (@openai/agents, from test/tools: it needs zod 4, the service is held on
-// zod 3) as an app uses it against the service's chat completions, run by test/chat/chat-agents-sdk
-// in a child process: `node test/tools/agents-client.mjs '<json>'`, one JSON line out.
+// zod 3) as an app uses it against the service's chat completions and its Responses API, run by
+// test/chat/chat-agents-sdk and test/responses/responses-clients in a child process:
+// `node test/tools/agents-client.mjs '<json>'`, one JSON line out.
 //
 // The argument: { baseURL, apiKey, cases: [{ name, user, model, input, stream?, via?, userField? }] }
 // - via "model" (default): an `OpenAIChatCompletionsModel` over an `OpenAI` client of our own;
-//   via "defaults": `setDefaultOpenAIClient` + `setOpenAIAPI("chat_completions")`, the model by name.
+//   via "defaults": `setDefaultOpenAIClient` + `setOpenAIAPI("chat_completions")`, the model by name;
+//   via "responses": an `OpenAIResponsesModel` over the same client (the Agents SDK's own default API).
 // - userField: how the end user is sent, through `modelSettings.providerData` (the Agents SDK has no
 //   setting of its own for it): "safety_identifier" (default) or "user"; "none": not at all.
 // Each case runs one agent with one function tool, `weather`, executed by the Agents SDK itself.
 // Out: { cases: { [name]: { finalOutput, calls, items, usage, sent, statuses, deltas?, events? } | { error, calls, sent, statuses } } }
-import { Agent, OpenAIChatCompletionsModel, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
+import { Agent, OpenAIChatCompletionsModel, OpenAIResponsesModel, run, setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled, tool } from "@openai/agents";
 import OpenAI from "openai";
 import { z } from "zod";
 
@@ -49,7 +51,7 @@ async function runCase(c, calls) {
   const agent = new Agent({
     name: "Weather agent",
     instructions: "Answer with the weather tool.",
-    model: c.via === "defaults" ? c.model : new OpenAIChatCompletionsModel(client, c.model),
+    model: c.via === "defaults" ? c.model : c.via === "responses" ? new OpenAIResponsesModel(client, c.model) : new OpenAIChatCompletionsModel(client, c.model),
     tools: [weather],
     modelSettings: c.userField === "none" ? {} : { providerData: { [c.userField ?? "safety_identifier"]: c.user } },
   });
