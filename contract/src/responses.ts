@@ -225,7 +225,7 @@ export const ResponseInputItemsQuery = ResponseReadQuery.extend({
 // ---- stream events ----
 
 const seq = { sequence_number: z.number().int().min(0) };
-const whole = (type: string) => z.object({ type: z.literal(type), ...seq, response: ResponseObject });
+const whole = <T extends string>(type: T) => z.object({ type: z.literal(type), ...seq, response: ResponseObject });
 const itemAt = { output_index: z.number().int(), item_id: z.string() };
 const partAt = { ...itemAt, content_index: z.number().int() };
 

@@ -33,7 +33,7 @@ import type {
 } from "./wire.js";
 
 /** What every resource is built on. */
-abstract class Resource {
+export abstract class Resource {
   /** @internal */
   protected readonly api: Transport;
   /** @internal */
@@ -173,17 +173,24 @@ export class ChatCompletions extends Resource {
   async create(params: ChatCompletionCreateParams, options: RequestOptions = {}): Promise<ChatCompletion | ChatCompletionStream> {
     const idempotencyKey = options.idempotencyKey ?? newIdempotencyKey();
     if (!params.stream) return this.api.request({ method: "POST", path: "/chat/completions", body: params, options: { ...options, idempotencyKey } });
-    const signal = options.signal ?? new AbortController().signal;
-    const http = { ...this.api.http, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) };
-    const maxRetries = options.maxRetries ?? http.maxRetries;
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const response = await openEventStream(http, { method: "POST", path: "/chat/completions", body: params, headers: { "idempotency-key": idempotencyKey } }, signal);
-        return new ChatCompletionStream(response, options.signal);
-      } catch (err) {
-        if (attempt >= maxRetries || !mayRetry(err, "create")) throw err;
-        await sleep(retryDelayMs(attempt, err), signal);
-      }
+    return new ChatCompletionStream(await openCreatedStream(this.api, "/chat/completions", params, idempotencyKey, options), options.signal);
+  }
+}
+
+/**
+ * POSTs a create that answers with a stream (`stream: true`), under one
+ * `Idempotency-Key` across its retries: resolves once the stream's headers are in.
+ */
+export async function openCreatedStream(api: Transport, path: string, body: unknown, idempotencyKey: string, options: RequestOptions): Promise<Response> {
+  const signal = options.signal ?? new AbortController().signal;
+  const http = { ...api.http, ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}) };
+  const maxRetries = options.maxRetries ?? http.maxRetries;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await openEventStream(http, { method: "POST", path, body, headers: { "idempotency-key": idempotencyKey } }, signal);
+    } catch (err) {
+      if (attempt >= maxRetries || !mayRetry(err, "create")) throw err;
+      await sleep(retryDelayMs(attempt, err), signal);
     }
   }
 }

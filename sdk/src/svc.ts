@@ -1,4 +1,5 @@
 import { resolveClientOptions, Transport, type RequestOptions, type SvcClientOptions, type Method, type Query } from "./client.js";
+import { Responses } from "./responses.js";
 import { Billing, Chat, Machines, Models, Plans, Sessions, Usage, Users, WebhookDeliveries, WebhookEndpoints } from "./resources.js";
 import { Runs } from "./runs.js";
 
@@ -32,6 +33,8 @@ export class Svc {
   readonly sessions: Sessions;
   readonly models: Models;
   readonly chat: Chat;
+  /** The Responses API: a model response for `user`, the caller running its function tools; stored responses. */
+  readonly responses: Responses;
   readonly billing: Billing;
   readonly webhookEndpoints: WebhookEndpoints;
   readonly webhookDeliveries: WebhookDeliveries;
@@ -48,6 +51,7 @@ export class Svc {
     this.sessions = new Sessions(api);
     this.models = new Models(api);
     this.chat = new Chat(api);
+    this.responses = new Responses(api);
     this.billing = new Billing(api);
     this.webhookEndpoints = new WebhookEndpoints(api);
     this.webhookDeliveries = new WebhookDeliveries(api);

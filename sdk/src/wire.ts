@@ -604,3 +604,4 @@ export interface WebhookDelivery {
   deliveredAt: string | null;
   createdAt: string;
 }
+export * from "./responses-wire.js";

@@ -109,9 +109,9 @@ export class ResponseAssembler {
 
   constructor(
     private readonly head: ResponseHead,
-    private readonly emit: Emit = () => {},
-    /** When the response ended (epoch seconds): now, or for a stored one its run's end. */
-    private readonly endedAt: () => number = () => Math.floor(Date.now() / 1000),
+    private readonly emit: Emit,
+    /** When the response ended (epoch seconds): now on the service's clock, or for a stored one its run's end. */
+    private readonly endedAt: () => number,
   ) {}
 
   private send(event: Record<string, unknown>): void {

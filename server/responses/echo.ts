@@ -47,7 +47,7 @@ export class EchoResponder {
       const runId = randomId("run_", 24);
       events = await this.turn(history, record);
       const head: ResponseHead = { id: responseIdOf(runId), suffix: runId.slice(4), created_at: Math.floor(now.getTime() / 1000), model: ECHO_MODEL, settings: record.settings };
-      const assembler = new ResponseAssembler(head, undefined, () => head.created_at);
+      const assembler = new ResponseAssembler(head, () => {}, () => head.created_at);
       for (const e of events) assembler.event(e);
       final = assembler.final!;
       const endUserId = await ensureEndUser(this.db, tenant, user);

@@ -74,6 +74,9 @@ export class ResponsesService {
     this.echo = new EchoResponder(db, clock);
   }
 
+  /** Now on the service's clock, in epoch seconds (a response's times). */
+  private readonly seconds = () => Math.floor(this.clock.now().getTime() / 1000);
+
   async create(tenant: Tenant, request: Request, res: Response, replayRunId?: string): Promise<ResponseObject | Readable> {
     const user = request.user ?? request.safety_identifier;
     if (user === undefined) throw new ApiError("invalid_request", "Invalid body field `user`: the end user the response is for is required here (`user`, or `safety_identifier`).", { param: "user" });
@@ -132,7 +135,7 @@ export class ResponsesService {
     const readFirst = !started.drivenHere;
     if (request.stream) {
       const stream = new EventStreamWriter(res);
-      const assembler = new ResponseAssembler(head, (e) => stream.write(frame(e)));
+      const assembler = new ResponseAssembler(head, (e) => stream.write(frame(e)), this.seconds);
       assembler.open();
       const end = (why: string) => {
         if (why === "slow_reader") {
@@ -146,7 +149,7 @@ export class ResponsesService {
       res.on("close", stop);
       return stream.out;
     }
-    const assembler = new ResponseAssembler(head);
+    const assembler = new ResponseAssembler(head, () => {}, this.seconds);
     return new Promise((resolve) => {
       const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e: StoredEvent) => assembler.event(e), () => resolve(assembler.final ?? responseObject(head, { status: "failed", error: { type: "server_error", code: "server_error", message: "The answer stopped before it ended." } })), readFirst);
       res.on("close", stop);
@@ -256,8 +259,8 @@ export class ResponsesService {
     const record = row.record!;
     if (record.final) return record.final;
     const head: ResponseHead = { id: responseIdOf(row.id), suffix: suffixOf(row.id), created_at: Math.floor(new Date(row.created_at).getTime() / 1000), model: row.model, settings: record.settings };
-    const ended = row.finished_at ? Math.floor(new Date(row.finished_at).getTime() / 1000) : Math.floor(this.clock.now().getTime() / 1000);
-    const assembler = new ResponseAssembler(head, undefined, () => ended);
+    const ended = row.finished_at ? Math.floor(new Date(row.finished_at).getTime() / 1000) : this.seconds();
+    const assembler = new ResponseAssembler(head, () => {}, () => ended);
     const { active, last } = await this.store.runEnd(row.id);
     const text = await this.store.streamedText(row.id);
     if (text) assembler.event({ seq: 0, kind: "text_delta", data: { kind: "text_delta", turn: 1, text } });

@@ -26,7 +26,7 @@ const TSCONFIG = {
 
 /** The app: resource reads, paged usage, a session, chat completions and a run served in the app. */
 const SAMPLE = `
-import { Svc, NotFoundError, type ChatCompletion, type Page, type UsageRow, type User } from "@svc/sdk";
+import { Svc, NotFoundError, type ChatCompletion, type Page, type ResponseObject, type UsageRow, type User } from "@svc/sdk";
 
 const svc = new Svc(); // SVC_API_KEY, SVC_BASE_URL
 const out: Record<string, unknown> = {};
@@ -69,14 +69,21 @@ async function main(): Promise<void> {
     out.unknownUser = err instanceof NotFoundError ? [err.status, err.code, err.requestId?.startsWith("req_")] : String(err);
   }
 
+  const stream = await svc.responses.create({ model: "svc/echo", user: "alice", input: "typed events", stream: true });
+  const deltas: string[] = [];
+  for await (const e of stream) if (e.type === "response.output_text.delta") deltas.push(e.delta);
+  const stored: ResponseObject = await svc.responses.retrieve(stream.final!.id);
+  const item = stored.output[0];
+  out.response = { deltas: deltas.join(""), status: stored.status, text: item.type === "message" ? item.content[0].text : null };
+
   const run = svc.runs.create({
     user: "alice",
     prompt: "hello",
     serveInApp: async (h) => ({ output: "served " + h.prompt, usage: { inputTokens: 2, outputTokens: 3 } }),
   });
   const result = await run.result();
-  const stored = await svc.runs.get(result.runId);
-  out.run = { status: result.status, output: result.output, route: result.route, stored: stored.status };
+  const storedRun = await svc.runs.get(result.runId);
+  out.run = { status: result.status, output: result.output, route: result.route, stored: storedRun.status };
   console.log(JSON.stringify(out));
 }
 main().catch((err) => { console.error(err); process.exitCode = 1; });
@@ -208,6 +215,7 @@ describe("the @svc/sdk tarball in an empty project", () => {
       removeUnknown: "not_found",
       unknownUser: [404, "not_found", true],
       run: { status: "handed_back", output: "served hello", route: "app", stored: "handed_back" },
+      response: { deltas: "typed events", status: "completed", text: "typed events" },
     });
     // Every row once, in order, across pages of two.
     expect(out.usage.paged.length).toBeGreaterThanOrEqual(4);
