@@ -48,8 +48,8 @@ export interface StreamResult {
 }
 
 /**
- * POSTs a streamed chat completion and reads its `text/event-stream` frames as
- * they come. The time of a chunk is when the bytes holding it were read.
+ * POSTs a streamed chat completion (or response) and reads its `text/event-stream`
+ * frames as they come. The time of a chunk is when the bytes holding it were read.
  */
 export function stream(agent: http.Agent, url: string, headers: Record<string, string>, body: string, timeoutMs = 60_000): Promise<StreamResult> {
   return new Promise((resolve) => {
@@ -83,7 +83,7 @@ export function stream(agent: http.Agent, url: string, headers: Record<string, s
               r.done = true;
               continue;
             }
-            let chunk: { choices?: { delta?: { content?: string } }[]; usage?: unknown; error?: { message?: string } };
+            let chunk: { choices?: { delta?: { content?: string } }[]; usage?: unknown; error?: { message?: string }; type?: string; delta?: string; response?: { usage?: unknown } };
             try {
               chunk = JSON.parse(data);
             } catch {
@@ -91,13 +91,15 @@ export function stream(agent: http.Agent, url: string, headers: Record<string, s
               continue;
             }
             if (chunk.error) r.error = chunk.error.message ?? "error frame";
-            if (chunk.usage) r.usage = true;
-            if (chunk.choices?.[0]?.delta?.content) {
+            // A chat completion's chunk, or a response's event (`POST /v1/responses`): its text delta, its usage at `response.completed`.
+            if (chunk.usage || (chunk.type === "response.completed" && chunk.response?.usage)) r.usage = true;
+            const content = chunk.choices?.[0]?.delta?.content ?? (chunk.type === "response.output_text.delta" ? chunk.delta : undefined);
+            if (content) {
               if (r.chunks === 0) r.ttft = now - t0;
               else r.maxGap = Math.max(r.maxGap, now - last);
               last = now;
               r.chunks++;
-              r.chars += chunk.choices[0].delta.content.length;
+              r.chars += content.length;
             }
           }
         }

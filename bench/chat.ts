@@ -177,10 +177,19 @@ async function routedLatency(server: BenchServer, standin: string, floorUrl: str
     if (a.status !== 200 || JSON.parse(a.text).choices[0].message.content !== expected) throw new Error(`bare relays: ${a.status} ${a.text.slice(0, 300)}`);
     return ms;
   };
-  for (let i = 0; i < WARMUP_REQUESTS; i++) await direct(), await floor(), await service();
-  const [d, b, s] = await inTurn(REQUESTS, [direct, floor, service]);
-  for (const a of [agentDirect, agentService, agentFloor]) a.destroy();
-  return { d, b, s };
+  const agentResponses = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const responses = async () => {
+    const body = JSON.stringify({ model: `${RUNTIME}/instant`, user: USER, input: ask("Say hello")[0].content });
+    const t = performance.now();
+    const a = await post(agentResponses, `${server.url}/v1/responses`, auth, body);
+    const ms = performance.now() - t;
+    if (a.status !== 200 || JSON.parse(a.text).output[0].content[0].text !== expected) throw new Error(`responses: ${a.status} ${a.text.slice(0, 300)}`);
+    return ms;
+  };
+  for (let i = 0; i < WARMUP_REQUESTS; i++) await direct(), await floor(), await service(), await responses();
+  const [d, b, s, r] = await inTurn(REQUESTS, [direct, floor, service, responses]);
+  for (const a of [agentDirect, agentService, agentFloor, agentResponses]) a.destroy();
+  return { d, b, s, r };
 }
 
 /** `n` rounds of the paths, one call each, the first of each round rotating; each path's results. */
@@ -212,10 +221,12 @@ async function ttft(server: BenchServer, standin: string, floorUrl: string) {
     );
   const floor = async () =>
     check("bare relays", await stream(agentFloor, `${floorUrl}/v1/chat/completions`, json, JSON.stringify({ model: "paced64", stream: true, stream_options: { include_usage: true }, messages: ask("Count") })));
-  for (let i = 0; i < 2; i++) await direct(), await floor(), await service();
-  const [d, b, s] = await inTurn(TTFT_STREAMS, [direct, floor, service]);
-  for (const a of [agentDirect, agentService, agentFloor]) a.destroy();
-  return { d, b, s };
+  const agentResponses = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const responses = async () => check("responses", await stream(agentResponses, `${server.url}/v1/responses`, auth, JSON.stringify({ model: `${RUNTIME}/paced64`, user: USER, stream: true, input: ask("Count")[0].content })));
+  for (let i = 0; i < 2; i++) await direct(), await floor(), await service(), await responses();
+  const [d, b, s, r] = await inTurn(TTFT_STREAMS, [direct, floor, service, responses]);
+  for (const a of [agentDirect, agentService, agentFloor, agentResponses]) a.destroy();
+  return { d, b, s, r };
 }
 
 // ---------------------------------------------------------------- many streams
@@ -277,7 +288,7 @@ async function undoAll(): Promise<void> {
 
 async function main() {
   const startedAt = performance.now();
-  say(`bench:chat: POST /v1/chat/completions through the service against a hello server, a bare Express echo and the model runtime called directly`);
+  say(`bench:chat: POST /v1/chat/completions and POST /v1/responses through the service against a hello server, a bare Express echo and the model runtime called directly`);
   say(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at start (other processes on the machine skew the numbers)`);
   const missed: string[] = [];
   const rows: Row[] = [];
@@ -362,6 +373,10 @@ async function main() {
       rows.push(["2", `completion via worker (${CHAT_DATABASE}) vs runtime direct, median ms`, f(percentile(routed.d, 50)), f(percentile(routed.s, 50)), `+${f(addMed)}`, `≤ +${TARGET.addedMedianMs}`, verdict(addMed <= TARGET.addedMedianMs)]);
       rows.push(["2", `completion via worker (${CHAT_DATABASE}) vs runtime direct, p99 ms`, f(percentile(routed.d, 99)), f(percentile(routed.s, 99)), `+${f(addP99)}`, `≤ +${TARGET.addedP99Ms}`, verdict(addP99 <= TARGET.addedP99Ms)]);
       rows.push(["2", `  the floor: via bare relays vs runtime direct, median / p99 ms`, `${f(percentile(routed.d, 50))} / ${f(percentile(routed.d, 99))}`, `${f(percentile(routed.b, 50))} / ${f(percentile(routed.b, 99))}`, `+${f(floorMed)} / +${f(floorP99)}`, "", ""]);
+      const respMed = percentile(routed.r, 50) - percentile(routed.d, 50);
+      const respP99 = percentile(routed.r, 99) - percentile(routed.d, 99);
+      rows.push(["2", `  POST /v1/responses via worker vs runtime direct, median / p99 ms`, `${f(percentile(routed.d, 50))} / ${f(percentile(routed.d, 99))}`, `${f(percentile(routed.r, 50))} / ${f(percentile(routed.r, 99))}`, `+${f(respMed)} / +${f(respP99)}`, "", ""]);
+      rows.push(["2", `  responses ÷ chat completions, added median`, `+${f(addMed)}`, `+${f(respMed)}`, `${f(respMed / addMed)}×`, "", ""]);
       if (addMed > TARGET.addedMedianMs) missed.push("2 (median)");
       if (addP99 > TARGET.addedP99Ms) missed.push("2 (p99)");
     }
@@ -378,6 +393,10 @@ async function main() {
       rows.push(["3", `  the floor: time to first token via bare relays, median ms`, f(percentile(td, 50)), f(percentile(tb, 50)), `+${f(percentile(tb, 50) - percentile(td, 50))}`, "", ""]);
       rows.push(["3", `  time to first token, p99 (= max here) ms`, f(percentile(td, 99)), f(percentile(ts, 99)), `+${f(percentile(ts, 99) - percentile(td, 99))}`, "", ""]);
       rows.push(["3", `  one stream: max chunk gap, median / max ms`, `${f(percentile(t.d.map((r) => r.maxGap), 50), 1)} / ${f(Math.max(...t.d.map((r) => r.maxGap)), 1)}`, `${f(percentile(t.s.map((r) => r.maxGap), 50), 1)} / ${f(Math.max(...t.s.map((r) => r.maxGap)), 1)}`, "", "", ""]);
+      const tr = t.r.map((r) => r.ttft);
+      const respTtft = percentile(tr, 50) - percentile(td, 50);
+      rows.push(["3", `  POST /v1/responses: time to first token, median ms`, f(percentile(td, 50)), f(percentile(tr, 50)), `+${f(respTtft)}`, "", ""]);
+      rows.push(["3", `  responses ÷ chat completions, time to first token added`, `+${f(addTtft)}`, `+${f(respTtft)}`, `${f(respTtft / addTtft)}×`, "", ""]);
       if (addTtft > TARGET.ttftAddedMedianMs) missed.push("3 (TTFT)");
 
       say(`scenario 3 (on ${CHAT_DATABASE}): ${STREAMS} concurrent streams, directly then through the service (at most ${STREAMS_TIMEOUT_MS / 1000} s)...`);
@@ -390,6 +409,14 @@ async function main() {
         JSON.stringify({ model: `${RUNTIME}/paced64`, user: USER, stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: `Count ${Date.now()} {i}` }] }),
       );
       const manyCpu = ownCpuMs() - cpu0;
+      const cpuR = ownCpuMs();
+      const responsesMany = await manyStreams(
+        "POST /v1/responses through the service",
+        `${chatServer.url}/v1/responses`,
+        { ...json, authorization: `Bearer ${chatServer.appKey}` },
+        JSON.stringify({ model: `${RUNTIME}/paced64`, user: USER, stream: true, input: `Count ${Date.now()} {i}` }),
+      );
+      const responsesCpu = ownCpuMs() - cpuR;
       const cpu1 = ownCpuMs();
       const floorMany = await manyStreams("through the bare relays (the floor)", `${floorRelay.url}/v1/chat/completions`, json, JSON.stringify({ model: "paced64", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "Count {i}" }] }));
       const floorCpu = ownCpuMs() - cpu1;
@@ -403,7 +430,11 @@ async function main() {
       rows.push(["3", `  the floor, bare relays: completed; TTFT median / p99 / max ms`, "", `${floorMany.clean} / ${floorMany.n}; ${dist(floorMany.ttft)}`, "", "", ""]);
       rows.push(["3", `  the floor, bare relays: all done in, s; relay process CPU s (ms per stream)`, "", `${f(floorMany.wallMs / 1000, 1)}; ${f(floorCpu / 1000, 1)} (${f(floorCpu / STREAMS)})`, "", "", ""]);
       rows.push(["3", `  CPU ms per stream: service; bare relays`, "", `${f(manyCpu / STREAMS)}; ${f(floorCpu / STREAMS)}`, `${f(manyCpu / floorCpu)}×`, "", ""]);
+      rows.push(["3", `  POST /v1/responses, ${STREAMS} streams: completed; TTFT median / p99 / max ms`, "", `${responsesMany.clean} / ${responsesMany.n}; ${dist(responsesMany.ttft)}`, "", "", ""]);
+      rows.push(["3", `  POST /v1/responses: all done in, s; CPU ms per stream (÷ chat completions)`, "", `${f(responsesMany.wallMs / 1000, 1)}; ${f(responsesCpu / STREAMS)}`, `${f(responsesCpu / manyCpu)}×`, "", ""]);
       if (!ok) missed.push("3 (1000 streams)");
+      if (responsesMany.clean !== STREAMS) missed.push("3 (1000 responses streams)");
+      for (const e of responsesMany.errors) notes.push(`responses streams: ${e}`);
       for (const e of serviceMany.errors) notes.push(`service streams: ${e}`);
       for (const e of directMany.errors) notes.push(`direct streams: ${e}`);
     }

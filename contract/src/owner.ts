@@ -2,6 +2,7 @@ import { z } from "zod";
 import { CostClass, Environment, IsoTime, Machine, Micros, Page, RouteKind, UserId } from "./common.js";
 import { Plan, User, UsageRow } from "./reads.js";
 import { Run, RunStatus } from "./runs.js";
+import { ResponseInputItemStored, ResponseOutputItem } from "./responses.js";
 import { PlanSlugParam } from "./billing.js";
 
 /**
@@ -171,6 +172,18 @@ export const OwnerRunDetail = z.object({
     .object({ inputTokens: z.number().int(), outputTokens: z.number().int(), reportedAt: IsoTime })
     .nullable()
     .describe("A handed-back run: the usage the app reported for it."),
+  response: z
+    .object({
+      id: z.string(),
+      instructions: z.string().nullable(),
+      previousResponseId: z.string().nullable(),
+      store: z.boolean(),
+      deleted: z.boolean(),
+      input: z.array(ResponseInputItemStored).describe("The request's own input items (empty when not stored, or deleted)."),
+      output: z.array(ResponseOutputItem).nullable().describe("What it answered, when known without its events (`svc/echo`); else its events say it."),
+    })
+    .nullable()
+    .describe("A run started by `POST /v1/responses`: the response's items."),
 });
 
 export const ConversionCounts = z.object({ trialsStarted: z.number().int(), converted: z.number().int(), cancelled: z.number().int() });

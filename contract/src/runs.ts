@@ -217,6 +217,7 @@ export type RunStatus = z.infer<typeof RunStatus>;
 export const Run = z.object({
   id: z.string(),
   user: z.string(),
+  source: z.enum(["runs", "chat", "responses"]).describe("What started it: `POST /v1/runs`, `POST /v1/chat/completions` or `POST /v1/responses` (the response `resp_X` of run `run_X`)."),
   status: RunStatus,
   model: z.string(),
   route: RunRoute.nullable(),

@@ -397,6 +397,8 @@ export type RunStatus = "queued" | "running" | "waiting" | "completed" | "failed
 export interface Run {
   id: string;
   user: string;
+  /** What started it: `POST /v1/runs`, `POST /v1/chat/completions` or `POST /v1/responses` (the response `resp_X` of run `run_X`). */
+  source: "runs" | "chat" | "responses";
   status: RunStatus;
   model: string;
   route: RunRoute | null;

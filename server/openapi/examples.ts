@@ -124,6 +124,7 @@ export const EXAMPLES: Record<string, unknown> = {
   Run: {
     id: RUN_ID,
     user: USER,
+    source: "runs",
     status: "completed",
     model: "ollama/llama3.1:8b",
     route: "user-hardware",

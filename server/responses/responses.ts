@@ -123,7 +123,7 @@ export class ResponsesService {
       responseFormat: chatFormat(format),
       reasoningEffort: request.reasoning?.effort ?? undefined,
     };
-    const started = await this.runs.begin(tenant, { user, model: request.model, prefer: DEFAULT_CHAT_ROUTE, source: "responses", request: { prompt: "", chat, model: request.model, responses: record } as never, replayRunId });
+    const started = await this.runs.begin(tenant, { user, model: request.model, prefer: DEFAULT_CHAT_ROUTE, source: "responses", request: { prompt: "", chat, model: request.model, responses: record }, replayRunId });
     res.setHeader("Service-Run-Id", started.runId);
     if (started.handedBack) {
       const why = started.busy ?? (await this.runs.whyNoRoute(tenant, started.endUserId, user, request.model, DEFAULT_CHAT_ROUTE));
@@ -167,7 +167,7 @@ export class ResponsesService {
     const row = await this.stored(tenant, id, user);
     if (!row.finished_at && !row.record!.final) throw new ApiError("response_in_progress", `Response ${id} is still in progress: delete it once it has ended (or cancel its run, POST /v1/runs/run_${suffixOf(row.id)}/cancel).`);
     await this.db.query(
-      `UPDATE runs SET request = jsonb_set(request - 'chat', '{responses}', jsonb_build_object('deleted', true, 'settings', request->'responses'->'settings', 'input', '[]'::jsonb, 'history', '[]'::jsonb)), output = NULL, transcript = NULL
+      `UPDATE runs SET request = jsonb_set(request - 'chat', '{responses}', jsonb_build_object('deleted', true, 'settings', (request->'responses'->'settings') || '{"instructions": null, "metadata": {}}'::jsonb, 'input', '[]'::jsonb, 'history', '[]'::jsonb)), output = NULL, transcript = NULL
         WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`,
       [row.id, tenant.appId, tenant.environment],
     );

@@ -22,6 +22,27 @@ interface ApprovalRow {
   answered_at: Date | string | null;
 }
 
+/** What a run started by `POST /v1/responses` keeps of it (server/responses/responses.ts `ResponseRecord`), as far as the inspector shows it. */
+interface StoredResponse {
+  settings: { instructions: string | null; previous_response_id: string | null; store: boolean };
+  input: z.infer<typeof OwnerRunDetail>["response"] extends infer R ? (R extends { input: infer I } ? I : never) : never;
+  final?: { output: NonNullable<z.infer<typeof OwnerRunDetail>["response"]>["output"] };
+  deleted?: boolean;
+}
+
+function responseOf(runId: string, r: StoredResponse | undefined): z.infer<typeof OwnerRunDetail>["response"] {
+  if (!r) return null;
+  return {
+    id: `resp_${runId.slice(4)}`,
+    instructions: r.deleted ? null : r.settings.instructions,
+    previousResponseId: r.settings.previous_response_id,
+    store: r.settings.store,
+    deleted: r.deleted === true,
+    input: r.input ?? [],
+    output: r.deleted ? null : (r.final?.output ?? null),
+  };
+}
+
 const DECISIONS: Record<string, z.infer<typeof OwnerApproval>["decision"]> = { allow: "approved", deny: "denied", withdrawn: "withdrawn" };
 
 /** The app owner's reads of runs: a filtered list, newest first, and one run inspected in full. */
@@ -86,6 +107,7 @@ export class RunInspector {
         record.status === "handed_back" && record.usageReportedAt
           ? { inputTokens: Number(record.inputTokens), outputTokens: Number(record.outputTokens), reportedAt: record.usageReportedAt.toISOString() }
           : null,
+      response: record.source === "responses" ? responseOf(record.id, (record.request as { responses?: StoredResponse }).responses) : null,
     };
   }
 }

@@ -12,6 +12,7 @@ export function runView(r: RunRecord & { endUser: { externalId: string } }): z.i
   return {
     id: r.id,
     user: r.endUser.externalId,
+    source: r.source as "runs" | "chat" | "responses",
     status: r.status,
     model: r.model,
     route: r.routeKind as RunRoute | null,

@@ -159,6 +159,32 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     expect(await approvals.innerText()).toMatch(/app|alice/);
   });
 
+  it("shows responses beside runs and chat completions: the list says what started each, the inspector shows a response's items", async () => {
+    const svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1`, maxRetries: 0 });
+    const machine = await svc.responses.create({ model: "auto", user: "alice", instructions: "Be brief.", input: "hello from the dashboard test" });
+    expect(machine.status).toBe("completed");
+    const echo = await svc.responses.create({ model: "svc/echo", user: "alice", input: "echoed for the inspector" });
+    await go(envPath("runs"), /Runs/);
+    const table = page.getByRole("table");
+    await table.getByRole("link", { name: `run_${machine.id.slice(5)}` }).waitFor({ timeout: 20_000 });
+    const row = table.getByRole("row").filter({ has: page.getByRole("link", { name: `run_${machine.id.slice(5)}` }) });
+    expect(await row.innerText()).toContain("response");
+    // A positive control: a run started by POST /v1/runs says so.
+    const runRow = table.getByRole("row").filter({ has: page.getByRole("link", { name: toolRunId }) });
+    expect(await runRow.innerText()).toMatch(/\brun\b/);
+
+    await go(envPath(`runs/run_${machine.id.slice(5)}`), new RegExp(machine.id.slice(5)));
+    const items = page.getByRole("region", { name: "Response items" });
+    await items.waitFor({ timeout: 20_000 });
+    const text = await items.innerText();
+    expect(text).toContain("Be brief.");
+    expect(text).toContain("hello from the dashboard test");
+    expect(await page.locator("main").innerText()).toContain(`POST /v1/responses (${machine.id})`);
+    await go(envPath(`runs/run_${echo.id.slice(5)}`), new RegExp(echo.id.slice(5)));
+    const echoed = await page.getByRole("region", { name: "Response items" }).innerText();
+    expect(echoed.match(/echoed for the inspector/g)).toHaveLength(2); // its input item, and its output
+  });
+
   it("shows usage charts after the runs, and exports the ledger as CSV", async () => {
     await go(envPath("usage"), /Usage/);
     await expect.poll(() => page.locator("canvas").count(), { timeout: 20_000 }).toBeGreaterThan(0);

@@ -34,6 +34,8 @@ export function RunDetail() {
                 <span className={`state state-${d.run.status}`}>{d.run.status}</span>
                 {d.run.stopReason && ` (${d.run.stopReason})`}
               </dd>
+              <dt>Started by</dt>
+              <dd>{d.response ? `POST /v1/responses (${d.response.id})` : d.run.source === "chat" ? "POST /v1/chat/completions" : "POST /v1/runs"}</dd>
               <dt>User</dt>
               <dd>
                 <Link to={`${base}/users/${encodeURIComponent(d.run.user)}`}>{d.run.user}</Link>
@@ -81,6 +83,7 @@ export function RunDetail() {
               )}
             </section>
           )}
+          {d.response && <ResponseItems response={d.response} />}
           {d.run.output && (
             <section aria-labelledby="output-title">
               <h2 id="output-title">Output</h2>
@@ -150,5 +153,57 @@ export function RunDetail() {
         </>
       )}
     </>
+  );
+}
+
+type InspectedResponse = NonNullable<Awaited<ReturnType<typeof api.ownerGetRun>>["body"] extends infer B ? (B extends { response: infer R } ? R : never) : never>;
+
+/** A response's items: what the request gave (its instructions and input items) and, when known without its events, what it answered. */
+function ResponseItems({ response }: { response: InspectedResponse }) {
+  const said = (item: Record<string, unknown>): string => {
+    if (item.type === "message") {
+      const content = item.content as { type: string; text?: string; image_url?: string }[];
+      return content.map((p) => p.text ?? (p.type === "input_image" ? "[image]" : `[${p.type}]`)).join("");
+    }
+    if (item.type === "function_call") return `${String(item.name)}(${String(item.arguments)})`;
+    if (item.type === "function_call_output") return String(item.output);
+    return "";
+  };
+  const who = (item: Record<string, unknown>) => (item.type === "message" ? String(item.role) : String(item.type).replaceAll("_", " "));
+  return (
+    <section aria-labelledby="response-title" className="card">
+      <h2 id="response-title">Response items</h2>
+      {response.deleted ? (
+        <p>The response was deleted: its input and output are gone (its usage stays).</p>
+      ) : !response.store ? (
+        <p>Not stored (<code>store: false</code>): its input items were not kept.</p>
+      ) : null}
+      {response.previousResponseId && <p>Continues {response.previousResponseId}.</p>}
+      {response.instructions && (
+        <p>
+          Instructions: <q>{response.instructions}</q>
+        </p>
+      )}
+      {response.input.length > 0 && (
+        <DataTable
+          rows={response.input}
+          rowKey={(i) => i.id}
+          columns={[
+            { label: "Input item", cell: (i) => who(i) },
+            { label: "Content", cell: (i) => <span className="wrap">{said(i)}</span> },
+          ]}
+        />
+      )}
+      {response.output && response.output.length > 0 && (
+        <DataTable
+          rows={response.output}
+          rowKey={(i) => i.id}
+          columns={[
+            { label: "Output item", cell: (i) => who(i) },
+            { label: "Content", cell: (i) => <span className="wrap">{said(i as unknown as Record<string, unknown>)}</span> },
+          ]}
+        />
+      )}
+    </section>
   );
 }

@@ -11,6 +11,9 @@ import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
 import { formatCount, formatTime } from "../format/time";
 
+/** Which endpoint started a run, as the table says it. */
+const SOURCE = { runs: "run", chat: "chat completion", responses: "response" } as const;
+
 type Status = z.infer<typeof RunStatus>;
 type Route = z.infer<typeof RouteKind>;
 
@@ -66,6 +69,7 @@ export function Runs() {
           columns={[
             { label: "Run", cell: (r) => <Link to={encodeURIComponent(r.id)}>{r.id}</Link> },
             { label: "User", cell: (r) => r.user },
+            { label: "Started by", cell: (r) => SOURCE[r.source] },
             { label: "Status", cell: (r) => <span className={`state state-${r.status}`}>{r.status}</span> },
             { label: "Route", cell: (r) => r.route ?? "—" },
             { label: "Model", cell: (r) => r.model },
