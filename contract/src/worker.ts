@@ -93,6 +93,10 @@ export const ModelTurnJob = z.object({
   responseFormat: z.record(z.unknown()).optional(),
   /** `reasoning_effort` to send, for runtimes that take it; older workers ignore it. */
   reasoningEffort: z.string().max(32).optional(),
+  /** `tool_choice` to send: `required`, or one function; older workers ignore it. */
+  toolChoice: z.union([z.literal("required"), z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) })]).optional(),
+  /** `parallel_tool_calls` to send; older workers ignore it. */
+  parallelToolCalls: z.boolean().optional(),
 });
 
 /** An app tool offered to an agent CLI (through the worker's MCP bridge): what the model sees of it. */

@@ -80,6 +80,7 @@ export class ResponsesService {
   async create(tenant: Tenant, request: Request, res: Response, replayRunId?: string): Promise<ResponseObject | Readable> {
     const user = request.user ?? request.safety_identifier;
     if (user === undefined) throw new ApiError("invalid_request", "Invalid body field `user`: the end user the response is for is required here (`user`, or `safety_identifier`).", { param: "user" });
+    this.purgeExpired();
     if (request.background) throw new ApiError("invalid_request", "Invalid body field `background`: background responses are not supported here; stream the response (`stream: true`) or wait for it.", { param: "background" });
     if (request.metadata && Object.keys(request.metadata).length > 16) throw new ApiError("invalid_request", "Invalid body field `metadata`: at most 16 pairs.", { param: "metadata" });
     const tools = functionTools(request.tools);
@@ -122,6 +123,7 @@ export class ResponsesService {
       topP: request.top_p ?? undefined,
       responseFormat: chatFormat(format),
       reasoningEffort: request.reasoning?.effort ?? undefined,
+      ...(tools.length ? { toolChoice: chatToolChoice(request.tool_choice), parallelToolCalls: request.parallel_tool_calls ?? undefined } : {}),
     };
     const started = await this.runs.begin(tenant, { user, model: request.model, prefer: DEFAULT_CHAT_ROUTE, source: "responses", request: { prompt: "", chat, model: request.model, responses: record }, replayRunId });
     res.setHeader("Service-Run-Id", started.runId);
@@ -166,18 +168,51 @@ export class ResponsesService {
   async remove(tenant: Tenant, id: string, user: string | undefined): Promise<{ id: string; object: "response.deleted"; deleted: true }> {
     const row = await this.stored(tenant, id, user);
     if (!row.finished_at && !row.record!.final) throw new ApiError("response_in_progress", `Response ${id} is still in progress: delete it once it has ended (or cancel its run, POST /v1/runs/run_${suffixOf(row.id)}/cancel).`);
+    await this.empty([row.id]);
+    return { id, object: "response.deleted", deleted: true };
+  }
+
+  /**
+   * What responses kept (their input, the conversation, their output, their events' text)
+   * goes; their run records and ledger rows stay: they are the usage.
+   */
+  private async empty(runIds: string[]): Promise<void> {
     await this.db.query(
       `UPDATE runs SET request = jsonb_set(request - 'chat', '{responses}', jsonb_build_object('deleted', true, 'settings', (request->'responses'->'settings') || '{"instructions": null, "metadata": {}}'::jsonb, 'input', '[]'::jsonb, 'history', '[]'::jsonb)), output = NULL, transcript = NULL
-        WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`,
-      [row.id, tenant.appId, tenant.environment],
+        WHERE id = ANY($1::text[])`,
+      [runIds],
     );
-    // What the run said goes too; its events stay (a re-attach still ends), emptied.
+    // Their events stay (a re-attach still ends), emptied.
     await this.db.query(
       `UPDATE run_events SET data = CASE WHEN kind = 'text_delta' THEN jsonb_set(data, '{text}', '""') ELSE (data - 'toolCalls') || jsonb_build_object('output', '') END
-        WHERE run_id = $1 AND kind IN ('text_delta', 'run_completed', 'run_cancelled', 'run_failed')`,
-      [row.id],
+        WHERE run_id = ANY($1::text[]) AND kind IN ('text_delta', 'run_completed', 'run_cancelled', 'run_failed')`,
+      [runIds],
     );
-    return { id, object: "response.deleted", deleted: true };
+  }
+
+  private lastPurge = 0;
+
+  /**
+   * Stored responses past the retention are emptied as a DELETE empties them, a batch of
+   * at most 500 at a time, at most once an hour per instance (started by a create; reads
+   * refuse them from the moment they pass it).
+   */
+  private purgeExpired(): void {
+    const now = this.clock.now().getTime();
+    if (now - this.lastPurge < 3_600_000) return;
+    this.lastPurge = now;
+    this.purge(new Date(now - this.retentionDays * 86_400_000)).catch((err) => this.log.warn({ err }, "emptying expired responses failed"));
+  }
+
+  /** Empties up to 500 finished responses created before `before`; how many. */
+  async purge(before: Date): Promise<number> {
+    const rows = await this.db.query<{ id: string }>(
+      `SELECT id FROM runs WHERE source = 'responses' AND created_at < $1 AND status NOT IN ('queued', 'running', 'waiting')
+          AND request ? 'responses' AND NOT COALESCE((request->'responses'->>'deleted')::boolean, false) LIMIT 500`,
+      [before],
+    );
+    if (rows.length) await this.empty(rows.map((r) => r.id));
+    return rows.length;
   }
 
   /** `GET /v1/responses/{id}/input_items`: the request's input items, a page at a time (newest first unless `order=asc`). */
@@ -269,6 +304,13 @@ export class ResponsesService {
     const output: ResponseOutputItem[] = text ? [{ type: "message", id: `msg_${head.suffix}`, status: "in_progress", role: "assistant", content: [{ type: "output_text", text, annotations: [], logprobs: [] }] }] : [];
     return responseObject(head, { status: "in_progress", output });
   }
+}
+
+/** `tool_choice` as the chat-completions one (`auto` is the runtime's default and `none` offers no tools: neither is sent). */
+function chatToolChoice(choice: Request["tool_choice"]): ChatParams["toolChoice"] {
+  if (choice === "required") return "required";
+  if (choice && typeof choice === "object") return { type: "function", function: { name: choice.name } };
+  return undefined;
 }
 
 /** `text.format` as the chat-completions `response_format` a model runtime takes. */

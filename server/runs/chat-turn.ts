@@ -12,6 +12,9 @@ export interface ChatParams {
   responseFormat?: Record<string, unknown>;
   /** `reasoning.effort` of a Responses request, for runtimes that take `reasoning_effort`. */
   reasoningEffort?: string;
+  /** The chat-completions `tool_choice` (`required`, or one function) and `parallel_tool_calls` of a Responses request. */
+  toolChoice?: "required" | { type: "function"; function: { name: string } };
+  parallelToolCalls?: boolean;
 }
 
 /**
@@ -45,6 +48,8 @@ export class ChatTurnDriver extends RunDriver {
           ...(chat.topP !== undefined ? { topP: chat.topP } : {}),
           ...(chat.responseFormat ? { responseFormat: chat.responseFormat } : {}),
           ...(chat.reasoningEffort ? { reasoningEffort: chat.reasoningEffort } : {}),
+          ...(chat.toolChoice ? { toolChoice: chat.toolChoice } : {}),
+          ...(chat.parallelToolCalls !== undefined ? { parallelToolCalls: chat.parallelToolCalls } : {}),
         },
         (e) => {
           if (e.type === "text_delta") {

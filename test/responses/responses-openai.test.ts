@@ -149,11 +149,13 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
 
     it("a function tool round trip with previous_response_id: the call comes back to the client, its output goes on to the runtime", async () => {
       const tools = [{ type: "function" as const, name: "get_weather", description: "weather", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: false }];
-      const stream = await client.responses.create({ model: "auto", user: "alice", input: "weather in Paris?", tools, stream: true });
+      const stream = await client.responses.create({ model: "auto", user: "alice", input: "weather in Paris?", tools, tool_choice: "required", parallel_tool_calls: false, stream: true });
       const events = [];
       for await (const e of stream) events.push(e);
       expectOpenResponsesStream(events);
       expect(events.map((e) => e.type)).toContain("response.function_call_arguments.delta");
+      // What the runtime was asked: the tool as a chat tool, the choice and parallelism as sent.
+      expect(model.requests.at(-1)).toMatchObject({ tool_choice: "required", parallel_tool_calls: false, tools: [{ type: "function", function: { name: "get_weather" } }] });
       const first = (events.at(-1) as { response: OpenAI.Responses.Response }).response;
       const call = first.output.find((i) => i.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
       expect([call.name, JSON.parse(call.arguments)]).toEqual(["get_weather", { city: "Paris" }]);
@@ -200,5 +202,21 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
         await server.db.prisma.plan.update({ where: { id: "plan_resp_free" }, data: { isDefault: false, archivedAt: new Date() } });
       }
     });
+  });
+
+  // Last: it moves the service's clock a month on.
+  it("past the retention (RESPONSES_RETENTION_DAYS, 30 by default) a stored response is a 404, then emptied like a deleted one; its usage stays", async () => {
+    const old = await client.responses.create({ model: "svc/echo", user: "eve", input: "remember this for a month" });
+    expect((await client.responses.retrieve(old.id)).output_text).toBe("remember this for a month");
+    server.clock.advance(31 * 86_400);
+    expect(await client.responses.retrieve(old.id).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
+    // The next create (past the hour since the last sweep) empties it.
+    const fresh = await client.responses.create({ model: "svc/echo", user: "eve", input: "a new one" });
+    const run = () => server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${old.id.slice(5)}` }, include: { usageRows: true } });
+    await expect.poll(async () => JSON.stringify((await run()).request), { timeout: 10_000 }).not.toContain("remember this");
+    expect((await run()).output).toBeNull();
+    expect((await run()).usageRows).toHaveLength(1);
+    // A positive control: the new one reads.
+    expect((await client.responses.retrieve(fresh.id)).output_text).toBe("a new one");
   });
 });

@@ -60,6 +60,8 @@ export class OpenAICompatibleRuntime implements Runtime {
       ...(job.topP !== undefined ? { top_p: job.topP } : {}),
       ...(job.responseFormat ? { response_format: job.responseFormat } : {}),
       ...(job.reasoningEffort ? { reasoning_effort: job.reasoningEffort } : {}),
+      ...(job.toolChoice ? { tool_choice: job.toolChoice } : {}),
+      ...(job.parallelToolCalls !== undefined ? { parallel_tool_calls: job.parallelToolCalls } : {}),
       stream: true,
       stream_options: { include_usage: true },
     });
