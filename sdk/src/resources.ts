@@ -131,32 +131,54 @@ export class Models extends Resource {
   }
 }
 
-/** A streamed chat completion: `for await` over its chunks; the stream ends at `data: [DONE]`. */
-export class ChatCompletionStream implements AsyncIterable<ChatCompletionChunk> {
-  /** The run behind the completion (`Service-Run-Id`). */
+/**
+ * A `text/event-stream` of JSON frames that ends at `data: [DONE]` (a streamed chat
+ * completion or response): iterated once, each frame parsed.
+ */
+export abstract class JsonFrameStream<T> implements AsyncIterable<T> {
+  /** The run behind it (`Service-Run-Id`). */
   readonly runId: string | null;
   readonly #response: Response;
   readonly #signal: AbortSignal | undefined;
   #iterated = false;
 
   /** @internal */
-  constructor(response: Response, signal?: AbortSignal) {
+  constructor(
+    response: Response,
+    signal: AbortSignal | undefined,
+    /** What one frame is, for errors: "a chat completion chunk". */
+    private readonly frameName: string,
+  ) {
     this.#response = response;
     this.#signal = signal;
     this.runId = response.headers.get("service-run-id");
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<ChatCompletionChunk> {
-    if (this.#iterated) throw new Error("svc: a ChatCompletionStream can be iterated only once.");
+  /** Each frame as it is handed over. */
+  protected seen(_frame: T): void {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    if (this.#iterated) throw new Error(`svc: a stream of ${this.frameName}s can be iterated only once.`);
     this.#iterated = true;
     for await (const frame of readSse(this.#response.body!, this.#signal)) {
       if (frame.data === "[DONE]") return;
+      let parsed: T;
       try {
-        yield JSON.parse(frame.data) as ChatCompletionChunk;
+        parsed = JSON.parse(frame.data) as T;
       } catch {
-        throw new MalformedEventError(`svc: a chat completion chunk is not JSON: ${frame.data.slice(0, 200)}`);
+        throw new MalformedEventError(`svc: ${this.frameName} is not JSON: ${frame.data.slice(0, 200)}`);
       }
+      this.seen(parsed);
+      yield parsed;
     }
+  }
+}
+
+/** A streamed chat completion: `for await` over its chunks; the stream ends at `data: [DONE]`. */
+export class ChatCompletionStream extends JsonFrameStream<ChatCompletionChunk> {
+  /** @internal */
+  constructor(response: Response, signal?: AbortSignal) {
+    super(response, signal, "a chat completion chunk");
   }
 }
 

@@ -1,7 +1,6 @@
 import { newIdempotencyKey, seg, type RequestOptions } from "./client.js";
-import { readSse } from "./sse.js";
 import { MalformedEventError } from "./errors.js";
-import { openCreatedStream, Resource } from "./resources.js";
+import { JsonFrameStream, openCreatedStream, Resource } from "./resources.js";
 import type { ResponseCreateParams, ResponseDeleted, ResponseInputItemList, ResponseInputItemsParams, ResponseObject, ResponseStreamEvent } from "./wire.js";
 
 /**
@@ -10,36 +9,17 @@ import type { ResponseCreateParams, ResponseDeleted, ResponseInputItemList, Resp
  * `response.failed`; the stream ends at `data: [DONE]`. `final` is the
  * response as it ended, once iterated.
  */
-export class ResponseStream implements AsyncIterable<ResponseStreamEvent> {
-  /** The run behind the response (`Service-Run-Id`). */
-  readonly runId: string | null;
+export class ResponseStream extends JsonFrameStream<ResponseStreamEvent> {
   /** The response as its final event gave it (null until then, or when the stream broke first). */
   final: ResponseObject | null = null;
-  readonly #response: Response;
-  readonly #signal: AbortSignal | undefined;
-  #iterated = false;
 
   /** @internal */
   constructor(response: Response, signal?: AbortSignal) {
-    this.#response = response;
-    this.#signal = signal;
-    this.runId = response.headers.get("service-run-id");
+    super(response, signal, "a response event");
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<ResponseStreamEvent> {
-    if (this.#iterated) throw new Error("svc: a ResponseStream can be iterated only once.");
-    this.#iterated = true;
-    for await (const frame of readSse(this.#response.body!, this.#signal)) {
-      if (frame.data === "[DONE]") return;
-      let event: ResponseStreamEvent;
-      try {
-        event = JSON.parse(frame.data) as ResponseStreamEvent;
-      } catch {
-        throw new MalformedEventError(`svc: a response event is not JSON: ${frame.data.slice(0, 200)}`);
-      }
-      if (event.type === "response.completed" || event.type === "response.incomplete" || event.type === "response.failed") this.final = event.response;
-      yield event;
-    }
+  protected override seen(event: ResponseStreamEvent): void {
+    if (event.type === "response.completed" || event.type === "response.incomplete" || event.type === "response.failed") this.final = event.response;
   }
 
   /** Reads the stream to its end: the response as it ended. */

@@ -1,6 +1,10 @@
 import { detectSandbox } from "../../worker/src/policy/sandbox.js";
 import { spawn, type ChildProcess } from "node:child_process";
-import { pollUntil, ROOT, tempDir } from "./process.js";
+import { afterAll, beforeAll } from "vitest";
+import { pollUntil, removeTempDirs, ROOT, tempDir } from "./process.js";
+import type { TestDatabase } from "./databases.js";
+import { startTestServerOn, type TestServer } from "./server.js";
+import { startModelStandIn, type ModelStandIn } from "./standins.js";
 import { pairInto, type PairedMachine } from "./pair-via-api.js";
 
 /**
@@ -108,3 +112,24 @@ export async function startModelMachine(
  */
 export const SANDBOX_REQUIRED = detectSandbox().kind !== null || process.env.SVC_TEST_SANDBOX === "1";
 
+
+/**
+ * Registers, in the calling suite, a real server on `db` (running clock), the model stand-in and a
+ * real worker process of `user` serving it (`startModelMachine`), stopped after the suite: what the
+ * suites of chat completions and responses against a user's model runtime share.
+ */
+export function withModelMachine(db: TestDatabase, user = "alice"): { readonly server: TestServer; readonly model: ModelStandIn; readonly worker: WorkerProcess } {
+  const at = {} as { server: TestServer; model: ModelStandIn; worker: WorkerProcess };
+  beforeAll(async () => {
+    at.server = await startTestServerOn(db, {}, { runningClock: true });
+    at.model = await startModelStandIn();
+    at.worker = await startModelMachine(at.server, at.server.dev, user, at.model.url);
+  }, 60_000);
+  afterAll(async () => {
+    at.worker?.stop();
+    await at.server?.close();
+    await at.model?.close();
+    removeTempDirs();
+  });
+  return at;
+}

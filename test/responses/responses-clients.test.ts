@@ -1,7 +1,7 @@
 import path from "node:path";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { generateText, stepCountIs, streamText, tool as aiTool } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
@@ -10,10 +10,7 @@ import { AIMessage, HumanMessage, ToolMessage } from "@langchain/core/messages";
 import { tool as lcTool } from "@langchain/core/tools";
 import { TOOLS_DIR } from "../../scripts/test-tools.mjs";
 import { onEachDatabase } from "../helpers/databases.js";
-import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
-import { removeTempDirs } from "../helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { withModelMachine } from "../helpers/worker.js";
 
 /**
  * The Responses API with the clients apps use today, unmodified but for their
@@ -29,27 +26,13 @@ const HELLO = "Hello from the stand-in model.";
 const execFileAsync = promisify(execFile);
 
 onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.name", (db) => {
-  let server: TestServer;
-  let model: ModelStandIn;
-  let worker: WorkerProcess;
-
-  beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
-    model = await startModelStandIn();
-    worker = await startModelMachine(server, server.dev, "alice", model.url);
-  }, 60_000);
-  afterAll(async () => {
-    worker?.stop();
-    await server?.close();
-    await model?.close();
-    removeTempDirs();
-  });
+  const at = withModelMachine(db);
 
   const responseRuns = async (externalId: string) =>
-    server.db.prisma.run.findMany({ where: { endUser: { externalId }, source: "responses" }, include: { usageRows: true }, orderBy: { createdAt: "asc" } });
+    at.server.db.prisma.run.findMany({ where: { endUser: { externalId }, source: "responses" }, include: { usageRows: true }, orderBy: { createdAt: "asc" } });
 
   describe("the Vercel AI SDK's default OpenAI provider (the Responses API)", () => {
-    const provider = () => createOpenAI({ baseURL: `${server.url}/v1`, apiKey: server.dev.appKey });
+    const provider = () => createOpenAI({ baseURL: `${at.server.url}/v1`, apiKey: at.server.dev.appKey });
 
     it("generateText and streamText on svc/echo and on the user's runtime: text, usage, one responses run each", async () => {
       const openai = provider();
@@ -66,7 +49,7 @@ onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.n
       expect((await streamed.usage).outputTokens).toBe(3);
       expect(await responseRuns("olga")).toHaveLength(2);
 
-      const sent = model.requests.length;
+      const sent = at.model.requests.length;
       const machine = await generateText({ model: openai("auto"), providerOptions: { openai: { user: "alice" } }, prompt: "hi" });
       expect(machine.text).toBe(HELLO);
       expect(machine.response.modelId).toBe("llama3.2:3b");
@@ -75,7 +58,7 @@ onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.n
       let text = "";
       for await (const t of machineStream.textStream) text += t;
       expect(text).toBe(HELLO);
-      expect(model.requests.length).toBe(sent + 2);
+      expect(at.model.requests.length).toBe(sent + 2);
     });
 
     it("a second turn that sends the first answer back as an item_reference (the AI SDK's default with store) reaches the runtime as the assistant's text", async () => {
@@ -84,17 +67,17 @@ onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.n
       const again = await generateText({ model: openai("auto"), providerOptions: { openai: { user: "alice" } }, messages: [{ role: "user", content: "hi" }, ...first.response.messages, { role: "user", content: "and again" }], include: { requestBody: true } });
       expect(again.text).toBe(HELLO);
       expect(JSON.stringify(again.request.body)).toContain('"item_reference"');
-      const body = model.requests.at(-1) as { messages: { role: string; content: unknown }[] };
+      const body = at.model.requests.at(-1) as { messages: { role: string; content: unknown }[] };
       expect(body.messages).toEqual([
         { role: "user", content: "hi" },
         { role: "assistant", content: HELLO },
         { role: "user", content: "and again" },
       ]);
       // Another user cannot reference alice's items: the same 404 as an unknown id, nothing run.
-      const before = model.requests.length;
+      const before = at.model.requests.length;
       const foreign = await generateText({ model: openai("auto"), maxRetries: 0, providerOptions: { openai: { user: "mallory" } }, messages: [{ role: "user", content: "hi" }, ...first.response.messages, { role: "user", content: "x" }] }).catch((e: unknown) => e);
       expect(String((foreign as Error).message)).toMatch(/No item "msg_[a-z0-9]{24}"/);
-      expect(model.requests.length).toBe(before);
+      expect(at.model.requests.length).toBe(before);
     });
 
     it("runs the tool loop itself, generated and streamed: the SDK calls the tool with the model's arguments and sends its output back", async () => {
@@ -122,7 +105,7 @@ onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.n
   });
 
   describe("LangChain's ChatOpenAI on the Responses API", () => {
-    const chat = (user: string, modelName = "auto") => new ChatOpenAI({ model: modelName, apiKey: server.dev.appKey, configuration: { baseURL: `${server.url}/v1` }, useResponsesApi: true, user, maxRetries: 0 });
+    const chat = (user: string, modelName = "auto") => new ChatOpenAI({ model: modelName, apiKey: at.server.dev.appKey, configuration: { baseURL: `${at.server.url}/v1` }, useResponsesApi: true, user, maxRetries: 0 });
 
     it("invoke and stream, on svc/echo and the user's runtime", async () => {
       const echo = await chat("lena", "svc/echo").invoke("hello langchain");
@@ -153,7 +136,7 @@ onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.n
         { name: "plain", user: "alice", model: "auto", input: "What is the weather in Paris?", via: "responses" },
         { name: "streamed", user: "alice", model: "auto", input: "What is the weather in Paris?", via: "responses", stream: true },
       ];
-      const arg = JSON.stringify({ baseURL: `${server.url}/v1`, apiKey: server.dev.appKey, cases });
+      const arg = JSON.stringify({ baseURL: `${at.server.url}/v1`, apiKey: at.server.dev.appKey, cases });
       const { stdout, stderr } = await execFileAsync(process.execPath, [path.join(TOOLS_DIR, "agents-client.mjs"), arg], { env: { PATH: process.env.PATH, HOME: process.env.HOME }, timeout: 90_000 });
       expect(stderr).toBe("");
       const out = JSON.parse(stdout) as { cases: Record<string, { error?: unknown; finalOutput: string; calls: { input: unknown }[]; items: string[]; usage: { requests: number }; sent: { path: string; body: { user?: string; safety_identifier?: string } }[]; statuses: { status: number; runId: string | null }[]; deltas?: string[] }> };
@@ -166,7 +149,7 @@ onEachDatabase("responses with the AI SDK, LangChain and the Agents SDK on $db.n
         expect(c.usage.requests, name).toBe(2);
         expect(c.sent.map((s) => s.path), name).toEqual(["/v1/responses", "/v1/responses"]);
         expect(c.statuses.map((s) => s.status), name).toEqual([200, 200]);
-        const runs = await server.db.prisma.run.findMany({ where: { id: { in: c.statuses.map((s) => s.runId!) } }, include: { endUser: true } });
+        const runs = await at.server.db.prisma.run.findMany({ where: { id: { in: c.statuses.map((s) => s.runId!) } }, include: { endUser: true } });
         expect(runs.map((r) => [r.source, r.endUser.externalId, r.status]), name).toEqual([
           ["responses", "alice", "completed"],
           ["responses", "alice", "completed"],

@@ -1,10 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createParser } from "eventsource-parser";
 import { onEachDatabase } from "../helpers/databases.js";
-import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
-import { removeTempDirs } from "../helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { withModelMachine } from "../helpers/worker.js";
 import { expectOpenResponse, expectOpenResponsesStream } from "../helpers/open-responses.js";
 
 /**
@@ -27,24 +24,10 @@ const WEATHER = { type: "function", name: "get_weather", description: "Get the w
 const CALL_SCRIPT = JSON.stringify([{ call: "get_weather", arguments: { city: "Paris" } }, { say: "It is {{result}}." }]);
 
 onEachDatabase("Open Responses compliance cases on $db.name", (db) => {
-  let server: TestServer;
-  let model: ModelStandIn;
-  let worker: WorkerProcess;
-
-  beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
-    model = await startModelStandIn();
-    worker = await startModelMachine(server, server.dev, "alice", model.url);
-  }, 60_000);
-  afterAll(async () => {
-    worker?.stop();
-    await server?.close();
-    await model?.close();
-    removeTempDirs();
-  });
+  const at = withModelMachine(db);
 
   const post = (body: Record<string, unknown>) =>
-    server.fetch("/v1/responses", { method: "POST", headers: { authorization: `Bearer ${server.dev.appKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    at.server.fetch("/v1/responses", { method: "POST", headers: { authorization: `Bearer ${at.server.dev.appKey}`, "content-type": "application/json" }, body: JSON.stringify(body) });
 
   async function create(body: Record<string, unknown>): Promise<Record<string, any>> {
     const res = await post(body);
@@ -101,7 +84,7 @@ onEachDatabase("Open Responses compliance cases on $db.name", (db) => {
       it("system prompt (instructions, and a system message item)", async () => {
         const r = await create({ ...base, instructions: "You are a pirate.", input: [{ type: "message", role: "system", content: "Speak briefly." }, { type: "message", role: "user", content: "Hello" }] });
         expect(r.instructions).toBe("You are a pirate.");
-        if (!echo) expect((model.requests.at(-1) as { messages: unknown[] }).messages).toEqual([{ role: "system", content: "You are a pirate." }, { role: "system", content: "Speak briefly." }, { role: "user", content: "Hello" }]);
+        if (!echo) expect((at.model.requests.at(-1) as { messages: unknown[] }).messages).toEqual([{ role: "system", content: "You are a pirate." }, { role: "system", content: "Speak briefly." }, { role: "user", content: "Hello" }]);
       });
 
       it("function tool call", async () => {
@@ -126,16 +109,16 @@ onEachDatabase("Open Responses compliance cases on $db.name", (db) => {
       it("image input", async () => {
         const input = [{ role: "user", content: [{ type: "input_text", text: "What is in this image?" }, { type: "input_image", image_url: IMAGE }] }];
         if (echo) {
-          const runs = await server.db.prisma.run.count();
+          const runs = await at.server.db.prisma.run.count();
           const res = await post({ ...base, input });
           expect(res.status).toBe(400);
           expect(((await res.json()) as { error: { message: string; param: string } }).error).toMatchObject({ param: "input", message: expect.stringMatching(/svc\/echo takes no images/) });
-          expect(await server.db.prisma.run.count()).toBe(runs);
+          expect(await at.server.db.prisma.run.count()).toBe(runs);
           return;
         }
         const r = await create({ ...base, input });
         expect(r.status).toBe("completed");
-        const sent = (model.requests.at(-1) as { messages: { content: unknown }[] }).messages[0].content;
+        const sent = (at.model.requests.at(-1) as { messages: { content: unknown }[] }).messages[0].content;
         expect(sent).toEqual([{ type: "text", text: "What is in this image?" }, { type: "image_url", image_url: { url: IMAGE } }]);
       });
 
@@ -150,7 +133,7 @@ onEachDatabase("Open Responses compliance cases on $db.name", (db) => {
         });
         expect(r.status).toBe("completed");
         if (echo) expect(text(r)).toBe("What is my name?");
-        else expect((model.requests.at(-1) as { messages: unknown[] }).messages).toEqual([
+        else expect((at.model.requests.at(-1) as { messages: unknown[] }).messages).toEqual([
           { role: "user", content: "My name is Ada." },
           { role: "assistant", content: "Nice to meet you, Ada." },
           { role: "user", content: "What is my name?" },
@@ -166,7 +149,7 @@ onEachDatabase("Open Responses compliance cases on $db.name", (db) => {
         const third = await create({ ...base, previous_response_id: second.id, input: "Thanks!" });
         expect(third.status).toBe("completed");
         if (!echo) {
-          const sent = (model.requests.at(-1) as { messages: { role: string }[] }).messages.map((m) => m.role);
+          const sent = (at.model.requests.at(-1) as { messages: { role: string }[] }).messages.map((m) => m.role);
           expect(sent).toEqual(["user", "assistant", "tool", "assistant", "user"]);
         }
       });

@@ -1,10 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import OpenAI from "openai";
 import { onEachDatabase } from "../helpers/databases.js";
-import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
-import { removeTempDirs } from "../helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { withModelMachine } from "../helpers/worker.js";
 import { expectOpenResponse, expectOpenResponsesStream } from "../helpers/open-responses.js";
 
 /**
@@ -16,27 +13,15 @@ import { expectOpenResponse, expectOpenResponsesStream } from "../helpers/open-r
  * this service's contract).
  */
 onEachDatabase("responses with the official openai client on $db.name", (db) => {
-  let server: TestServer;
-  let model: ModelStandIn;
+  const at = withModelMachine(db);
   let client: OpenAI;
-  let worker: WorkerProcess;
-
-  beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
-    model = await startModelStandIn();
-    client = new OpenAI({ apiKey: server.dev.appKey, baseURL: `${server.url}/v1`, maxRetries: 0 });
-    worker = await startModelMachine(server, server.dev, "alice", model.url);
-  }, 60_000);
-  afterAll(async () => {
-    worker?.stop();
-    await server?.close();
-    await model?.close();
-    removeTempDirs();
+  beforeAll(() => {
+    client = new OpenAI({ apiKey: at.server.dev.appKey, baseURL: `${at.server.url}/v1`, maxRetries: 0 });
   });
 
   const runsOf = async (externalId: string) => {
-    const u = await server.db.prisma.endUser.findFirst({ where: { externalId } });
-    return u ? server.db.prisma.run.findMany({ where: { endUserId: u.id }, include: { usageRows: true }, orderBy: { createdAt: "asc" } }) : [];
+    const u = await at.server.db.prisma.endUser.findFirst({ where: { externalId } });
+    return u ? at.server.db.prisma.run.findMany({ where: { endUserId: u.id }, include: { usageRows: true }, orderBy: { createdAt: "asc" } }) : [];
   };
 
   describe("svc/echo", () => {
@@ -126,13 +111,13 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
 
   describe("a paired machine's model runtime", () => {
     it("auto: plain and streamed reach the user's runtime, usage and model from it, one counted run each", async () => {
-      const sent = model.requests.length;
+      const sent = at.model.requests.length;
       const plain = await client.responses.create({ model: "auto", user: "alice", instructions: "You are terse.", input: "hi", max_output_tokens: 64, temperature: 0.2 });
       expectOpenResponse(plain);
       expect(plain.output_text).toBe("Hello from the stand-in model.");
       expect(plain.model).toBe("llama3.2:3b");
       expect(plain.usage).toMatchObject({ input_tokens: 12, output_tokens: 7, total_tokens: 19 });
-      const body = model.requests.at(-1) as { messages: { role: string; content: unknown }[]; max_tokens?: number; temperature?: number };
+      const body = at.model.requests.at(-1) as { messages: { role: string; content: unknown }[]; max_tokens?: number; temperature?: number };
       expect(body.messages).toEqual([{ role: "system", content: "You are terse." }, { role: "user", content: "hi" }]);
       expect([body.max_tokens, body.temperature]).toEqual([64, 0.2]);
 
@@ -141,7 +126,7 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
       for await (const e of stream) events.push(e);
       expectOpenResponsesStream(events);
       expect(events.filter((e) => e.type === "response.output_text.delta").length).toBeGreaterThan(1);
-      expect(model.requests.length).toBe(sent + 2);
+      expect(at.model.requests.length).toBe(sent + 2);
       const runs = (await runsOf("alice")).filter((r) => r.source === "responses");
       expect(runs.length).toBeGreaterThanOrEqual(2);
       expect(runs.at(-1)!.usageRows.map((u) => [u.kind, u.costClass])).toEqual(expect.arrayContaining([["run", "user_hardware"]]));
@@ -155,7 +140,7 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
       expectOpenResponsesStream(events);
       expect(events.map((e) => e.type)).toContain("response.function_call_arguments.delta");
       // What the runtime was asked: the tool as a chat tool, the choice and parallelism as sent.
-      expect(model.requests.at(-1)).toMatchObject({ tool_choice: "required", parallel_tool_calls: false, tools: [{ type: "function", function: { name: "get_weather" } }] });
+      expect(at.model.requests.at(-1)).toMatchObject({ tool_choice: "required", parallel_tool_calls: false, tools: [{ type: "function", function: { name: "get_weather" } }] });
       const first = (events.at(-1) as { response: OpenAI.Responses.Response }).response;
       const call = first.output.find((i) => i.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
       expect([call.name, JSON.parse(call.arguments)]).toEqual(["get_weather", { city: "Paris" }]);
@@ -163,7 +148,7 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
       expectOpenResponse(second);
       expect(second.output_text).toBe("The tool said: sunny");
       // The runtime saw the whole conversation: the question, the call and its output.
-      const body = model.requests.at(-1) as { messages: { role: string; tool_calls?: { id: string }[]; tool_call_id?: string }[] };
+      const body = at.model.requests.at(-1) as { messages: { role: string; tool_calls?: { id: string }[]; tool_call_id?: string }[] };
       expect(body.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
       expect(body.messages[1].tool_calls![0].id).toBe(call.call_id);
       expect(body.messages[2].tool_call_id).toBe(call.call_id);
@@ -187,19 +172,19 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
     });
 
     it("402 at the plan's allowance: nothing run", async () => {
-      const tenant = { appId: server.dev.appId, environment: server.dev.environment };
-      await server.db.prisma.plan.create({ data: { id: "plan_resp_free", ...tenant, slug: "resp-free", name: "Free", allowanceUnit: "runs", allowance: 1n, overage: false, isDefault: true } });
+      const tenant = { appId: at.server.dev.appId, environment: at.server.dev.environment };
+      await at.server.db.prisma.plan.create({ data: { id: "plan_resp_free", ...tenant, slug: "resp-free", name: "Free", allowanceUnit: "runs", allowance: 1n, overage: false, isDefault: true } });
       try {
-        const sent = model.requests.length;
+        const sent = at.model.requests.length;
         await client.responses.create({ model: "auto", user: "alice-402", input: "hi" }).catch(() => undefined);
         const err = await client.responses.create({ model: "auto", user: "alice-402", input: "hi" }).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(OpenAI.APIError);
         expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
         expect(((err as InstanceType<typeof OpenAI.APIError>).error as { code?: string }).code).toBe("allowance_exhausted");
-        expect(model.requests.length).toBe(sent);
+        expect(at.model.requests.length).toBe(sent);
         expect(await runsOf("alice-402")).toHaveLength(1);
       } finally {
-        await server.db.prisma.plan.update({ where: { id: "plan_resp_free" }, data: { isDefault: false, archivedAt: new Date() } });
+        await at.server.db.prisma.plan.update({ where: { id: "plan_resp_free" }, data: { isDefault: false, archivedAt: new Date() } });
       }
     });
   });
@@ -208,11 +193,11 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
   it("past the retention (RESPONSES_RETENTION_DAYS, 30 by default) a stored response is a 404, then emptied like a deleted one; its usage stays", async () => {
     const old = await client.responses.create({ model: "svc/echo", user: "eve", input: "remember this for a month" });
     expect((await client.responses.retrieve(old.id)).output_text).toBe("remember this for a month");
-    server.clock.advance(31 * 86_400);
+    at.server.clock.advance(31 * 86_400);
     expect(await client.responses.retrieve(old.id).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.NotFoundError);
     // The next create (past the hour since the last sweep) empties it.
     const fresh = await client.responses.create({ model: "svc/echo", user: "eve", input: "a new one" });
-    const run = () => server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${old.id.slice(5)}` }, include: { usageRows: true } });
+    const run = () => at.server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${old.id.slice(5)}` }, include: { usageRows: true } });
     await expect.poll(async () => JSON.stringify((await run()).request), { timeout: 10_000 }).not.toContain("remember this");
     expect((await run()).output).toBeNull();
     expect((await run()).usageRows).toHaveLength(1);

@@ -1,10 +1,7 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { beforeAll, expect, it } from "vitest";
 import { NotFoundError, ServeInAppError, Svc, type ResponseFunctionCall, type ResponseStreamEvent } from "@svc/sdk";
 import { onEachDatabase } from "../helpers/databases.js";
-import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
-import { removeTempDirs } from "../helpers/process.js";
-import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { withModelMachine } from "../helpers/worker.js";
 import { expectOpenResponse, expectOpenResponsesStream } from "../helpers/open-responses.js";
 
 /**
@@ -13,22 +10,10 @@ import { expectOpenResponse, expectOpenResponsesStream } from "../helpers/open-r
  * worker serving the model stand-in.
  */
 onEachDatabase("svc.responses in the SDK on $db.name", (db) => {
-  let server: TestServer;
-  let model: ModelStandIn;
-  let worker: WorkerProcess;
+  const at = withModelMachine(db);
   let svc: Svc;
-
-  beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
-    model = await startModelStandIn();
-    worker = await startModelMachine(server, server.dev, "alice", model.url);
-    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1`, maxRetries: 0 });
-  }, 60_000);
-  afterAll(async () => {
-    worker?.stop();
-    await server?.close();
-    await model?.close();
-    removeTempDirs();
+  beforeAll(() => {
+    svc = new Svc({ apiKey: at.server.dev.appKey, baseUrl: `${at.server.url}/v1`, maxRetries: 0 });
   });
 
   it("a tool loop on the user's runtime: a streamed call, its output sent back with previous_response_id, the stored responses read, listed and deleted", async () => {
@@ -57,7 +42,7 @@ onEachDatabase("svc.responses in the SDK on $db.name", (db) => {
     expect(await svc.responses.delete(first.id)).toEqual({ id: first.id, object: "response.deleted", deleted: true });
     expect(await svc.responses.retrieve(first.id).catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
     // What it said is gone from its run too; its usage stays.
-    const run = await server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${first.id.slice(5)}` }, include: { usageRows: true, events: true } });
+    const run = await at.server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${first.id.slice(5)}` }, include: { usageRows: true, events: true } });
     expect(JSON.stringify(run.request)).not.toContain("weather?");
     expect(JSON.stringify(run.events.map((e) => e.data))).not.toContain("Paris");
     expect(run.usageRows.length).toBeGreaterThan(0);
