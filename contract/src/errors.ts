@@ -73,6 +73,7 @@ export const ERROR_CODES = {
   // 5xx
   internal_error: { status: 500, type: "api_error", message: "Something went wrong on our side." },
   not_implemented: { status: 501, type: "api_error", message: "This endpoint is not built yet." },
+  not_configured: { status: 501, type: "api_error", message: "This feature is not configured on this service: its operator must set it up; retrying will not help." },
   service_unavailable: { status: 503, type: "api_error", message: "The service is not available right now." },
   database_unavailable: { status: 503, type: "api_error", message: "The service's database is unreachable for a moment; retry after the time in Retry-After." },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;

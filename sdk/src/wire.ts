@@ -36,6 +36,7 @@ export type ErrorCode =
   | "already_answered"
   | "run_finished"
   | "response_in_progress"
+  | "not_configured"
   | "idempotency_key_reused"
   | "idempotency_key_in_use"
   | "usage_already_reported"

@@ -130,7 +130,7 @@ export class BillingService {
       throw new ApiError("billing_not_connected", "Checkout is not available yet: the app's Stripe account cannot take charges (its onboarding is unfinished or Stripe disabled charges).");
     }
     const account = connected.id;
-    if (!this.stripe) throw new ApiError("service_unavailable", "Checkout is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
+    if (!this.stripe) throw new ApiError("not_configured", "Checkout is not available: this service's operator has not configured Stripe (STRIPE_SECRET_KEY); retrying will not help.");
 
     const metadata = checkoutMetadata(tenant, session.user, plan.slug);
     const back = (outcome: "success" | "cancel") => withQuery(returnUrl ?? this.billingPage, "checkout", outcome);
@@ -172,7 +172,7 @@ export class BillingService {
     }
     const account = await this.connect.accountId(tenant);
     if (!account) throw new ApiError("billing_not_connected", "The customer portal is not available: the app has not connected its Stripe account.");
-    if (!this.stripe) throw new ApiError("service_unavailable", "The customer portal is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
+    if (!this.stripe) throw new ApiError("not_configured", "The customer portal is not available: this service's operator has not configured Stripe (STRIPE_SECRET_KEY); retrying will not help.");
     try {
       const created = await this.stripe.api.billingPortal.sessions.create(
         { customer: subscription.stripeCustomerId, return_url: withQuery(returnUrl ?? this.billingPage, "portal", "return") },

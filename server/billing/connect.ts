@@ -78,11 +78,11 @@ export class StripeConnect {
   async start(tenant: Tenant, request: z.infer<typeof ConnectRequest>): Promise<z.infer<typeof ConnectStart>> {
     const returnUrl = request.returnUrl === undefined ? null : httpUrl(request.returnUrl);
     const stripe = this.stripe;
-    if (!stripe) throw new ApiError("service_unavailable", "Connecting a Stripe account is not available: Stripe is not configured on this service (STRIPE_SECRET_KEY).");
+    if (!stripe) throw new ApiError("not_configured", "Connecting a Stripe account is not available: this service's operator has not configured Stripe (STRIPE_SECRET_KEY); retrying will not help.");
     if (request.mode === "oauth" && !stripe.clientId) {
       throw new ApiError(
-        "service_unavailable",
-        "Stripe Connect OAuth is not configured on this service (STRIPE_CONNECT_CLIENT_ID): connect an existing account later, or use `mode: \"create\"` for an account the platform creates.",
+        "not_configured",
+        "Stripe Connect OAuth is not configured on this service (its operator sets STRIPE_CONNECT_CLIENT_ID): connect an existing account later, or use `mode: \"create\"` for an account the platform creates.",
       );
     }
     if (stripe.livemode !== (tenant.environment === "live")) {
@@ -193,7 +193,7 @@ export class StripeConnect {
     }
     if (!query.code) throw new ApiError("invalid_request", "The callback carries neither an authorization `code` nor an `error`.", { param: "code" });
     const stripe = this.stripe;
-    if (!stripe) throw new ApiError("service_unavailable", "Stripe is not configured on this service (STRIPE_SECRET_KEY).");
+    if (!stripe) throw new ApiError("not_configured", "Stripe is not configured on this service: its operator has not set STRIPE_SECRET_KEY; retrying will not help.");
     let account: string | undefined;
     try {
       const token = await stripe.connect.oauth.token({ grant_type: "authorization_code", code: query.code });

@@ -213,7 +213,7 @@ export class KeyService {
     const k = await this.appKeyRow(parsed.id);
     // Compare even when the id is unknown, so timing does not tell which ids exist.
     const ok = secretMatches(parsed.secret, k?.secretHash ?? UNKNOWN_KEY_HASH);
-    if (!k || !ok) throw new ApiError("invalid_credential", "The app key is not valid.");
+    if (!k || !ok) throw new ApiError("invalid_credential", "The app key is not valid: no key of this service has this id and secret. Check it was copied whole; app keys are made in the dashboard (Keys) or with `svc keys create --app <appId>`, and shown once.");
     if (k.revokedAt) throw new ApiError("revoked_credential", "The app key has been revoked.");
     const now = this.clock.now();
     if (k.expiresAt && k.expiresAt <= now) throw new ApiError("revoked_credential", "The app key was rotated and its grace period is over.");

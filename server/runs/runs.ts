@@ -102,6 +102,14 @@ export class RunService {
       if (!first) throw new ApiError("not_found", "The run this Idempotency-Key started is gone.");
       return { runId: first.id, endUserId: first.end_user_id, handedBack: first.status === "handed_back", repeated: true, model: first.model, drivenHere: false, createdAt: new Date(first.created_at) };
     }
+    // The `svc/` namespace is the service's own: a name there that is not one of its models is a typo, not a model to look for on machines.
+    if (spec.model.startsWith("svc/") && spec.model !== ECHO_MODEL) {
+      throw new ApiError(
+        "invalid_request",
+        `Unknown model ${JSON.stringify(spec.model)}: the service's own model is ${ECHO_MODEL} (did you mean ${ECHO_MODEL}?). The others are \`auto\`, a model name, or \`<runtime>/<model>\` served by the user's machines (GET /v1/models?user=${spec.user} lists them). Nothing was run or counted.`,
+        { param: "model" },
+      );
+    }
     // Traced: the request's trace context goes with the run, so whichever instance drives it continues that trace.
     const origin = runOrigin(spec.user);
     if (origin) Object.assign(spec.request, { otel: origin });

@@ -368,8 +368,8 @@ describe("billing: Stripe Connect without a Connect client id", () => {
     await stripe?.close();
   });
 
-  it("OAuth answers 503 naming STRIPE_CONNECT_CLIENT_ID; creating an account still works", async () => {
-    const oauth = await expectError(await startConnect(server, { mode: "oauth" }), 503, "service_unavailable");
+  it("OAuth answers 501 not_configured naming STRIPE_CONNECT_CLIENT_ID; creating an account still works", async () => {
+    const oauth = await expectError(await startConnect(server, { mode: "oauth" }), 501, "not_configured");
     expect(oauth.error.message).toContain("STRIPE_CONNECT_CLIENT_ID");
     expect(stripe.authorizations).toHaveLength(0);
     const created = await startConnect(server, { mode: "create" });

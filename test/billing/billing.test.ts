@@ -230,13 +230,13 @@ describe("billing without Stripe configured", () => {
   });
   afterAll(async () => server?.close());
 
-  it("checkout, the portal and connecting answer 503 saying Stripe is not configured; every webhook is refused (400) saying no secret is configured", async () => {
+  it("checkout, the portal and connecting answer 501 not_configured naming the setting (not a retryable 503); every webhook is refused (400) saying no secret is configured", async () => {
     for (const mode of ["oauth", "create"]) {
-      expect((await expectError(await startConnect(server, { mode }), 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
+      expect((await expectError(await startConnect(server, { mode }), 501, "not_configured")).error.message).toMatch(/not configured Stripe \(STRIPE_SECRET_KEY\); retrying will not help/);
     }
     const { session } = await mintSession(server, "alice");
     const res = await checkout(server, session, { plan: "pro" });
-    expect((await expectError(res, 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
+    expect((await expectError(res, 501, "not_configured")).error.message).toMatch(/not configured Stripe \(STRIPE_SECRET_KEY\); retrying will not help/);
     const overview = await (await server.fetch("/v1/billing", { headers: bearer(session) })).json();
     expect(overview.checkoutAvailable).toBe(false);
     // The portal: the user's subscription is checked first (409), then the key (503).
@@ -245,7 +245,7 @@ describe("billing without Stripe configured", () => {
     await server.db.prisma.subscription.create({
       data: { id: "sub_row_alice", appId: server.dev.appId, environment: "test", endUserId: alice.id, planId: "plan_pro", status: "active", source: "stripe", stripeCustomerId: "cus_alice", stripeSubscriptionId: "sub_alice", currentPeriodStart: server.clock.now() },
     });
-    expect((await expectError(await portal(server, session), 503, "service_unavailable")).error.message).toMatch(/Stripe is not configured/);
+    expect((await expectError(await portal(server, session), 501, "not_configured")).error.message).toMatch(/not configured Stripe \(STRIPE_SECRET_KEY\); retrying will not help/);
 
     const before = await tableCounts(server.db);
     const hook = await deliver(server, "customer.subscription.created", { id: "sub_x", status: "active" });

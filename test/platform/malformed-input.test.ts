@@ -93,6 +93,8 @@ function routesFromContract(): Route[] {
     if (route.metadata.notBuiltYet) allowed5xx.add("501:not_implemented");
     // Routes whose own contract lists 503 (Stripe not configured here, say) may answer it for a valid request.
     if (503 in route.responses) allowed5xx.add("503:service_unavailable");
+    // ...and 501 `not_configured` (a feature its operator has not set up: Stripe, here).
+    if (501 in route.responses) allowed5xx.add("501:not_configured");
     return {
       name,
       method: route.method,

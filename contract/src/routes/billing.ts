@@ -64,9 +64,9 @@ export const billingContract = c.router(
       path: "/v1/billing/connect",
       summary: "Start connecting the app's Stripe account (Stripe Connect)",
       description:
-        "Answers the `url` to send the app owner's browser to. `oauth`: Stripe's OAuth authorization page for an existing account, with a single-use `state` (10 minutes) bound to this app and environment; the account is attached only when Stripe's callback proves the owner authorized it. `create`: the platform creates a Standard account for the app (or resumes the one it created), attaches it, and answers its onboarding link (Account Links). 503 when Stripe (or, for `oauth`, `STRIPE_CONNECT_CLIENT_ID`) is not configured; 429 with more than 20 flows in flight.",
+        "Answers the `url` to send the app owner's browser to. `oauth`: Stripe's OAuth authorization page for an existing account, with a single-use `state` (10 minutes) bound to this app and environment; the account is attached only when Stripe's callback proves the owner authorized it. `create`: the platform creates a Standard account for the app (or resumes the one it created), attaches it, and answers its onboarding link (Account Links). 501 `not_configured` when Stripe (or, for `oauth`, `STRIPE_CONNECT_CLIENT_ID`) is not configured; 429 with more than 20 flows in flight.",
       body: ConnectRequest,
-      responses: { 200: ConnectStart, ...errors(503), ...appKeyErrors },
+      responses: { 200: ConnectStart, ...errors(501, 503), ...appKeyErrors },
       metadata: meta({ auth: "appKey" }),
     },
     billingConnectCallback: {
@@ -76,7 +76,7 @@ export const billingContract = c.router(
       description:
         "Where Stripe sends the app owner's browser: no credential, the `state` authenticates (unknown, used, expired: 400 `invalid_state`). OAuth: the code is exchanged with Stripe for the account's id, then attached (409 `account_in_use` when another app holds that account; `connect_denied` when the owner declined). Onboarding: the account's state is read from Stripe (`link=refresh`: a new onboarding link, 302). With the flow's `returnUrl`: 302 there with `stripe_connect=connected|onboarding|error` (and `code`); without: JSON.",
       query: ConnectCallbackQuery,
-      responses: { 200: ConnectCallbackResult, 302: c.noBody(), ...errors(409, 503) },
+      responses: { 200: ConnectCallbackResult, 302: c.noBody(), ...errors(409, 501, 503) },
       metadata: meta({ auth: "none" }),
     },
     // extension: what the plans and checkout components use (browser, `est_` session)
@@ -104,7 +104,7 @@ export const billingContract = c.router(
       description:
         "Creates a Stripe customer portal session in the app's connected account for the customer of the user's Stripe subscription: where the user changes plan, updates the card, sees invoices or cancels. 409 `no_subscription` when the user has none.",
       body: PortalRequest,
-      responses: { 200: PortalSession, ...errors(409, 503), ...sessionErrors },
+      responses: { 200: PortalSession, ...errors(409, 501, 503), ...sessionErrors },
       metadata: meta({ auth: "session" }),
     },
     // extension: Stripe's webhooks (Connect events of the apps' accounts), verified by `Stripe-Signature`

@@ -55,10 +55,10 @@ export const ownerSettingsContract = c.router(
       method: "POST",
       path: `${ENV}/billing/connect`,
       summary: "Connect a Stripe account",
-      description: "Starts Stripe Connect: send the browser to `url`. 503 when Stripe (or, for `oauth`, `STRIPE_CONNECT_CLIENT_ID`) is not configured.",
+      description: "Starts Stripe Connect: send the browser to `url`. 501 `not_configured` when Stripe (or, for `oauth`, `STRIPE_CONNECT_CLIENT_ID`) is not configured.",
       pathParams: EnvParam,
       body: ConnectRequest,
-      responses: { 200: ConnectStart, ...errors(409, 503), ...ownerErrors },
+      responses: { 200: ConnectStart, ...errors(409, 501, 503), ...ownerErrors },
       metadata: signedIn,
     },
     ownerConversions: {
