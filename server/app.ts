@@ -21,6 +21,7 @@ import { docsRouter } from "./docs/docs.js";
 import { pagesRouter, PAGE_PATHS } from "./pages/pages.js";
 import { dashboardRouter } from "./dashboard/dashboard.js";
 import { workerDownloadsRouter, workerUpdateFor } from "./pairing/worker-downloads.js";
+import { sdkDownloadsRouter } from "./downloads/sdk-release.js";
 import type { Config } from "./config.js";
 import type { PublicUrls } from "./public-urls.js";
 import { RateLimiter } from "./rate-limit/rate-limiter.js";
@@ -195,7 +196,8 @@ export function createApp(deps: AppDeps, services: Services): Express {
   const metricsToken = deps.metricsToken ?? null;
   const operations = ["/healthz", "/readyz", ...(metricsToken ? ["/metrics"] : [])];
   const workerDownloads = workerDownloadsRouter(deps.logger);
-  app.use(requestMetrics(services.metrics, ["/v1/openapi.json", ...PAGE_PATHS, ...workerDownloads.paths, ...operations]));
+  const sdkDownloads = sdkDownloadsRouter(deps.logger);
+  app.use(requestMetrics(services.metrics, ["/v1/openapi.json", ...PAGE_PATHS, ...workerDownloads.paths, ...sdkDownloads.paths, ...operations]));
   app.use(urlInput());
   app.use(browserCors(Object.values(contract)));
   app.use(jsonBody(deps.maxBodyBytes, deps.maxBodyDepth));
@@ -206,6 +208,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.use(pagesRouter());
   app.use("/dashboard", dashboardRouter());
   app.use(workerDownloads.router);
+  app.use(sdkDownloads.router);
   app.use(healthRouter(services.db));
   app.get("/metrics", metricsHandler(services.metrics, { token: metricsToken }));
 
@@ -228,7 +231,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
       { method: "GET", path: "/v1/openapi.json" },
       { method: "GET", path: "/docs" },
       ...PAGE_PATHS.map((path) => ({ method: "GET", path })),
-      ...workerDownloads.paths.map((path) => ({ method: "GET", path })),
+      ...[...workerDownloads.paths, ...sdkDownloads.paths].map((path) => ({ method: "GET", path })),
       ...operations.map((path) => ({ method: "GET", path })),
     ]),
   );

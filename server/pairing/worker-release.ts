@@ -1,11 +1,12 @@
-import crypto from "node:crypto";
 import { execFile } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
-import lockfile from "proper-lockfile";
 import { ROOT } from "../paths.js";
+import { currentOrBuilt, describeFile, filesPresent, hashInputs, readJson, readVerified, writeAtomically, type ReleaseFile } from "../downloads/release-files.js";
+
+export type { ReleaseFile } from "../downloads/release-files.js";
 
 /**
  * The worker this service hands its end users, built from `worker/` (and the
@@ -42,8 +43,6 @@ interface PackageJson {
   dependencies?: Record<string, string>;
 }
 
-const readJson = <T>(file: string): T => JSON.parse(fs.readFileSync(file, "utf8")) as T;
-
 /** The version of the worker this service speaks: worker/package.json's. */
 export function workerVersion(): string {
   return readJson<PackageJson>(path.join(WORKER, "package.json")).version;
@@ -51,15 +50,6 @@ export function workerVersion(): string {
 
 /** The file names of a version, fixed by it alone (nothing from a request ever reaches a path). */
 export const releaseFiles = (version: string) => ({ package: `${WORKER_PACKAGE}-${version}.tgz`, singleFile: `${WORKER_PACKAGE}-${version}.mjs` });
-
-export interface ReleaseFile {
-  name: string;
-  size: number;
-  /** Hex SHA-256 of the file (its ETag). */
-  sha256: string;
-  /** Subresource-integrity form, sha512 (what npm records in a lockfile). */
-  integrity: string;
-}
 
 export interface ReleaseManifest {
   version: string;
@@ -72,41 +62,9 @@ export interface ReleaseManifest {
 
 const SOURCE_INPUTS = ["worker/package.json", "worker/LICENSE", "worker/bin", "worker/src", "worker/single-file.mjs", "contract/package.json", "contract/src", "package-lock.json", "server/pairing/worker-release.ts"];
 
-function filesUnder(rel: string): string[] {
-  const abs = path.join(ROOT, rel);
-  if (!fs.existsSync(abs)) return [];
-  if (!fs.statSync(abs).isDirectory()) return [rel];
-  return fs
-    .readdirSync(abs, { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile())
-    .map((e) => path.relative(ROOT, path.join(e.parentPath, e.name)));
-}
-
 /** The hash the manifest must carry for its files to be this tree's build. */
 export function sourceHash(): string {
-  const hash = crypto.createHash("sha256");
-  for (const rel of SOURCE_INPUTS.flatMap(filesUnder).sort()) {
-    hash.update(`${rel.split(path.sep).join("/")}\0`);
-    hash.update(fs.readFileSync(path.join(ROOT, rel)));
-    hash.update("\0");
-  }
-  return hash.digest("hex");
-}
-
-function describe(name: string, bytes: Buffer): ReleaseFile {
-  return {
-    name,
-    size: bytes.length,
-    sha256: crypto.createHash("sha256").update(bytes).digest("hex"),
-    integrity: `sha512-${crypto.createHash("sha512").update(bytes).digest("base64")}`,
-  };
-}
-
-/** Writes a file whole or not at all: a reader (another instance) never sees half of it. */
-function writeAtomically(file: string, data: string | Buffer): void {
-  const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString("hex")}.tmp`;
-  fs.writeFileSync(tmp, data, { mode: 0o644 });
-  fs.renameSync(tmp, file);
+  return hashInputs(SOURCE_INPUTS);
 }
 
 /** Bare package names a bundle leaves to `node_modules`, from esbuild's metafile. */
@@ -206,7 +164,7 @@ export async function buildWorkerRelease(dir = RELEASE_DIR): Promise<ReleaseMani
     for (const old of fs.readdirSync(dir)) if (old.startsWith(`${WORKER_PACKAGE}-`) && !Object.values(files).includes(old)) fs.rmSync(path.join(dir, old), { force: true });
     writeAtomically(path.join(dir, files.package), tarball);
     writeAtomically(path.join(dir, files.singleFile), script);
-    const result: ReleaseManifest = { version: pkg.version, sourceHash: hash, package: describe(files.package, tarball), singleFile: describe(files.singleFile, script), builtAt: new Date().toISOString() };
+    const result: ReleaseManifest = { version: pkg.version, sourceHash: hash, package: describeFile(files.package, tarball), singleFile: describeFile(files.singleFile, script), builtAt: new Date().toISOString() };
     // The manifest last: it vouches for the files beside it.
     writeAtomically(path.join(dir, "manifest.json"), `${JSON.stringify(result, null, 2)}\n`);
     return result;
@@ -224,14 +182,7 @@ export function currentManifest(dir = RELEASE_DIR): ReleaseManifest | null {
     return null;
   }
   if (manifest.version !== workerVersion() || manifest.sourceHash !== sourceHash()) return null;
-  for (const f of [manifest.package, manifest.singleFile]) {
-    try {
-      if (fs.statSync(path.join(dir, f.name)).size !== f.size) return null;
-    } catch {
-      return null;
-    }
-  }
-  return manifest;
+  return filesPresent(dir, [manifest.package, manifest.singleFile]) ? manifest : null;
 }
 
 export interface LoadedRelease {
@@ -246,21 +197,6 @@ export interface LoadedRelease {
  * processes sharing the folder; one that waited finds the other's build.
  */
 export async function loadWorkerRelease(dir = RELEASE_DIR): Promise<LoadedRelease> {
-  let manifest = currentManifest(dir);
-  if (!manifest) {
-    fs.mkdirSync(dir, { recursive: true });
-    const release = await lockfile.lock(dir, { stale: 120_000, retries: { retries: 120, minTimeout: 250, maxTimeout: 1000 }, lockfilePath: path.join(dir, ".build.lock") });
-    try {
-      manifest = currentManifest(dir) ?? (await buildWorkerRelease(dir));
-    } finally {
-      await release();
-    }
-  }
-  const read = (f: ReleaseFile) => {
-    const bytes = fs.readFileSync(path.join(dir, f.name));
-    // Replaced between the manifest's read and this one (another build): the files vouch for themselves or fail.
-    if (crypto.createHash("sha256").update(bytes).digest("hex") !== f.sha256) throw new Error(`${f.name} does not match its manifest`);
-    return bytes;
-  };
-  return { manifest, package: read(manifest.package), singleFile: read(manifest.singleFile) };
+  const manifest = await currentOrBuilt(dir, () => currentManifest(dir), () => buildWorkerRelease(dir));
+  return { manifest, package: readVerified(dir, manifest.package), singleFile: readVerified(dir, manifest.singleFile) };
 }

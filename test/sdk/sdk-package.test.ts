@@ -1,4 +1,5 @@
 import fs from "node:fs";
+import { createHash } from "node:crypto";
 import http from "node:http";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -6,8 +7,8 @@ import type { AddressInfo } from "node:net";
 import { execFile } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ServiceUnavailableError, Svc } from "@svc/sdk";
-import { removeTempDirs, tempDir } from "../helpers/process.js";
-import { installInto, packSdk } from "../helpers/sdk-package.js";
+import { removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { installIntoAsync } from "../helpers/sdk-package.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
 /**
@@ -131,12 +132,18 @@ describe("the @svc/sdk tarball in an empty project", () => {
   beforeAll(async () => {
     dir = tempDir("svc-sdk-package-");
     server = await startTestServer({ kind: "pglite", dataDir: null });
-    tarball = packSdk(dir);
+    // As the README says: `npm install <base URL>/sdk/svc-sdk.tgz`, from the running service (which builds it on the first download).
+    const url = `${server.url}/sdk/svc-sdk.tgz`;
+    const res = await fetch(url);
+    expect(res.status).toBe(200);
+    tarball = path.join(dir, path.basename(new URL(res.url).pathname));
+    fs.writeFileSync(tarball, Buffer.from(await res.arrayBuffer()));
     zod4 = path.join(dir, "zod4-app");
     zod3 = path.join(dir, "zod3-app");
-    // The app's own TypeScript, as a developer would have it; nothing from this repository.
-    installInto(zod4, tarball, ["zod@^4", "typescript@~5.9"]);
-    installInto(zod3, tarball, ["zod@~3.25"]);
+    // The app's own TypeScript, as a developer would have it; nothing from this repository. Not blocking:
+    // npm downloads the SDK from the server in this process.
+    await installIntoAsync(zod4, url, ["zod@^4", "typescript@~5.9"]);
+    await installIntoAsync(zod3, url, ["zod@~3.25"]);
     fs.writeFileSync(path.join(zod4, "tsconfig.json"), JSON.stringify({ ...TSCONFIG, files: ["index.ts"] }));
     fs.writeFileSync(path.join(zod4, "tsconfig.baseline.json"), JSON.stringify({ ...TSCONFIG, compilerOptions: { ...TSCONFIG.compilerOptions, noEmit: true }, files: ["baseline.ts"] }));
     fs.writeFileSync(path.join(zod4, "index.ts"), SAMPLE);
@@ -147,6 +154,21 @@ describe("the @svc/sdk tarball in an empty project", () => {
   afterAll(async () => {
     await server?.close();
     removeTempDirs();
+  });
+
+  it("is served by the service at its own version: /sdk/svc-sdk.tgz redirects to the immutable versioned file, whose integrity the app's lockfile records", async () => {
+    const version = JSON.parse(fs.readFileSync(path.join(ROOT, "sdk/package.json"), "utf8")).version as string;
+    expect(path.basename(tarball)).toBe(`svc-sdk-${version}.tgz`);
+    const latest = await fetch(`${server.url}/sdk/svc-sdk.tgz`, { redirect: "manual" });
+    expect([latest.status, latest.headers.get("location"), latest.headers.get("cache-control")]).toEqual([302, `./svc-sdk-${version}.tgz`, "no-cache"]);
+    const file = await fetch(`${server.url}/sdk/svc-sdk-${version}.tgz`);
+    expect(file.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+    expect(Buffer.from(await file.arrayBuffer()).equals(fs.readFileSync(tarball))).toBe(true);
+    const lock = JSON.parse(fs.readFileSync(path.join(zod4, "package-lock.json"), "utf8"));
+    // npm records the URL it was given, and the file's integrity: a later install gets these bytes or fails.
+    expect(lock.packages["node_modules/@svc/sdk"]).toMatchObject({ version, resolved: `${server.url}/sdk/svc-sdk.tgz`, integrity: `sha512-${createHash("sha512").update(fs.readFileSync(tarball)).digest("base64")}` });
+    // Another version is nobody's file.
+    expect((await fetch(`${server.url}/sdk/svc-sdk-0.0.1.tgz`)).status).toBe(404);
   });
 
   it("is one small tarball whose package depends only on registry packages, with ESM and one declaration file", () => {
