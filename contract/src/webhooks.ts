@@ -34,6 +34,10 @@ export const WebhookEndpoint = z.object({
   events: z.array(WebhookEventType),
   createdAt: IsoTime,
   disabled: z.boolean(),
+  warning: z
+    .string()
+    .nullable()
+    .describe("Why every delivery would be refused, with the setting that allows it (a loopback or private address the service's `WEBHOOK_PRIVATE_ADDRESSES` does not let this environment reach); null when nothing is known against it."),
 });
 export const CreatedWebhookEndpoint = WebhookEndpoint.extend({
   secret: z.string().describe("`whsec_...`: shown once; verify signatures with it."),

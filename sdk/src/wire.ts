@@ -577,6 +577,8 @@ export interface WebhookEndpoint {
   events: WebhookEventType[];
   createdAt: string;
   disabled: boolean;
+  /** Why every delivery would be refused, with the setting that allows it (a loopback or private address the service does not let this environment reach); null when nothing is known against it. */
+  warning: string | null;
 }
 
 export interface CreatedWebhookEndpoint extends WebhookEndpoint {

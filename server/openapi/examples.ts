@@ -92,6 +92,7 @@ const webhookEndpoint = {
   events: ["run.finished", "allowance.reached"],
   createdAt: "2026-03-01T10:00:00.000Z",
   disabled: false,
+  warning: null,
 };
 
 /** Component name → example. */

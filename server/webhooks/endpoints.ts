@@ -8,6 +8,7 @@ import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { SecretSealer } from "./seal.js";
 import type { EndpointInterest } from "./interest.js";
+import { allowsPrivate, refuseLiteral, type PrivateAddressPolicy } from "./address-guard.js";
 
 /** Endpoints one app and environment may have at once: plenty for fan-out, a bound on what one event costs. */
 export const MAX_ENDPOINTS = 20;
@@ -34,6 +35,8 @@ export class WebhookEndpoints {
     private readonly sealer: SecretSealer,
     /** Told of each change, so facts reported anywhere see it. */
     private readonly interest: EndpointInterest,
+    /** Which environments' endpoints may reach private addresses (`WEBHOOK_PRIVATE_ADDRESSES`). */
+    private readonly privateAddresses: PrivateAddressPolicy = "none",
   ) {}
 
   async create(tenant: Tenant, body: z.infer<typeof CreateWebhookEndpoint>): Promise<z.infer<typeof CreatedWebhookEndpoint>> {
@@ -50,7 +53,7 @@ export class WebhookEndpoints {
     );
     if (!rows[0]) throw new ApiError("invalid_request", `An app may have ${MAX_ENDPOINTS} webhook endpoints per environment; delete one first.`, { param: "url" });
     this.interest.changed(tenant);
-    return { ...view(rows[0]), secret };
+    return { ...this.view(tenant, rows[0]), secret };
   }
 
   async list(tenant: Tenant): Promise<z.infer<typeof WebhookEndpoint>[]> {
@@ -59,7 +62,7 @@ export class WebhookEndpoints {
         WHERE app_id = $1 AND environment = $2::"Environment" ORDER BY created_at, id`,
       [tenant.appId, tenant.environment],
     );
-    return rows.map(view);
+    return rows.map((r) => this.view(tenant, r));
   }
 
   /**
@@ -80,16 +83,35 @@ export class WebhookEndpoints {
     );
     if (!rows[0]) throw new ApiError("not_found", `No webhook endpoint ${id}.`);
     this.interest.changed(tenant);
-    return view(rows[0]);
+    return this.view(tenant, rows[0]);
   }
-}
 
-function view(r: EndpointRow): z.infer<typeof WebhookEndpoint> {
-  return {
-    id: r.id,
-    url: r.url,
-    events: r.event_types as WebhookEventType[],
-    createdAt: new Date(r.created_at).toISOString(),
-    disabled: r.disabled_at !== null,
-  };
+  private view(tenant: Tenant, r: EndpointRow): z.infer<typeof WebhookEndpoint> {
+    return {
+      id: r.id,
+      url: r.url,
+      events: r.event_types as WebhookEventType[],
+      createdAt: new Date(r.created_at).toISOString(),
+      disabled: r.disabled_at !== null,
+      warning: this.warning(tenant, r.url),
+    };
+  }
+
+  /**
+   * Why every delivery to `url` would be refused, with the setting that allows it: a
+   * loopback or private address (a literal one, or `localhost`) where the operator's
+   * `WEBHOOK_PRIVATE_ADDRESSES` does not let this environment reach one. A name that
+   * resolves to a private address is only found at delivery (its answers may change).
+   */
+  private warning(tenant: Tenant, url: string): string | null {
+    let host: string;
+    try {
+      host = new URL(url).hostname.toLowerCase();
+    } catch {
+      return null;
+    }
+    const local = host === "localhost" || host.endsWith(".localhost") || refuseLiteral(host) !== null;
+    if (!local || allowsPrivate(this.privateAddresses, tenant.environment)) return null;
+    return `${host} is a loopback or private address, and this service lets ${this.privateAddresses === "test" ? "only the test environment's" : "no"} webhooks reach one: every delivery will be refused. Use a public URL (a tunnel to your machine), or ask the service's operator to set WEBHOOK_PRIVATE_ADDRESSES (\`test\` for the test environment's endpoints, \`all\`); it is \`${this.privateAddresses}\`.`;
+  }
 }

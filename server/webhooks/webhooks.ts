@@ -31,7 +31,7 @@ export class Webhooks {
   constructor(db: Database, clock: Clock, config: Pick<Config, "webhooks" | "sealingKey" | "dataDir">, outbox: WebhookOutbox, logger: Logger, outage: DatabaseOutage | null = null, onAttempt?: DispatcherOptions["onAttempt"]) {
     const sealer = lazySealer(config.sealingKey, config.dataDir);
     this.interest = new EndpointInterest(db);
-    this.endpoints = new WebhookEndpoints(db, clock, sealer, this.interest);
+    this.endpoints = new WebhookEndpoints(db, clock, sealer, this.interest, config.webhooks.privateAddresses);
     this.log = new WebhookDeliveryLog(db);
     this.manual = new WebhookManualSends(db, clock, this.log);
     this.facts = new WebhookFacts(outbox, db, logger, this.interest);

@@ -255,6 +255,55 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     expect(apps).toBe(0);
   });
 
+  it("the first hour's fixes: a plan created says so and the form starts empty; the app switcher closes on a choice; the account page keeps the app; a loopback webhook URL is warned about", async () => {
+    const errors: string[] = [];
+    page.on("console", (m) => void (m.type() === "error" && errors.push(m.text())));
+    await go(envPath("plans"), /Plans/);
+    const form = page.getByRole("form", { name: "New plan" });
+    // The slug's pattern holds under the `v` flag browsers apply: a slug with a capital is refused by the form itself.
+    await form.getByLabel("Slug").fill("Bad Slug");
+    expect(await form.getByLabel("Slug").evaluate((el) => (el as HTMLInputElement).validity.patternMismatch)).toBe(true);
+    await form.getByLabel("Slug").fill("first-hour");
+    expect(await form.getByLabel("Slug").evaluate((el) => (el as HTMLInputElement).validity.valid)).toBe(true);
+    await form.getByLabel("Name").fill("First hour");
+    await form.getByLabel(/^Price/).fill("5");
+    await form.getByRole("button", { name: "Create plan" }).click();
+    await page.getByRole("status").filter({ hasText: "Plan First hour (first-hour) created" }).waitFor({ timeout: 20_000 });
+    expect(await page.getByRole("form", { name: "New plan" }).getByLabel("Slug").inputValue()).toBe("");
+    expect(await server.db.prisma.plan.count({ where: { appId, slug: "first-hour" } })).toBe(1);
+
+    const other = await server.services.keys.createApp("Second app", "test");
+    await server.services.owners.members.add(other.appId, (await server.db.prisma.owner.findFirstOrThrow({ where: { email } })).id, "owner");
+    await page.reload();
+    await heading(/Plans/);
+    const switcher = page.locator("details.switcher");
+    await switcher.locator("summary").click();
+    await switcher.getByRole("link", { name: /Second app/ }).click();
+    await heading(/End users|Plans/);
+    expect(await switcher.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
+    await switcher.locator("summary").click();
+    await switcher.getByRole("link", { name: new RegExp(appId) }).click();
+    await heading(/Plans|End users/);
+
+    await page.getByRole("banner").getByRole("link", { name: /Ada/ }).click();
+    await heading(/account/i);
+    expect(await switcher.locator("summary").innerText()).toContain((await server.db.prisma.app.findUniqueOrThrow({ where: { id: appId } })).name);
+    expect(await page.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Runs" }).getAttribute("href")).toBe(`/dashboard/apps/${appId}/test/runs`);
+
+    // This suite's service lets the test environment reach private addresses (WEBHOOK_PRIVATE_ADDRESSES=test): a loopback
+    // endpoint of `test` is fine, the same in `live` is warned about, naming the setting.
+    for (const environment of ["test", "live"] as const) await server.services.webhooks.endpoints.create({ appId, environment }, { url: "http://localhost:9/first-hour" });
+    await go(envPath("webhooks"), /Webhooks/);
+    const testRow = page.getByRole("row").filter({ hasText: "http://localhost:9/first-hour" });
+    await testRow.waitFor({ timeout: 20_000 });
+    expect(await testRow.getByRole("note").count()).toBe(0);
+    await go(`/dashboard/apps/${appId}/live/webhooks`, /Webhooks/);
+    const liveRow = page.getByRole("row").filter({ hasText: "http://localhost:9/first-hour" });
+    await liveRow.waitFor({ timeout: 20_000 });
+    expect(await liveRow.getByRole("note").innerText()).toMatch(/localhost is a loopback or private address.*WEBHOOK_PRIVATE_ADDRESSES/);
+    expect(errors).toEqual([]);
+  });
+
   it("does not show another owner's app: an owner of another app sees it as not found", async () => {
     const other = await server.services.keys.createApp("Other app", "test");
     const stranger = await signInOwner(server, { appId: other.appId });

@@ -62,4 +62,22 @@ onEachDatabase("answers that say what to do on $db.name", (db) => {
     expect((await expectError(await server.fetch("/v1/v1/nothing-here"), 404, "route_not_found")).error.message).toBe("No route GET /v1/v1/nothing-here.");
     expect((await server.fetch("/v1/models", { headers: bearer(server.dev.appKey) })).status).toBe(200);
   });
+
+  it("a webhook endpoint every delivery would be refused at (loopback, with WEBHOOK_PRIVATE_ADDRESSES=none) is created with a warning naming the setting; a public URL has none", async () => {
+    for (const url of ["http://127.0.0.1:9/hook", "http://localhost:9/hook", "http://[::1]:9/hook"]) {
+      const res = await post("/v1/webhook_endpoints", { url });
+      expect(res.status, url).toBe(201);
+      const created = (await res.json()) as { warning: string | null };
+      expect(created.warning, url).toMatch(/is a loopback or private address, and this service lets no webhooks reach one: every delivery will be refused.*WEBHOOK_PRIVATE_ADDRESSES.*it is `none`/);
+    }
+    const fine = (await (await post("/v1/webhook_endpoints", { url: "https://hooks.example.com/svc" })).json()) as { warning: string | null };
+    expect(fine.warning).toBeNull();
+    const list = (await (await server.fetch("/v1/webhook_endpoints", { headers: bearer(server.dev.appKey) })).json()) as { data: { url: string; warning: string | null }[] };
+    expect(list.data.map((e) => [e.url, e.warning !== null]).sort()).toEqual([
+      ["http://127.0.0.1:9/hook", true],
+      ["http://[::1]:9/hook", true],
+      ["http://localhost:9/hook", true],
+      ["https://hooks.example.com/svc", false],
+    ]);
+  });
 });

@@ -67,7 +67,7 @@ onEachDatabase("webhooks to the app on $db.name", (db) => {
 
     // Never shown again, and not readable from the database.
     const list = await (await call(keys.appKey, "GET", "/v1/webhook_endpoints")).json();
-    expect(list).toEqual({ data: [{ id: created.id, url: hook.url, events: ["machine.paired"], disabled: false, createdAt: created.createdAt }] });
+    expect(list).toEqual({ data: [{ id: created.id, url: hook.url, events: ["machine.paired"], disabled: false, createdAt: created.createdAt, warning: null }] });
     const [row] = await server.db.query<{ secret: string }>("SELECT secret FROM webhook_endpoints WHERE id = $1", [created.id]);
     expect(row.secret).toMatch(/^sealed:v1:/);
     expect(row.secret).not.toContain(created.secret.slice("whsec_".length, "whsec_".length + 12));

@@ -20,12 +20,14 @@ export function DayChart({ title, days, series, format, bars = false }: { title:
     const el = box.current;
     if (!el || days.length === 0) return;
     const xs = days.map((d) => Date.parse(`${d}T00:00:00Z`) / 1000);
+    const allZero = series.every((s) => s.values.every((v) => !v));
     const plot = new uPlot(
       {
         width: Math.max(el.clientWidth, 280),
         height: 240,
-        scales: { x: { time: true } },
-        axes: [{}, { values: (_u, ticks) => ticks.map(format), size: 70 }],
+        // Nothing to show yet (all zero): the axis runs 0 to 1 and is labelled at 0 only, not in fractions of a cent.
+        scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+        axes: [{}, { values: (_u, ticks) => ticks.map((t) => (allZero && t !== 0 ? "" : format(t))), size: 70 }],
         series: [
           { label: "Day" },
           ...series.map((s, i) => ({

@@ -43,7 +43,7 @@ export function PlanForm({ plan, onSubmit, pending, submitLabel }: { plan?: Plan
   const id = plan?.slug ?? "new";
   return (
     <form onSubmit={submit} className="plan-form" aria-label={plan ? `Edit plan ${plan.name}` : "New plan"}>
-      {!plan && <Field label="Slug" name="slug" required pattern="[a-z0-9][a-z0-9_-]*" hint="Lowercase letters, digits, - and _; it cannot change." />}
+      {!plan && <Field label="Slug" name="slug" required pattern="[a-z0-9][a-z0-9_\-]*" hint="Lowercase letters, digits, - and _; it cannot change." />}
       <Field label="Name" name="name" required defaultValue={plan?.name} />
       <Field label="Description" name="description" defaultValue={plan?.description ?? ""} />
       <Field label="Price per period" name="price" inputMode="decimal" required defaultValue={plan ? microsToDecimal(plan.priceMicros) : "0"} />

@@ -3,15 +3,18 @@ import { useSession } from "../api/session";
 import { AppSwitcher } from "./AppSwitcher";
 import { EnvSwitcher } from "./EnvSwitcher";
 import { SignOutButtons } from "./SignOutButtons";
-import { APP_SECTIONS, ENV_SECTIONS, useWhere } from "./where";
+import { APP_SECTIONS, ENV_SECTIONS, useLastApp, useWhere } from "./where";
 
 /** The signed-in frame: banner with the app and environment switchers, the sections, the page. */
 export function Shell() {
   const me = useSession();
   const where = useWhere();
-  const app = where.app ? me.apps.find((a) => a.id === where.app) : undefined;
-  const env = where.env ?? "test";
-  const base = where.app ? `/apps/${encodeURIComponent(where.app)}` : null;
+  // Outside an app (the account page), the app chosen last stays chosen.
+  const last = useLastApp(where, me.apps);
+  const appId = where.app ?? last?.app ?? null;
+  const app = appId ? me.apps.find((a) => a.id === appId) : undefined;
+  const env = where.env ?? last?.env ?? "test";
+  const base = appId ? `/apps/${encodeURIComponent(appId)}` : null;
   return (
     <div className={`shell ${where.env ? `env-${where.env}` : ""}`}>
       <a className="skip-link" href="#main">
@@ -22,7 +25,7 @@ export function Shell() {
           svc dashboard
         </NavLink>
         <AppSwitcher apps={me.apps} current={app ?? null} />
-        {where.app && <EnvSwitcher app={where.app} current={where.env} />}
+        {appId && <EnvSwitcher app={appId} current={where.env} />}
         <div className="banner-end">
           <NavLink to="/account">{me.owner.name ?? me.owner.email}</NavLink>
           <SignOutButtons />

@@ -37,3 +37,28 @@ export function sectionPath(app: string, env: "test" | "live", where: Where): st
   if (where.section && !where.env && APP_SECTIONS.some((s) => s.path === where.section)) return `/apps/${a}/${where.section}`;
   return `/apps/${a}/${env}/${where.env && where.section ? where.section : "users"}`;
 }
+
+const LAST_APP = "svc.dashboard.lastApp";
+
+/**
+ * The app (and environment) the owner was last in, for the pages outside an app (the
+ * account page): the switcher and the sections keep it. Kept in this tab's session
+ * storage; an app the owner is no longer a member of is forgotten.
+ */
+export function useLastApp(where: Where, apps: readonly { id: string }[]): { app: string; env: "test" | "live" } | null {
+  if (where.app) {
+    try {
+      sessionStorage.setItem(LAST_APP, JSON.stringify({ app: where.app, env: where.env ?? "test" }));
+    } catch {
+      /* storage refused (private mode): nothing kept */
+    }
+    return { app: where.app, env: where.env ?? "test" };
+  }
+  try {
+    const last = JSON.parse(sessionStorage.getItem(LAST_APP) ?? "null") as { app?: unknown; env?: unknown } | null;
+    if (last && typeof last.app === "string" && apps.some((a) => a.id === last.app)) return { app: last.app, env: last.env === "live" ? "live" : "test" };
+  } catch {
+    /* nothing kept, or not ours */
+  }
+  return null;
+}

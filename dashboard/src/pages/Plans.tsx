@@ -22,7 +22,12 @@ export function Plans() {
     queryFn: () => call(api.ownerListPlans({ params: { app, env }, query: showArchived ? { archived: "true" } : {} })),
   });
   const refresh = () => client.invalidateQueries({ queryKey: ["owner", app, env, "plans"] });
-  const create = useMutation({ mutationFn: (body: PlanFields) => call(api.ownerCreatePlan({ params: { app, env }, body })), onSuccess: refresh });
+  /** The plan created last, and how many were: the form starts empty again after each (a second click would resend the same slug). */
+  const [created, setCreated] = useState<{ name: string; slug: string; n: number } | null>(null);
+  const create = useMutation({
+    mutationFn: (body: PlanFields) => call(api.ownerCreatePlan({ params: { app, env }, body })),
+    onSuccess: (plan) => (setCreated((c) => ({ name: plan.name, slug: plan.slug, n: (c?.n ?? 0) + 1 })), refresh()),
+  });
   const update = useMutation({
     mutationFn: ({ slug, body }: { slug: string; body: z.input<typeof PlanUpdate> }) => call(api.ownerUpdatePlan({ params: { app, env, slug }, body })),
     onSuccess: () => (setEditing(null), refresh()),
@@ -77,7 +82,10 @@ export function Plans() {
       <section aria-labelledby="new-plan-title" className="card">
         <h2 id="new-plan-title">Create a plan</h2>
         <ErrorNotice error={create.error} />
-        <PlanForm pending={create.isPending} submitLabel="Create plan" onSubmit={(fields) => create.mutate(fields)} />
+        <p role="status" className={created ? "notice" : undefined}>
+          {created && `Plan ${created.name} (${created.slug}) created: it is in the list above.`}
+        </p>
+        <PlanForm key={created?.n ?? 0} pending={create.isPending} submitLabel="Create plan" onSubmit={(fields) => create.mutate(fields)} />
       </section>
     </>
   );

@@ -62,7 +62,7 @@ export function Users() {
                 </>
               ),
             },
-            { label: "Runs this period", numeric: true, cell: (u) => formatCount(u.runs) },
+            { label: "Counted runs this period", numeric: true, cell: (u) => formatCount(u.runs) },
             { label: "Spend this period", numeric: true, cell: (u) => formatMoney(u.amountMicros, u.currency) },
             {
               label: "Machines online",
@@ -77,6 +77,7 @@ export function Users() {
           ]}
         />
       )}
+      {rows.length > 0 && <p className="muted">Counted runs are those counted against the plan: runs on <code>svc/echo</code> are free and not counted, so a user's last run may be newer than their count says.</p>}
       <LoadMore pages={users}>Load more users</LoadMore>
     </>
   );

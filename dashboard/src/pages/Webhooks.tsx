@@ -60,7 +60,19 @@ export function Webhooks() {
             rows={endpoints.data.data}
             rowKey={(e) => e.id}
             columns={[
-              { label: "URL", cell: (e) => <code>{e.url}</code> },
+              {
+                label: "URL",
+                cell: (e) => (
+                  <>
+                    <code>{e.url}</code>
+                    {e.warning && (
+                      <p className="notice notice-warning" role="note">
+                        {e.warning}
+                      </p>
+                    )}
+                  </>
+                ),
+              },
               { label: "Events", cell: (e) => e.events.join(", ") },
               { label: "State", cell: (e) => (e.disabled ? "disabled" : "active") },
               {
