@@ -65,7 +65,10 @@ describe("the first start's banner", () => {
     try {
       const banner = server.printed.join("");
       const exported = Object.fromEntries([...banner.matchAll(/^\s*export (\w+)=(\S+)$/gm)].map((m) => [m[1], m[2]]));
-      expect(Object.keys(exported)).toEqual(["SVC_BASE_URL", "SVC_API_KEY"]);
+      expect(Object.keys(exported)).toEqual(["SVC_BASE_URL", "SVC_API_KEY", "SVC_CONNECT_KEY"]);
+      // The connect key the quick start pairs with: the one the banner names, and a connect key of this service.
+      expect(exported.SVC_CONNECT_KEY).toMatch(/^pk_svc_/);
+      expect((await server.fetch(`/c/${exported.SVC_CONNECT_KEY}/v1/device/code`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ hostname: "h", platform: "linux", arch: "x64", client: "test" }) })).status).toBe(200);
       const saved = { base: process.env.SVC_BASE_URL, key: process.env.SVC_API_KEY };
       process.env.SVC_BASE_URL = exported.SVC_BASE_URL;
       process.env.SVC_API_KEY = exported.SVC_API_KEY;

@@ -43,11 +43,12 @@ describe("first start and restart on the same data folder", () => {
     expect(dev!.environment).toBe("test");
     expect(dev!.appKey).toMatch(APP_KEY);
     expect(dev!.connectKey).toMatch(CONNECT_KEY);
-    // Printed once, on stdout, as one block: the app key on its line and its `export SVC_API_KEY=` line, the connect key on one.
+    // Printed once, on stdout, as one block: each key on its line and on its `export` line (the three the README's quick start pastes).
     const stdout = first.text("stdout");
     expect(stdout.split(dev!.appKey)).toHaveLength(3);
     expect(stdout).toContain(`export SVC_API_KEY=${dev!.appKey}\n`);
-    expect(stdout.split(dev!.connectKey)).toHaveLength(2);
+    expect(stdout.split(dev!.connectKey)).toHaveLength(3);
+    expect(stdout).toContain(`export SVC_CONNECT_KEY=${dev!.connectKey}\n`);
     expect(first.text("stderr")).toBe("");
     await passes(await first.fetch("/v1/plans", { headers: bearer(dev!.appKey) }));
 
