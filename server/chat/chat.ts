@@ -68,13 +68,7 @@ export class ChatService {
       replayRunId,
     });
     res.setHeader("Service-Run-Id", started.runId);
-    if (started.handedBack) {
-      const why = started.busy ?? (await this.runs.whyNoRoute(tenant, started.endUserId, body.user, body.model, DEFAULT_CHAT_ROUTE));
-      throw new ApiError("serve_in_app", `User ${body.user} has no reachable model runtime for model ${body.model}: ${why}; serve this completion with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
-        // The OpenAI client retries 409s unless told not to.
-        headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
-      });
-    }
+    if (started.handedBack) throw await this.runs.modelTurnHandback(tenant, started, body.user, body.model, "completion");
     const head: CompletionHead = { id: `chatcmpl-${started.runId.slice(4)}`, created: Math.floor(started.createdAt.getTime() / 1000), model: started.model };
     if (body.stream) return this.streamed(started.runId, head, body.stream_options?.include_usage === true, res, !started.drivenHere);
     return this.gathered(started.runId, head, res, !started.drivenHere);

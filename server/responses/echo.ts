@@ -14,7 +14,7 @@ import type { StoredEvent } from "../runs/run-rows.js";
 import { EventStreamWriter } from "../runs/sse.js";
 import { countWords, ECHO_MODEL, parseScript, ScriptError, stepsOfTurn } from "../runs/echo-script.js";
 import { itemText, type StoredItem } from "./input.js";
-import { DONE_FRAME, frame, ResponseAssembler, responseIdOf, type ResponseHead } from "./assemble.js";
+import { DONE_FRAME, frame, ResponseAssembler, responseIdOf, suffixOf, type ResponseHead } from "./assemble.js";
 import type { ResponseRecord } from "./responses.js";
 
 /**
@@ -46,7 +46,7 @@ export class EchoResponder {
       const now = this.clock.now();
       const runId = randomId("run_", 24);
       events = await this.turn(history, record);
-      const head: ResponseHead = { id: responseIdOf(runId), suffix: runId.slice(4), created_at: Math.floor(now.getTime() / 1000), model: ECHO_MODEL, settings: record.settings };
+      const head: ResponseHead = { id: responseIdOf(runId), suffix: suffixOf(runId), created_at: Math.floor(now.getTime() / 1000), model: ECHO_MODEL, settings: record.settings };
       const assembler = new ResponseAssembler(head, () => {}, () => head.created_at);
       for (const e of events) assembler.event(e);
       final = assembler.final!;
@@ -57,7 +57,7 @@ export class EchoResponder {
         app_id: tenant.appId,
         environment: tenant.environment,
         end_user_id: endUserId,
-        output: final.output.flatMap((i) => (i.type === "message" ? i.content.map((p) => p.text) : [])).join(""),
+        output: textOf(final),
         input_tokens: usage.inputTokens,
         output_tokens: usage.outputTokens,
         created_at: now.toISOString(),
@@ -117,9 +117,12 @@ export class EchoResponder {
   }
 }
 
+/** What a response said: its message's text. */
+const textOf = (r: ResponseObject): string => r.output.flatMap((i) => (i.type === "message" ? i.content.map((p) => p.text) : [])).join("");
+
 /** The events that give `final` again (a repeat's stream). */
 function eventsOf(final: ResponseObject): StoredEvent[] {
-  const text = final.output.flatMap((i) => (i.type === "message" ? i.content.map((p) => p.text) : [])).join("");
+  const text = textOf(final);
   const toolCalls = final.output.flatMap((i) => (i.type === "function_call" ? [{ id: i.call_id, name: i.name, arguments: i.arguments }] : []));
   const usage = { inputTokens: final.usage?.input_tokens ?? 0, outputTokens: final.usage?.output_tokens ?? 0 };
   const deltas: StoredEvent[] = text ? [{ seq: 1, kind: "text_delta", data: { kind: "text_delta", turn: 1, text } }] : [];

@@ -1,7 +1,7 @@
 import type { Readable } from "node:stream";
 import type { Response } from "express";
 import type { z } from "zod";
-import type { ChatMessage, CreateResponseRequest, ResponseInputItemList, ResponseInputItemsQuery, ResponseObject, ResponseOutputItem } from "@svc/contract";
+import { isFinalRunEvent, type ChatMessage, type CreateResponseRequest, type ResponseInputItemList, type ResponseInputItemsQuery, type ResponseObject, type ResponseOutputItem } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
@@ -127,12 +127,7 @@ export class ResponsesService {
     };
     const started = await this.runs.begin(tenant, { user, model: request.model, prefer: DEFAULT_CHAT_ROUTE, source: "responses", request: { prompt: "", chat, model: request.model, responses: record }, replayRunId });
     res.setHeader("Service-Run-Id", started.runId);
-    if (started.handedBack) {
-      const why = started.busy ?? (await this.runs.whyNoRoute(tenant, started.endUserId, user, request.model, DEFAULT_CHAT_ROUTE));
-      throw new ApiError("serve_in_app", `User ${user} has no reachable model runtime for model ${request.model}: ${why}; serve this response with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
-        headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
-      });
-    }
+    if (started.handedBack) throw await this.runs.modelTurnHandback(tenant, started, user, request.model, "response");
     const head: ResponseHead = { id: responseIdOf(started.runId), suffix: suffixOf(started.runId), created_at: Math.floor(started.createdAt.getTime() / 1000), model: started.model, settings };
     const readFirst = !started.drivenHere;
     if (request.stream) {
@@ -297,9 +292,12 @@ export class ResponsesService {
     const ended = row.finished_at ? Math.floor(new Date(row.finished_at).getTime() / 1000) : this.seconds();
     const assembler = new ResponseAssembler(head, () => {}, () => ended);
     const { active, last } = await this.store.runEnd(row.id);
-    const text = await this.store.streamedText(row.id);
+    const end = !active && last && isFinalRunEvent(last.kind) ? last : null;
+    // An ended run's final event carries what it said (but a failure's): only then are its stored deltas not read.
+    const said = end && end.kind !== "run_failed" && (end.data as { output?: string }).output;
+    const text = said ? "" : await this.store.streamedText(row.id);
     if (text) assembler.event({ seq: 0, kind: "text_delta", data: { kind: "text_delta", turn: 1, text } });
-    if (!active && last && (last.kind === "run_completed" || last.kind === "run_failed" || last.kind === "run_cancelled")) assembler.event(last);
+    if (end) assembler.event(end);
     if (assembler.final) return assembler.final;
     const output: ResponseOutputItem[] = text ? [{ type: "message", id: `msg_${head.suffix}`, status: "in_progress", role: "assistant", content: [{ type: "output_text", text, annotations: [], logprobs: [] }] }] : [];
     return responseObject(head, { status: "in_progress", output });

@@ -8,7 +8,7 @@ import { randomId } from "../crypto.js";
 import { costClassOf, periodOf } from "../ledger/metering.js";
 import { overageMicros, startRun } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { chooseRoute, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
+import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
 import { busyReason, noRouteReason } from "./route-refusals.js";
 import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
@@ -70,6 +70,18 @@ export class RunService {
   /** Why nothing on the user's machines took the run, in words that say what is true (`route-refusals.ts`). */
   whyNoRoute(tenant: Tenant, endUserId: string, user: string, model: string, prefer: RouteKind[]): Promise<string> {
     return noRouteReason(this.db, this.clock, tenant, endUserId, user, model, prefer);
+  }
+
+  /**
+   * The counted handback of a model turn its caller owns (a chat completion, `what`: "completion";
+   * a response): 409 `serve_in_app` saying why and where to report the usage, which the OpenAI
+   * clients are told not to retry (they retry 409s unless told).
+   */
+  async modelTurnHandback(tenant: Tenant, started: BegunRun, user: string, model: string, what: string): Promise<ApiError> {
+    const why = started.busy ?? (await this.whyNoRoute(tenant, started.endUserId, user, model, DEFAULT_CHAT_ROUTE));
+    return new ApiError("serve_in_app", `User ${user} has no reachable model runtime for model ${model}: ${why}; serve this ${what} with the app's own client and report its usage to POST /v1/runs/${started.runId}/usage. It is counted.`, {
+      headers: { "Service-Run-Id": started.runId, "x-should-retry": "false" },
+    });
   }
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
