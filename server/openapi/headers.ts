@@ -48,6 +48,7 @@ export const PARAMETERS: Record<string, Json> = {
 const SERVICE_RUN_ID: Partial<Record<keyof Contract, Record<string, string>>> = {
   createRun: { "200": "", "409": "On `serve_in_app`: the run handed back to the app (it is counted); report its usage to `POST /v1/runs/{id}/usage`." },
   createChatCompletion: { "200": "", "409": "On `serve_in_app`: the completion handed back to the app (it is counted); report its usage to `POST /v1/runs/{id}/usage`." },
+  createResponse: { "200": "", "409": "On `serve_in_app`: the response handed back to the app (it is counted); report its usage to `POST /v1/runs/{id}/usage`." },
 };
 
 /** This answer of this route has a header the same status of other routes has not. */
