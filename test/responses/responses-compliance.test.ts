@@ -114,6 +114,9 @@ onEachDatabase("Open Responses compliance cases on $db.name", (db) => {
           expect(res.status).toBe(400);
           expect(((await res.json()) as { error: { message: string; param: string } }).error).toMatchObject({ param: "input", message: expect.stringMatching(/svc\/echo takes no images/) });
           expect(await at.server.db.prisma.run.count()).toBe(runs);
+          // The positive control: its text alone is answered and counted.
+          expect(text(await create({ ...base, input: "What is in this image?" }))).toBe("What is in this image?");
+          expect(await at.server.db.prisma.run.count()).toBe(runs + 1);
           return;
         }
         const r = await create({ ...base, input });

@@ -106,6 +106,9 @@ onEachDatabase("responses with the official openai client on $db.name", (db) => 
         expect((err as InstanceType<typeof OpenAI.BadRequestError>).message).toMatch(message);
       }
       expect((await runsOf("eve")).length).toBe(before);
+      // The positive control: the same request without what was refused is answered and counted once.
+      expect((await client.responses.create({ model: "svc/echo", user: "eve", input: "hi" })).output_text).toBe("hi");
+      expect((await runsOf("eve")).length).toBe(before + 1);
     });
   });
 
