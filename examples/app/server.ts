@@ -72,13 +72,27 @@ async function standInProvider(h: Handback): Promise<ServedInApp> {
 }
 
 /**
- * Which model: the one asked for; else `auto` when the user has a machine online
- * (svc routes to it); else `svc/echo`, so the app works before anyone has paired.
+ * Which model: the one asked for; else `auto` when one of the user's machines is
+ * online with a runtime that can serve (supported, online, offering a model or an
+ * agent CLI, its subscription not spent); else `svc/echo`, so the app works before
+ * anyone has paired, and on a machine that is online but serves nothing.
  */
 async function modelFor(user: string, asked: string | undefined): Promise<string> {
   if (asked) return asked;
   const compute = await svc.users.compute(user).catch(() => null);
-  return compute?.machines.some((m) => m.state !== "offline") ? "auto" : "svc/echo";
+  const now = Date.now();
+  const canServe = compute?.machines.some(
+    (m) =>
+      m.state !== "offline" &&
+      m.runtimes.some(
+        (r) =>
+          r.supported &&
+          r.state !== "offline" &&
+          (r.kind === "agent" || r.models.length > 0) &&
+          !r.limits?.windows.some((w) => w.status === "rejected" && (!w.resetsAt || Date.parse(w.resetsAt) > now)),
+      ),
+  );
+  return canServe ? "auto" : "svc/echo";
 }
 
 async function ask(body: { user?: string; prompt?: string; model?: string }) {

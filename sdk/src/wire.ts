@@ -7,7 +7,7 @@
 
 // ---------------------------------------------------------------- errors
 
-/** Every error code the service answers, each always with the same status (see the README's error table). */
+/** Every error code the service answers, each always with the same status (see docs/app/errors.md). */
 export type ErrorCode =
   | "invalid_request"
   | "invalid_json"

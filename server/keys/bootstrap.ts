@@ -52,7 +52,7 @@ export function devAppBannerLines(created: NewKeys, baseUrl: string, signInLink?
     `    export SVC_CONNECT_KEY=${created.connectKey}`,
     "",
     "  Next: pair a machine. Mint a session for a user (POST /v1/end_users/session) and open its url,",
-    `  the connect page ${baseUrl}/connect; see README "Pairing a machine".`,
+    `  the connect page ${baseUrl}/connect; see docs/app/pairing.md.`,
     "",
     "  More apps and keys: npx svc apps create --name <name>   (npx svc --help)",
     "",

@@ -2,7 +2,7 @@ import type { Bucket, Limit } from "../rate-limit/rate-limiter.js";
 import type { Tenant } from "../keys/keys.js";
 
 /**
- * Pairing's rate limits (README "Security"). A user code has 20^8 (2.6e10)
+ * Pairing's rate limits (docs/app/pairing.md, "Rate limits"; docs/operators/security.md). A user code has 20^8 (2.6e10)
  * values, so even the app-wide budget of wrong guesses leaves an attacker a
  * chance per window of about (pending codes) x 1e-7. Guessing is limited per
  * session and app as tightly as ever; what one client address may do is only a

@@ -60,7 +60,7 @@ onEachDatabase("the development app on $db.name", (db) => {
 });
 
 describe("the first start's banner", () => {
-  it("prints export lines the SDK reads as they stand, and the next step (the connect page, the README section)", async () => {
+  it("prints export lines the SDK reads as they stand, and the next step (the connect page, the pairing doc)", async () => {
     const server = await startTestServerOn(DATABASES[0].db);
     try {
       const banner = server.printed.join("");
@@ -83,7 +83,7 @@ describe("the first start's banner", () => {
         }
       }
       expect(banner).toContain(`${server.url}/connect`);
-      expect(banner).toContain('README "Pairing a machine"');
+      expect(banner).toContain("docs/app/pairing.md");
       expect((await server.fetch("/connect")).status).toBe(200);
     } finally {
       await server.close();

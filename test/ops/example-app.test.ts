@@ -2,7 +2,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DATABASES } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { ROOT } from "../helpers/process.js";
+import { pollUntil, ROOT } from "../helpers/process.js";
+import { pairViaApi, spawnWorker, startModelMachine, type WorkerProcess } from "../helpers/worker.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 
 /**
  * The example app (`examples/app/server.ts`, `npm run example`) as a real
@@ -89,5 +91,31 @@ describe("the example app", () => {
     const usage = await (await fetch(`${appUrl}/usage?user=ex-bob`)).json();
     expect(usage.rows).toHaveLength(2);
     expect(usage.user).toMatchObject({ id: "ex-bob" });
+  });
+
+  describe("chooses the model as the README says", () => {
+    const workers: WorkerProcess[] = [];
+    let model: ModelStandIn;
+    afterAll(async () => {
+      for (const w of workers) w.stop();
+      await model?.close();
+    });
+
+    it("svc/echo for a user whose machine is online but serves nothing; auto for a user whose machine serves a model (control)", async () => {
+      // Carol's machine: paired, started, online, with no runtime at all.
+      const carol = await pairViaApi(server, server.dev, "ex-carol", { runtimes: { ollama: false, llamacpp: false, lmstudio: false, claude: false, codex: false } });
+      const idle = spawnWorker(["start"], carol.home);
+      workers.push(idle);
+      await idle.waitFor(/Connected/);
+      await pollUntil(async () => (await api("/v1/users/ex-carol/compute")).machines[0]?.state, (s) => s === "online", 20_000, "carol's machine online");
+      const onEcho = await (await postApp("/ask", { user: "ex-carol" })).json();
+      expect(onEcho).toMatchObject({ model: "svc/echo", status: "completed", route: "service", output: "Done: sent to team@example.com." });
+
+      // Dan's machine serves a model: the app asks for auto, and the run reaches his machine.
+      model = await startModelStandIn();
+      workers.push(await startModelMachine(server, server.dev, "ex-dan", model.url));
+      const onMachine = await (await postApp("/ask", { user: "ex-dan", prompt: "Say hello." })).json();
+      expect(onMachine).toMatchObject({ model: "auto", status: "completed", route: "user-hardware" });
+    }, 90_000);
   });
 });

@@ -5,7 +5,7 @@ import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { bearer, expectError } from "../helpers/requests.js";
 
 /**
- * Refusals that say what is true and what to do next (README, Errors: "Answers that say what
+ * Refusals that say what is true and what to do next (docs/app/errors.md, "Answers that say what
  * to do"), each beside a positive control that the same request, put right, is served.
  */
 onEachDatabase("answers that say what to do on $db.name", (db) => {

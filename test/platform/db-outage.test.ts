@@ -183,7 +183,7 @@ describe.skipIf(!privatePostgresAvailable)("database outage on a private Postgre
  * service's HTTP answers 503 (with or without `Service-Nothing-Created`) before the
  * real answer, and counts what the SDK and the worker send.
  */
-describe("the SDK and the worker retry 503 and 429 as the README says", () => {
+describe("the SDK and the worker retry 503 and 429 as docs/app/errors.md says", () => {
   let stand: http.Server;
   let base: string;
   /** Per path: the answers still to give before the final one, and how many requests came. */

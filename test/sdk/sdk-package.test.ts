@@ -132,7 +132,7 @@ describe("the @svc/sdk tarball in an empty project", () => {
   beforeAll(async () => {
     dir = tempDir("svc-sdk-package-");
     server = await startTestServer({ kind: "pglite", dataDir: null });
-    // As the README says: `npm install <base URL>/sdk/svc-sdk.tgz`, from the running service (which builds it on the first download).
+    // As docs/app/sdk.md says: `npm install <base URL>/sdk/svc-sdk.tgz`, from the running service (which builds it on the first download).
     const url = `${server.url}/sdk/svc-sdk.tgz`;
     const res = await fetch(url);
     expect(res.status).toBe(200);

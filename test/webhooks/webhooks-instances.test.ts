@@ -21,7 +21,7 @@ onPostgres("webhooks across instances on postgres", (postgres) => {
   beforeAll(async () => {
     const made = await postgres.create();
     drop = made.drop;
-    // Instances sharing a database share the sealing key (README: Webhooks to your app).
+    // Instances sharing a database share the sealing key (docs/operators/security.md, "Secrets at rest").
     // The receivers are on this machine: test endpoints may reach private addresses (refused by default).
     const env = { WEBHOOK_RETRY_SCHEDULE: "0.2,0.4", WEBHOOK_PRIVATE_ADDRESSES: "test", SVC_SEALING_KEY: randomBytes(32).toString("base64") };
     a = await startTestServer(made.target, env, { runningClock: true });

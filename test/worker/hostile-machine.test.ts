@@ -22,7 +22,7 @@ import { runCalls } from "../helpers/run-calls.js";
  * stored, a conversation too large for the link fails its run without dropping
  * the link, and another user's run on a real svc-worker beside it completes.
  * Limits are set small here (the `RUN_*` and `WORKER_*` variables) so each is
- * reached in seconds; the defaults are in the README.
+ * reached in seconds; the defaults are in docs/operators/security.md.
  */
 
 const MiB = 1024 * 1024;
