@@ -16,7 +16,8 @@ const external = Object.keys(pkg.dependencies ?? {});
 const dist = path.join(sdk, "dist");
 const work = path.join(sdk, "build");
 fs.rmSync(dist, { recursive: true, force: true });
-fs.rmSync(work, { recursive: true, force: true });
+// `build/` is kept between builds: tsc builds the declarations incrementally there (its
+// tsbuildinfo beside them), so a pack after a small change rechecks only what changed.
 
 // 1. The code. The contract is read from its sources (the `svc-source` condition) and
 // taken as free of side effects, so only what the SDK uses of it is kept (not its router,
@@ -69,7 +70,6 @@ await bundle.close();
 const declarations = fs.readFileSync(path.join(dist, "index.d.ts"), "utf8");
 const leaked = [...declarations.matchAll(/(?:from|import\()\s*["']([^"']+)["']/g)].map((m) => m[1]);
 if (leaked.length) throw new Error(`dist/index.d.ts still imports ${[...new Set(leaked)].join(", ")}`);
-fs.rmSync(work, { recursive: true, force: true });
 
 const size = (f) => `${(fs.statSync(path.join(dist, f)).size / 1024).toFixed(1)} KiB`;
 console.log(`built ${pkg.name} ${pkg.version}: dist/index.js ${size("index.js")}, dist/index.d.ts ${size("index.d.ts")}`);
