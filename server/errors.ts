@@ -1,9 +1,11 @@
-import { ERROR_CODES, RUN_STOP_ERROR_TYPE, type ErrorCode, type ErrorEnvelope, type RunStopCode } from "@svc/contract";
+import { ERROR_CODES, RUN_STOP_ERROR_TYPE, type ErrorCode, type ErrorEnvelope, type RunStopCode, type Standing } from "@svc/contract";
 
 /** What an envelope may carry besides its code and message: the field at fault, `slow_down`'s new interval. */
 export interface EnvelopeExtra {
   param?: string;
   interval?: number;
+  /** A 402's standing: the user against their plan. */
+  allowance?: Standing;
 }
 
 /**
@@ -23,7 +25,7 @@ export type RunFailureCode = RunStopCode | ReportedStopCode;
  * The type comes from the code's table; the request id is the one logged.
  */
 function envelope<C extends string>(type: string, code: C, message: string, requestId: string, extra: EnvelopeExtra = {}) {
-  const { param, interval } = extra;
+  const { param, interval, allowance } = extra;
   return {
     error: {
       type,
@@ -32,6 +34,7 @@ function envelope<C extends string>(type: string, code: C, message: string, requ
       requestId,
       ...(param !== undefined ? { param } : {}),
       ...(interval !== undefined ? { interval } : {}),
+      ...(allowance !== undefined ? { allowance } : {}),
     },
   };
 }

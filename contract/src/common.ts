@@ -27,6 +27,30 @@ export const Micros = z
   .describe("Amount in integer micros (1 USD = 1,000,000); within ±(2^53 − 1), so JSON carries it exactly.");
 export const IsoTime = z.string().datetime({ offset: true }).describe("ISO 8601 timestamp.");
 
+/**
+ * Where a user stands against their plan in its current window: the user view's `allowance`, and the
+ * same numbers in every 402, so an app can say "8 of 10 runs, resets on 1 December" without a second call.
+ */
+export const Standing = z.object({
+  unit: z.enum(["runs", "tokens"]),
+  limit: z.number().int().nullable().describe("The plan's allowance in `unit`; null: unlimited."),
+  used: z.number().int().describe("Runs counted, or tokens used, this window: the sum of the ledger's rows."),
+  remaining: z.number().int().nullable(),
+  reached: z.boolean(),
+  period: z.string().describe("The window's name: `2026-11` for a monthly plan, `2026` for a yearly one (UTC)."),
+  windowStart: IsoTime.describe("When the window began (UTC)."),
+  resetsAt: IsoTime.describe("When the next window begins and the allowance is whole again."),
+  spend: z
+    .object({
+      usedMicros: Micros.describe("What the ledger recorded for the user this window."),
+      ceilingMicros: Micros.nullable().describe("The plan's spend ceiling; null: none."),
+      remainingMicros: Micros.nullable(),
+      reached: z.boolean(),
+    })
+    .describe("Spend against the plan's ceiling, in integer micros of the plan's currency."),
+});
+export type Standing = z.infer<typeof Standing>;
+
 /** The app's own id for its end user, as sent in `user`. */
 export const UserId = z.string().min(1).max(256).describe("The app's id for its end user.");
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { RunFailureReason } from "./runs.js";
+import { Standing } from "./common.js";
 
 /**
  * The one table of error codes: each code has exactly one HTTP status and one type.
@@ -138,6 +139,7 @@ export const ErrorBody = z
     requestId: z.string().describe("The id of this request, also in the `Request-Id` header; quote it to support."),
     param: z.string().optional().describe("The request field at fault, when there is one."),
     interval: z.number().int().optional().describe("On `slow_down`: the new poll interval in seconds."),
+    allowance: Standing.optional().describe("On `allowance_exhausted` and `spend_ceiling_reached`: where the user stands against their plan, as `GET /v1/users/:id` says it."),
   })
   .describe("Error details.");
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, Environment, IsoTime, Machine, Micros, Page, UserId } from "./common.js";
+import { CostClass, Environment, IsoTime, Machine, Micros, Page, Standing, UserId } from "./common.js";
 
 export const PlanPeriod = z.enum(["month", "year"]);
 export type PlanPeriod = z.infer<typeof PlanPeriod>;
@@ -44,13 +44,7 @@ export const User = z.object({
       currentPeriodEnd: IsoTime.nullable(),
     })
     .nullable(),
-  allowance: z.object({
-    unit: z.enum(["runs", "tokens"]),
-    limit: z.number().int().nullable(),
-    used: z.number().int().describe("Runs counted, or tokens used, this period: the sum of the ledger's rows."),
-    remaining: z.number().int().nullable(),
-    reached: z.boolean(),
-  }),
+  allowance: Standing,
   usage: z.object({
     period: z.string(),
     runs: z.number().int(),

@@ -1,5 +1,5 @@
 import { ErrorEnvelope } from "@svc/contract";
-import type { ErrorCode } from "./wire.js";
+import type { ErrorCode, Standing } from "./wire.js";
 
 /** Any error answered by the service: carries the HTTP status, the envelope's `code` and `type`, and the request id. */
 export class SvcError extends Error {
@@ -49,7 +49,15 @@ export class SvcError extends Error {
 export class BadRequestError extends SvcError {}
 export class AuthenticationError extends SvcError {}
 /** 402: the user's plan allowance is used up (or a spend ceiling is reached). */
-export class PaymentRequiredError extends SvcError {}
+export class PaymentRequiredError extends SvcError {
+  /** Where the user stands: used, remaining, the spend and its ceiling, and when the window resets (`resetsAt`). */
+  readonly allowance: Standing | null;
+
+  constructor(status: number, body: unknown, headers?: Headers) {
+    super(status, body, headers);
+    this.allowance = (ErrorEnvelope.safeParse(body).data?.error.allowance as Standing | undefined) ?? null;
+  }
+}
 export class PermissionDeniedError extends SvcError {}
 export class NotFoundError extends SvcError {}
 export class ConflictError extends SvcError {}

@@ -32,6 +32,7 @@ export const checks = [
   same<Same<W.Plan, z.infer<typeof C.Plan>>>(),
   same<Same<W.PlanList, z.infer<typeof C.PlanList>>>(),
   same<Same<W.User, z.infer<typeof C.User>>>(),
+  same<Same<W.Standing, C.Standing>>(),
   same<Same<W.Compute, z.infer<typeof C.Compute>>>(),
   same<Same<W.UsageRow, z.infer<typeof C.UsageRow>>>(),
   same<Same<W.PageBody<W.UsageRow>, z.infer<typeof C.UsagePage>>>(),

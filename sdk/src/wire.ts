@@ -181,6 +181,27 @@ export interface PlanList {
   data: Plan[];
 }
 
+/**
+ * Where a user stands against their plan in its current window: `users.retrieve(...).allowance`, and
+ * `PaymentRequiredError.allowance` on a 402, so an app can say "8 of 10 runs, resets on 1 December".
+ */
+export interface Standing {
+  unit: AllowanceUnit;
+  /** The plan's allowance in `unit`; null: unlimited. */
+  limit: number | null;
+  /** Runs counted, or tokens used, this window. */
+  used: number;
+  remaining: number | null;
+  reached: boolean;
+  /** The window's name: `2026-11` for a monthly plan, `2026` for a yearly one (UTC). */
+  period: string;
+  windowStart: string;
+  /** When the next window begins and the allowance is whole again. */
+  resetsAt: string;
+  /** Spend against the plan's ceiling, in integer micros of the plan's currency. */
+  spend: { usedMicros: number; ceilingMicros: number | null; remainingMicros: number | null; reached: boolean };
+}
+
 /** A user's plan, allowance, usage this period and what is connected. */
 export interface User {
   id: string;
@@ -195,7 +216,7 @@ export interface User {
     trialEndsAt: string | null;
     currentPeriodEnd: string | null;
   } | null;
-  allowance: { unit: AllowanceUnit; limit: number | null; used: number; remaining: number | null; reached: boolean };
+  allowance: Standing;
   usage: {
     period: string;
     runs: number;

@@ -19,6 +19,7 @@ import type { WebhookFacts } from "../webhooks/facts.js";
 import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
 import { runView, type RunRecord } from "./run-view.js";
 import { ledgerWrite, runOrigin } from "../telemetry/spans.js";
+import { userStanding } from "../users/standing.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -165,10 +166,12 @@ export class RunService {
     }), (r) => (r.outcome === "started" ? 1 : 0));
     if (r.outcome === "allowance_exhausted") {
       this.allowanceReached(tenant, endUser.id, r, now);
-      throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run.`);
+      const allowance = await userStanding(this.db, tenant, endUser.id, now);
+      throw new ApiError("allowance_exhausted", `The user's plan allows ${r.allowance} ${r.unit} this period and ${r.consumed} are used: nothing was run. It resets at ${allowance.resetsAt}.`, { allowance });
     }
     if (r.outcome === "spend_ceiling_reached") {
-      throw new ApiError("spend_ceiling_reached", `The user's spend this period (${r.consumed} micros) reached the plan's ceiling of ${r.ceiling} micros: nothing was run.`);
+      const allowance = await userStanding(this.db, tenant, endUser.id, now);
+      throw new ApiError("spend_ceiling_reached", `The user's spend this period (${r.consumed} micros) reached the plan's ceiling of ${r.ceiling} micros: nothing was run. It resets at ${allowance.resetsAt}.`, { allowance });
     }
     if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, endUser.id, r, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;

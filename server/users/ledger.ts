@@ -12,6 +12,7 @@ import { periodOf } from "../ledger/metering.js";
 import { micros } from "../ledger/money.js";
 import { subscriptionLiveSql, userPlanSql, userSubscriptionSql, userUsage } from "../ledger/functions.js";
 import { PLAN_COLUMNS, planView, type PlanRow } from "../ledger/plans.js";
+import { standingOf } from "./standing.js";
 import type { PlanService } from "../ledger/plans.js";
 
 type UserView = z.infer<typeof User>;
@@ -62,9 +63,6 @@ export class UserLedger {
     // The plan's window and what it holds, and the usage its allowance counts: the run start's own rules (svc_user_usage).
     const sum = await userUsage(this.db, { appId: tenant.appId, environment: tenant.environment, endUserId, period: month });
     const usage = { runs: micros(sum.runs), inputTokens: micros(sum.input_tokens), outputTokens: micros(sum.output_tokens), cacheReadTokens: micros(sum.cache_read_tokens), cacheWriteTokens: micros(sum.cache_write_tokens), amountMicros: micros(sum.amount_micros) };
-    const unit = sum.unit;
-    const limit = plan && plan.allowance !== null ? micros(plan.allowance) : null;
-    const used = micros(sum.used);
     const online = machines.filter((m) => m.state !== "offline");
     return {
       id: externalId,
@@ -80,7 +78,7 @@ export class UserLedger {
               currentPeriodEnd: iso(plan.current_period_end),
             }
           : null,
-      allowance: { unit, limit, used, remaining: limit === null ? null : Math.max(0, limit - used), reached: limit !== null && used >= limit },
+      allowance: standingOf(plan, sum),
       usage: { period: sum.period, ...usage },
       connected: {
         machines: machines.length,

@@ -93,10 +93,18 @@ onEachDatabase("ledger and plans on $db.name", (db) => {
       id: "ann",
       plan: { slug: "free" },
       subscription: null,
-      allowance: { unit: "runs", limit: 3, used: 3, remaining: 0, reached: true },
+      allowance: {
+        unit: "runs", limit: 3, used: 3, remaining: 0, reached: true,
+        // The window, as an app shows it: "3 of 3 runs, resets on 1 December".
+        period: "2026-11", windowStart: "2026-11-01T00:00:00.000Z", resetsAt: "2026-12-01T00:00:00.000Z",
+        spend: { usedMicros: 0, ceilingMicros: null, remainingMicros: null, reached: false },
+      },
       usage: { period: "2026-11", runs: 3, inputTokens: 0, outputTokens: 0, amountMicros: 0 },
       connected: { machines: 0, online: 0, runtimes: [] },
     });
+    // The 402 carries the same standing, so the app needs no second call.
+    expect(refused.body.error.allowance).toEqual(ann.allowance);
+    expect(refused.body.error.message).toContain("resets at 2026-12-01T00:00:00.000Z");
     const rows = (await api("GET", "/v1/usage?user=ann")).body.data;
     expect(rows).toHaveLength(3);
     expect(rows.every((r: { costClass: string; kind: string }) => r.costClass === "app_served" && r.kind === "run")).toBe(true);
@@ -124,7 +132,7 @@ onEachDatabase("ledger and plans on $db.name", (db) => {
     expect(second.status).toBe(409);
     expect((await api("POST", `/v1/runs/${runIdOf(second)}/usage`, { inputTokens: 5, outputTokens: 5 })).status).toBe(200);
     const tom = (await api("GET", "/v1/users/tom")).body;
-    expect(tom.allowance).toEqual({ unit: "tokens", limit: 100, used: 100, remaining: 0, reached: true });
+    expect(tom.allowance).toMatchObject({ unit: "tokens", limit: 100, used: 100, remaining: 0, reached: true });
     expect(tom.usage).toMatchObject({ runs: 2, inputTokens: 65, outputTokens: 35, amountMicros: 1234 });
     expect((await handback("tom")).status).toBe(402);
     const rows = (await api("GET", "/v1/usage?user=tom&costClass=app_served")).body.data;
@@ -143,7 +151,11 @@ onEachDatabase("ledger and plans on $db.name", (db) => {
     expect(refused.body.error.code).toBe("spend_ceiling_reached");
     const rows = (await api("GET", "/v1/usage?user=olga")).body.data;
     expect(rows.map((r: { amountMicros: number }) => r.amountMicros)).toEqual([0, 400_000, 400_000]);
-    expect((await api("GET", "/v1/users/olga")).body).toMatchObject({ allowance: { limit: 1, used: 3, remaining: 0, reached: true }, usage: { amountMicros: 800_000 } });
+    const olga = (await api("GET", "/v1/users/olga")).body;
+    expect(olga).toMatchObject({ allowance: { limit: 1, used: 3, remaining: 0, reached: true }, usage: { amountMicros: 800_000 } });
+    // Spend against the ceiling, in the view and in the 402: the next run's 400,000 would pass what is left.
+    expect(olga.allowance.spend).toEqual({ usedMicros: 800_000, ceilingMicros: 1_000_000, remainingMicros: 200_000, reached: false });
+    expect(refused.body.error.allowance).toEqual(olga.allowance);
   });
 
   it("a tokens plan with overage prices the tokens past its allowance per 1,000, reported by the app or run on the user's compute, up to the spend ceiling", async () => {
@@ -175,8 +187,14 @@ onEachDatabase("ledger and plans on $db.name", (db) => {
     expect((await handback("mia")).status).toBe(409);
     expect((await handback("yuri")).status).toBe(409);
     expect((await handback("yuri")).status).toBe(402);
-    expect((await api("GET", "/v1/users/yuri")).body).toMatchObject({ usage: { period: "2026", runs: 2 }, allowance: { used: 2, reached: true } });
-    expect((await api("GET", "/v1/users/mia")).body).toMatchObject({ usage: { period: "2026-12", runs: 1 }, allowance: { used: 1, remaining: 2 } });
+    expect((await api("GET", "/v1/users/yuri")).body).toMatchObject({
+      usage: { period: "2026", runs: 2 },
+      allowance: { used: 2, reached: true, period: "2026", windowStart: "2026-01-01T00:00:00.000Z", resetsAt: "2027-01-01T00:00:00.000Z" },
+    });
+    expect((await api("GET", "/v1/users/mia")).body).toMatchObject({
+      usage: { period: "2026-12", runs: 1 },
+      allowance: { used: 1, remaining: 2, period: "2026-12", windowStart: "2026-12-01T00:00:00.000Z", resetsAt: "2027-01-01T00:00:00.000Z" },
+    });
     const nov = (await api("GET", "/v1/usage?user=mia&period=2026-11")).body.data;
     expect(nov).toHaveLength(3);
   });

@@ -190,6 +190,11 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
       expect(refused).toHaveLength(45);
       for (const e of refused) expect(e).toBeInstanceOf(PaymentRequiredError);
       expect(refused[0]).toMatchObject({ status: 402, code: "allowance_exhausted" });
+      // Each refusal tells the app where the user stands and when it resets, without a second call.
+      const standing = (refused[0] as PaymentRequiredError).allowance!;
+      expect(standing).toMatchObject({ unit: "runs", limit: 5, used: 5, remaining: 0, reached: true });
+      expect(Date.parse(standing.resetsAt)).toBeGreaterThan(server.clock.now().getTime());
+      expect(standing).toEqual((await svc.users.retrieve("frank")).allowance);
       const frank = await server.db.prisma.endUser.findFirstOrThrow({ where: { externalId: "frank" } });
       expect(await server.db.prisma.usageRow.count({ where: { endUserId: frank.id, kind: "run" } })).toBe(5);
       expect(await server.db.prisma.run.count({ where: { endUserId: frank.id } })).toBe(5);
