@@ -14,5 +14,21 @@ export default defineConfig({
     assetsInlineLimit: 0,
     sourcemap: false,
     chunkSizeWarningLimit: 800,
+    rolldownOptions: {
+      output: {
+        // Each page is its own chunk (React.lazy in src/routes.tsx); the libraries every page needs are shared
+        // chunks of their own, which change only when the libraries do, so a new build of our code keeps them cached.
+        // What only some pages use (uPlot, for the charts) stays with them.
+        codeSplitting: {
+          groups: [
+            { name: "react", test: /node_modules[\\/](react|react-dom|scheduler|react-router|@remix-run|cookie-es)[\\/]/, priority: 3 },
+            { name: "query", test: /node_modules[\\/]@tanstack[\\/]/, priority: 2 },
+            { name: "schema", test: /node_modules[\\/](zod|@ts-rest)[\\/]/, priority: 1 },
+            // Our components and helpers used by several pages: one chunk rather than a dozen tiny ones (not the chart, which brings uPlot).
+            { name: "shared", test: (id) => /[\\/]dashboard[\\/]src[\\/](components|format|api)[\\/]/.test(id) && !/[\\/]Chart\.tsx$/.test(id), minShareCount: 2 },
+          ],
+        },
+      },
+    },
   },
 });

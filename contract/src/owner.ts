@@ -73,10 +73,17 @@ export const OwnerKey = z.object({
   expiresAt: IsoTime.nullable().describe("Set when the key was rotated: it keeps working until then (the grace period)."),
   revokedAt: IsoTime.nullable(),
   lastUsedAt: IsoTime.nullable(),
+  name: z.string().nullable().describe("What the app's members call it (`production server`); a rotation's new key keeps it."),
+  createdBy: z
+    .object({ id: z.string(), email: z.string().nullable(), name: z.string().nullable() })
+    .nullable()
+    .describe("The member who made it in the dashboard (or rotated the key it replaces); null: made with the `svc` CLI or when the app was first created."),
 });
 export const OwnerKeyList = z.object({ data: z.array(OwnerKey) });
 export const CreatedKey = OwnerKey.extend({ secret: z.string().describe("The whole key, shown this once: it is stored only as a hash.") });
-export const CreateKeyRequest = z.object({ environment: Environment, kind: KeyKind.default("app") });
+export const KeyName = z.string().trim().min(1).max(100).describe("What the app's members call the key, e.g. `production server`.");
+export const CreateKeyRequest = z.object({ environment: Environment, kind: KeyKind.default("app"), name: KeyName.optional() });
+export const RenameKeyRequest = z.object({ name: KeyName.nullable().describe("The new name; null clears it.") });
 export const KeyParam = AppParam.extend({ keyId: z.string().min(1).max(64) });
 export const RotateKeyRequest = z.object({
   graceSeconds: z.number().int().min(0).max(30 * 86_400).default(86_400).describe("How long the old key keeps working (0: at once)."),
@@ -162,10 +169,27 @@ export const OwnerApproval = z.object({
   askedAt: IsoTime,
   decidedAt: IsoTime.nullable(),
 });
+/** The most of one tool call's arguments, or of the app's answer to it, that the run inspector returns (bytes of JSON text): the rest is cut. */
+export const MAX_INSPECTED_PAYLOAD_BYTES = 65_536;
+/** The tool calls one inspection returns at most (the first ones). */
+export const MAX_INSPECTED_TOOL_CALLS = 500;
+export const OwnerToolCall = z.object({
+  callId: z.string(),
+  name: z.string().describe("The app's tool the model called."),
+  arguments: z.string().describe("The arguments as JSON text, cut at 64 KiB (`argumentsTruncated`)."),
+  argumentsTruncated: z.boolean(),
+  result: z.string().nullable().describe("The app's answer as JSON text, cut at 64 KiB (`resultTruncated`; `resultBytes` is its whole size). Null: not answered."),
+  resultBytes: z.number().int().nullable().describe("The whole answer's size in bytes of JSON text. Null: not answered."),
+  resultTruncated: z.boolean(),
+  isError: z.boolean().nullable().describe("True: the app answered with `isError` (its tool failed). Null: not answered."),
+  calledAt: IsoTime,
+  answeredAt: IsoTime.nullable().describe("When the app answered. Null: not answered (the run waits for it while it lives)."),
+});
 export const OwnerRunDetail = z.object({
   run: Run,
   events: z.array(StoredRunEvent),
   approvals: z.array(OwnerApproval),
+  toolCalls: z.array(OwnerToolCall).describe("The calls of the app's tools, in the order they were made (the first 500), each with the app's answer."),
   ledger: z.array(UsageRow),
   machine: Machine.nullable(),
   reportedUsage: z

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { OwnerApproval, OwnerRunDetail, OwnerRunPage, OwnerRunQuery } from "@svc/contract";
+import { MAX_INSPECTED_PAYLOAD_BYTES, MAX_INSPECTED_TOOL_CALLS, type OwnerApproval, type OwnerRunDetail, type OwnerRunPage, type OwnerRunQuery, type OwnerToolCall } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
@@ -43,6 +43,49 @@ function responseOf(runId: string, r: StoredResponse | undefined): z.infer<typeo
   };
 }
 
+interface ToolCallRow {
+  call_id: string;
+  name: string;
+  /** The first MAX_INSPECTED_PAYLOAD_BYTES characters of the JSON text (at least as many bytes), and the whole text's size in bytes. */
+  arguments: string;
+  arguments_bytes: number | string;
+  result: string | null;
+  result_bytes: number | string | null;
+  is_error: boolean | null;
+  created_at: Date | string;
+  answered_at: Date | string | null;
+}
+
+/** `text` cut to at most `max` bytes of UTF-8, never inside a character. */
+export function cutUtf8(text: string, max: number): { text: string; cut: boolean } {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length <= max) return { text, cut: false };
+  let end = max;
+  // A continuation byte (10xxxxxx) at the cut: back to the start of its character.
+  while (end > 0 && (bytes[end] & 0xc0) === 0x80) end--;
+  return { text: bytes.subarray(0, end).toString("utf8"), cut: true };
+}
+
+function toolCallView(c: ToolCallRow): z.infer<typeof OwnerToolCall> {
+  const args = cutUtf8(c.arguments, MAX_INSPECTED_PAYLOAD_BYTES);
+  const answered = c.answered_at !== null;
+  // An answer is stored as JSON (a `null` answer as JSON `null`), so an answered call has its text.
+  const result = answered ? cutUtf8(c.result ?? "null", MAX_INSPECTED_PAYLOAD_BYTES) : null;
+  const resultBytes = answered ? Number(c.result_bytes ?? 4) : null;
+  return {
+    callId: c.call_id,
+    name: c.name,
+    arguments: args.text,
+    argumentsTruncated: args.cut || Number(c.arguments_bytes) > Buffer.byteLength(args.text),
+    result: result?.text ?? null,
+    resultBytes,
+    resultTruncated: result !== null && (result.cut || resultBytes! > Buffer.byteLength(result.text)),
+    isError: answered ? c.is_error === true : null,
+    calledAt: new Date(c.created_at).toISOString(),
+    answeredAt: answered ? new Date(c.answered_at!).toISOString() : null,
+  };
+}
+
 const DECISIONS: Record<string, z.infer<typeof OwnerApproval>["decision"]> = { allow: "approved", deny: "denied", withdrawn: "withdrawn" };
 
 /** The app owner's reads of runs: a filtered list, newest first, and one run inspected in full. */
@@ -74,10 +117,14 @@ export class RunInspector {
     return { data: page.map(runView), hasMore, nextCursor: hasMore && last ? encodeCursor(last.createdAt, last.id) : null };
   }
 
-  /** The run, its stored events, its approvals and who decided them, its ledger rows, its machine, and the usage reported for a handed-back run. */
+  /**
+   * The run, its stored events, its approvals and who decided them, the calls of the app's tools with the app's
+   * answers (each cut at MAX_INSPECTED_PAYLOAD_BYTES: an answer can be large), its ledger rows, its machine, and
+   * the usage reported for a handed-back run.
+   */
   async get(tenant: Tenant, runId: string): Promise<z.infer<typeof OwnerRunDetail>> {
     const record = await this.runs.find(tenant, runId);
-    const [events, approvals, ledger, machine] = await Promise.all([
+    const [events, approvals, toolCalls, ledger, machine] = await Promise.all([
       this.db.query<{ seq: number; kind: string; data: Record<string, unknown>; created_at: Date | string }>(
         `SELECT seq, kind, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq LIMIT ${MAX_INSPECTED_EVENTS}`,
         [runId],
@@ -85,6 +132,14 @@ export class RunInspector {
       this.db.query<ApprovalRow>(
         `SELECT approval_id, kind, request, decision, decided_by, reason, created_at, answered_at FROM approvals WHERE run_id = $1 ORDER BY created_at, approval_id`,
         [runId],
+      ),
+      // Cut in the database first (characters: at least as many bytes), so a large answer is never read whole; to bytes below.
+      this.db.query<ToolCallRow>(
+        `SELECT call_id, name, left(arguments::text, ${MAX_INSPECTED_PAYLOAD_BYTES}) AS arguments, octet_length(arguments::text) AS arguments_bytes,
+                left(result::text, ${MAX_INSPECTED_PAYLOAD_BYTES}) AS result, octet_length(result::text) AS result_bytes, is_error, created_at, answered_at
+           FROM tool_calls WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment"
+          ORDER BY created_at, call_id LIMIT ${MAX_INSPECTED_TOOL_CALLS}`,
+        [runId, tenant.appId, tenant.environment],
       ),
       usageOfRun(this.db, tenant, runId),
       record.machineId ? this.machines.find(tenant, record.machineId) : Promise.resolve(null),
@@ -101,6 +156,7 @@ export class RunInspector {
         askedAt: new Date(a.created_at).toISOString(),
         decidedAt: a.answered_at === null ? null : new Date(a.answered_at).toISOString(),
       })),
+      toolCalls: toolCalls.map(toolCallView),
       ledger,
       machine,
       reportedUsage:

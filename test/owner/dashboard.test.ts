@@ -81,13 +81,33 @@ describe("the dashboard served at /dashboard", () => {
       expect(res.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
       expect(res.headers.get("content-type")).toMatch(asset.endsWith(".js") ? /javascript/ : /text\/css/);
     }
-    for (const missing of ["/dashboard/assets/index-nothere.js", "/dashboard/assets/nothere", "/dashboard/nothere.js"]) {
+    for (const missing of ["/dashboard/assets/index-nothere.js", "/dashboard/assets/RunDetail-nothere0.js", "/dashboard/assets/nothere", "/dashboard/nothere.js"]) {
       const res = await server.fetch(missing);
       expect(res.status, missing).toBe(404);
       const body = await res.json();
       expect(body.error).toMatchObject({ code: "not_found", type: "not_found_error" });
       expect(body.error.requestId).toBe(res.headers.get("request-id"));
     }
+  });
+
+  it("serves every chunk of the build (the pages' own, loaded later, too) with the same long cache; index.html names only the shared ones", async () => {
+    const built = fs.readdirSync(path.join(DASHBOARD_DIST, "assets"));
+    const scripts = built.filter((f) => f.endsWith(".js"));
+    // Split by page: a chunk per page beside the entry and the shared ones.
+    for (const chunk of ["index", "react", "shared", "Runs", "RunDetail", "Usage", "SignIn"]) expect(scripts.some((f) => f.startsWith(`${chunk}-`)), chunk).toBe(true);
+    const index = fs.readFileSync(path.join(DASHBOARD_DIST, "index.html"), "utf8");
+    expect(index).not.toMatch(/assets\/(Runs|RunDetail|Usage|SignIn)-/);
+    for (const file of built) {
+      const res = await server.fetch(`/dashboard/assets/${file}`);
+      expect(res.status, file).toBe(200);
+      expect(res.headers.get("cache-control"), file).toBe("public, max-age=31536000, immutable");
+      expect(res.headers.get("content-security-policy"), file).toContain("script-src 'self'");
+      await res.arrayBuffer();
+    }
+    // A page's chunk of another build (gone from this one): 404, not the page, so the import fails and the page says so.
+    const gone = await server.fetch(`/dashboard/assets/${scripts.find((f) => f.startsWith("Runs-"))!.replace(/-[\w-]{8}\.js$/, "-00000000.js")}`);
+    expect(gone.status).toBe(404);
+    expect(gone.headers.get("content-type")).toMatch(/json/);
   });
 
   it("takes only GET and HEAD", async () => {

@@ -9,6 +9,9 @@ import type { Tenant } from "../../server/keys/keys.js";
 import { signInOwner, type SignedInOwner } from "../helpers/owner.js";
 import { dayRange, usageCsv, usageSummary } from "../../server/ledger/usage-summary.js";
 import { conversions } from "../../server/billing/conversions.js";
+import { Svc } from "@svc/sdk";
+import { MAX_INSPECTED_PAYLOAD_BYTES } from "@svc/contract";
+import { runCalls } from "../helpers/run-calls.js";
 
 /**
  * The dashboard's data, at the service level, on both databases: after real
@@ -124,6 +127,85 @@ onEachDatabase("owner data services on $db.name", (db) => {
     expect((await runInspector.list(test, { route: "app", limit: 50 })).data.map((r) => r.id)).toEqual([id]);
     expect((await runInspector.list(live, { limit: 50 })).data).toEqual([]);
     await expect(runInspector.get(live, id)).rejects.toMatchObject({ code: "not_found" });
+  });
+
+  it("runs: one run inspected carries each tool call with the app's answer (an error answer marked, a large one cut at 64 KiB) and each approval's decision and decider", async () => {
+    const svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1`, maxRetries: 0 });
+    // Two-byte characters: 64 KiB falls inside one, and the cut must not split it.
+    const big = `${"é".repeat(40_000)}end`;
+    const run = svc.runs.create({
+      user: "dora",
+      model: "svc/echo",
+      prompt: JSON.stringify([{ call: "lookup", arguments: { q: "paris" } }, { call: "broken" }, { call: "dump" }, { call: "send_mail", arguments: { to: "x@example.com" } }, { call: "wipe" }, { say: "done" }]),
+      tools: [
+        { name: "lookup", run: async () => ({ found: "Paris", n: 1 }) },
+        {
+          name: "broken",
+          run: async () => {
+            throw new Error("the tool broke");
+          },
+        },
+        { name: "dump", run: async () => big },
+        { name: "send_mail", needsApproval: true, run: async () => "sent" },
+        { name: "wipe", needsApproval: true, run: async () => "wiped" },
+      ],
+      onApproval: (req) => (req.tool === "send_mail" ? { decision: "allow" } : { decision: "deny", reason: "not today" }),
+    });
+    expect((await run.result()).status).toBe("completed");
+    const id = await run.runId;
+    const { runInspector } = server.services;
+    const detail = await runInspector.get(test, id);
+    // The denied call never ran: no call of `wipe`, only its decision.
+    expect(detail.toolCalls.map((c) => c.name)).toEqual(["lookup", "broken", "dump", "send_mail"]);
+    const [lookup, broken, dump, sendMail] = detail.toolCalls;
+    expect(JSON.parse(lookup.arguments)).toEqual({ q: "paris" });
+    expect(lookup).toMatchObject({ isError: false, resultTruncated: false, argumentsTruncated: false });
+    expect(JSON.parse(lookup.result!)).toEqual({ found: "Paris", n: 1 });
+    expect(lookup.resultBytes).toBe(Buffer.byteLength(lookup.result!));
+    expect(broken.isError).toBe(true);
+    expect(JSON.parse(broken.result!)).toEqual({ error: "the tool broke" });
+    // Cut at 64 KiB, at a character's start; the whole size said.
+    const whole = JSON.stringify(big);
+    expect(dump.resultTruncated).toBe(true);
+    expect(dump.resultBytes).toBe(Buffer.byteLength(whole));
+    expect(Buffer.byteLength(dump.result!)).toBeLessThanOrEqual(MAX_INSPECTED_PAYLOAD_BYTES);
+    expect(Buffer.byteLength(dump.result!)).toBeGreaterThan(MAX_INSPECTED_PAYLOAD_BYTES - 4);
+    expect(whole.startsWith(dump.result!)).toBe(true);
+    expect(JSON.parse(sendMail.result!)).toBe("sent");
+    for (const c of detail.toolCalls) {
+      expect(c.answeredAt).not.toBeNull();
+      expect(Date.parse(c.answeredAt!)).toBeGreaterThanOrEqual(Date.parse(c.calledAt));
+    }
+    expect(detail.approvals.map((a) => [a.tool, a.decision, a.reason])).toEqual([
+      ["send_mail", "approved", null],
+      ["wipe", "denied", "not today"],
+    ]);
+    // The SDK answers for the run's user: the decider is that user.
+    expect(detail.approvals.map((a) => a.decidedBy)).toEqual(["dora", "dora"]);
+    // The call of send_mail follows its grant.
+    expect(Date.parse(sendMail.calledAt)).toBeGreaterThanOrEqual(Date.parse(detail.approvals[0].decidedAt!));
+
+    // The same through HTTP, as the dashboard reads it; not from the other environment.
+    const owner = await signInOwner(server);
+    const env = `/v1/owner/apps/${server.dev.appId}/env`;
+    const res = await owner.fetch(`${env}/test/runs/${id}`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { toolCalls: unknown }).toolCalls).toEqual(detail.toolCalls);
+    expect((await owner.fetch(`${env}/live/runs/${id}`)).status).toBe(404);
+    await expect(runInspector.get(live, id)).rejects.toMatchObject({ code: "not_found" });
+
+    // A call the app has not answered: no answer while the run waits, and none after it ended without one.
+    const calls = runCalls(server);
+    const waiting = await calls.startRun({ user: "dora", model: "svc/echo", prompt: JSON.stringify([{ call: "lookup" }, { say: "never" }]), tools: [{ name: "lookup" }] });
+    expect(waiting.status).toBe(200);
+    await expect.poll(async () => (await runInspector.get(test, waiting.runId!)).toolCalls.length).toBe(1);
+    const open = await runInspector.get(test, waiting.runId!);
+    expect(open.run.status).toBe("waiting");
+    expect(open.toolCalls[0]).toMatchObject({ name: "lookup", result: null, resultBytes: null, isError: null, answeredAt: null, resultTruncated: false });
+    const cancel = await server.fetch(`/v1/runs/${waiting.runId}/cancel`, { method: "POST", headers: app(), body: "{}" });
+    expect(cancel.status, await cancel.clone().text()).toBe(200);
+    await calls.ended(waiting.runId!);
+    expect((await runInspector.get(test, waiting.runId!)).toolCalls[0]).toMatchObject({ result: null, answeredAt: null });
   });
 
   it("conversions: a trial that converts and is paid (payment once per invoice), a trial cancelled", async () => {

@@ -10,7 +10,7 @@ export function AppSwitcher({ apps, current }: { apps: Me["apps"]; current: Me["
   // A choice closes the list (the page changes under it; an open list would cover it).
   const close = () => box.current?.removeAttribute("open");
   return (
-    <details className="switcher" ref={box}>
+    <details className="switcher app-switcher" ref={box}>
       <summary aria-label={`App ${current?.name ?? "Choose an app"} (switch app)`}>
         <span className="muted">App</span> {current?.name ?? "Choose an app"}
       </summary>

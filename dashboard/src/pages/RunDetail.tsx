@@ -1,6 +1,8 @@
 import { useQuery } from "@tanstack/react-query";
-import { Link, useParams } from "react-router";
-import { api, call } from "../api/client";
+import { Link, Navigate, useParams } from "react-router";
+import type { api } from "../api/client";
+import { ACTIVE_RUN_STATUSES, runIdOf, runQuery } from "../api/runs";
+import { LIVE_INTERVAL_MS } from "../components/CursorPages";
 import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
@@ -10,20 +12,36 @@ import { RunTimeline } from "../components/RunTimeline";
 import { microsToDecimal } from "../format/money";
 import { formatCount, formatTime } from "../format/time";
 
-/** One run inspected: where it ran, what happened turn by turn, who approved what, what it cost. */
+/**
+ * One run inspected: where it ran, what happened turn by turn, who approved what, what it cost.
+ * A run that has not ended is read again every LIVE_INTERVAL_MS while the tab is visible; once it has ended, not.
+ */
 export function RunDetail() {
   const { app, env } = useEnvParams();
   const id = useParams().id!;
-  const detail = useQuery({ queryKey: ["owner", app, env, "run", id], queryFn: () => call(api.ownerGetRun({ params: { app, env, id } })) });
+  const runId = runIdOf(id);
+  const detail = useQuery({
+    ...runQuery(app, env, runId ?? id),
+    enabled: runId === id,
+    refetchInterval: (q) => (q.state.error || (q.state.data && !ACTIVE_RUN_STATUSES.has(q.state.data.run.status)) ? false : LIVE_INTERVAL_MS),
+  });
   const d = detail.data;
   const base = `/apps/${encodeURIComponent(app)}/${env}`;
+  // A response's id names its run: the inspector's address is the run's.
+  if (runId && runId !== id) return <Navigate to={`${base}/runs/${encodeURIComponent(runId)}`} replace />;
+  const live = d !== undefined && ACTIVE_RUN_STATUSES.has(d.run.status);
   return (
     <>
       <PageHeader title={`Run ${id}`}>
         <Link to={`${base}/runs`}>All runs</Link>
       </PageHeader>
-      {detail.isPending && <Loading label="Loading the run" />}
-      <ErrorNotice error={detail.error} />
+      {detail.isPending && runId && <Loading label="Loading the run" />}
+      <ErrorNotice error={runId ? detail.error : `“${id}” is not a run id: a run id starts with run_ (a response id, resp_…, opens its run).`} />
+      {live && (
+        <p className="muted" role="status">
+          This run has not ended: the page follows it as it goes.
+        </p>
+      )}
       {d && (
         <>
           <section aria-labelledby="run-facts" className="card">
@@ -122,7 +140,7 @@ export function RunDetail() {
               />
             )}
           </section>
-          <RunTimeline events={d.events} />
+          <RunTimeline events={d.events} toolCalls={d.toolCalls} approvals={d.approvals} live={live} />
           <section aria-labelledby="ledger-title">
             <h2 id="ledger-title">Usage and ledger rows</h2>
             {d.ledger.length === 0 ? (

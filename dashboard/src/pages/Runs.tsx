@@ -1,10 +1,13 @@
-import type { FormEvent } from "react";
-import { Link, useSearchParams } from "react-router";
+import { useState, type FormEvent } from "react";
+import { useQueryClient } from "@tanstack/react-query";
+import { Link, useNavigate, useSearchParams } from "react-router";
 import type { z } from "zod";
 import { RouteKind, RunStatus } from "@svc/contract";
-import { api, call } from "../api/client";
+import { api, ApiFailure, call } from "../api/client";
+import { runIdOf, runQuery } from "../api/runs";
 import { DataTable } from "../components/DataTable";
-import { LoadMore, useCursorPages } from "../components/CursorPages";
+import { LoadMore, NewerRows, useCursorPages } from "../components/CursorPages";
+import type { Env } from "../components/EnvScope";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -32,11 +35,57 @@ function AnyOf({ label, name, options, value }: { label: string; name: string; o
   );
 }
 
+/**
+ * A run by its id, or by the id of the response it is (`resp_X` is `run_X`): read first, so an unknown or
+ * malformed id is said here, in words, and a known one opens its inspector with the run already read.
+ */
+function FindRun({ app, env }: { app: string; env: Env }) {
+  const client = useQueryClient();
+  const navigate = useNavigate();
+  const [problem, setProblem] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const find = async (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const text = String(new FormData(e.currentTarget).get("id") ?? "").trim();
+    const id = runIdOf(text);
+    if (!id) {
+      setProblem(text ? `“${text}” is not a run id. A run id starts with run_, a response id with resp_.` : "Enter a run id (run_…) or a response id (resp_…).");
+      return;
+    }
+    setBusy(true);
+    setProblem(null);
+    try {
+      await client.fetchQuery(runQuery(app, env, id));
+      navigate(`/apps/${encodeURIComponent(app)}/${env}/runs/${encodeURIComponent(id)}`);
+    } catch (err) {
+      setProblem(err instanceof ApiFailure && err.status === 404 ? `No run ${id}${id !== text ? ` (${text})` : ""} in this app's ${env} environment.` : err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <form className="inline-form" onSubmit={find} aria-labelledby="find-run-title" noValidate>
+      <h2 id="find-run-title">Find a run</h2>
+      <label>
+        Run or response id <input name="id" autoComplete="off" spellCheck={false} placeholder="run_… or resp_…" onChange={() => setProblem(null)} />
+      </label>
+      <button type="submit" disabled={busy}>
+        Open
+      </button>
+      {problem ? (
+        <div className="form-problem">
+          <ErrorNotice error={problem} />
+        </div>
+      ) : null}
+    </form>
+  );
+}
+
 export function Runs() {
   const { app, env } = useEnvParams();
   const [params, setParams] = useSearchParams();
   const filters = { user: params.get("user") || undefined, status: (params.get("status") || undefined) as Status | undefined, route: (params.get("route") || undefined) as Route | undefined };
-  const runs = useCursorPages(["owner", app, env, "runs", filters], (page) => call(api.ownerListRuns({ params: { app, env }, query: { ...filters, ...page } })));
+  const runs = useCursorPages(["owner", app, env, "runs", filters], (page) => call(api.ownerListRuns({ params: { app, env }, query: { ...filters, ...page } })), { live: true });
   const filter = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     const form = new FormData(e.currentTarget);
@@ -51,6 +100,7 @@ export function Runs() {
   return (
     <>
       <PageHeader title="Runs" />
+      <FindRun app={app} env={env} />
       <form className="inline-form" onSubmit={filter} aria-label="Filter runs" key={params.toString()}>
         <label>
           User <input name="user" defaultValue={filters.user ?? ""} />
@@ -62,6 +112,7 @@ export function Runs() {
       {runs.isPending && <Loading label="Loading runs" />}
       <ErrorNotice error={runs.error} />
       {runs.data && rows.length === 0 && <p>No runs match.</p>}
+      <NewerRows pages={runs} what={["run", "runs"]} />
       {rows.length > 0 && (
         <DataTable
           rows={rows}

@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { Link, useParams } from "react-router";
 import { api, call } from "../api/client";
 import { ConfirmButton } from "../components/ConfirmButton";
+import { LIVE_INTERVAL_MS } from "../components/CursorPages";
 import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
@@ -15,7 +16,8 @@ export function UserDetail() {
   const user = useParams().user!;
   const client = useQueryClient();
   const queryKey = ["owner", app, env, "user", user];
-  const detail = useQuery({ queryKey, queryFn: () => call(api.ownerGetUser({ params: { app, env, user } })) });
+  // Kept up while shown (machines come online and go, sessions end, usage grows); not after a refusal.
+  const detail = useQuery({ queryKey, queryFn: () => call(api.ownerGetUser({ params: { app, env, user } })), refetchInterval: (q) => (q.state.error ? false : LIVE_INTERVAL_MS) });
   const plans = useQuery({ queryKey: ["owner", app, env, "plans", false], queryFn: () => call(api.ownerListPlans({ params: { app, env }, query: {} })) });
   const refresh = () => client.invalidateQueries({ queryKey });
   const setPlan = useMutation({ mutationFn: (plan: string | null) => call(api.ownerSetUserPlan({ params: { app, env, user }, body: { plan } })), onSuccess: refresh });

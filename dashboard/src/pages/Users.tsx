@@ -2,7 +2,7 @@ import { useState, type FormEvent } from "react";
 import { Link } from "react-router";
 import { api, call } from "../api/client";
 import { DataTable } from "../components/DataTable";
-import { LoadMore, useCursorPages } from "../components/CursorPages";
+import { LoadMore, NewerRows, useCursorPages } from "../components/CursorPages";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
@@ -13,7 +13,7 @@ import { formatCount, formatTime } from "../format/time";
 export function Users() {
   const { app, env } = useEnvParams();
   const [q, setQ] = useState("");
-  const users = useCursorPages(["owner", app, env, "users", q], (page) => call(api.ownerListUsers({ params: { app, env }, query: { q: q || undefined, ...page } })));
+  const users = useCursorPages(["owner", app, env, "users", q], (page) => call(api.ownerListUsers({ params: { app, env }, query: { q: q || undefined, ...page } })), { live: true });
   const search = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
     setQ(String(new FormData(e.currentTarget).get("q")).trim());
@@ -30,6 +30,7 @@ export function Users() {
       {users.isPending && <Loading label="Loading users" />}
       <ErrorNotice error={users.error} />
       {users.data && rows.length === 0 && <p>No users{q ? ` match “${q}”` : " yet"}.</p>}
+      <NewerRows pages={users} what={["user", "users"]} />
       {rows.length > 0 && (
         <DataTable
           rows={rows}

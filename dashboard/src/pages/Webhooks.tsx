@@ -4,7 +4,7 @@ import type { z } from "zod";
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from "@svc/contract";
 import { api, call } from "../api/client";
 import { ConfirmButton } from "../components/ConfirmButton";
-import { LoadMore, useCursorPages } from "../components/CursorPages";
+import { LoadMore, NewerRows, useCursorPages } from "../components/CursorPages";
 import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
@@ -21,7 +21,7 @@ export function Webhooks() {
   const endpointsKey = ["owner", app, env, "webhook-endpoints"];
   const deliveriesKey = ["owner", app, env, "webhook-deliveries"];
   const endpoints = useQuery({ queryKey: endpointsKey, queryFn: () => call(api.ownerListWebhookEndpoints({ params: { app, env } })) });
-  const deliveries = useCursorPages(deliveriesKey, (page) => call(api.ownerListWebhookDeliveries({ params: { app, env }, query: page })));
+  const deliveries = useCursorPages(deliveriesKey, (page) => call(api.ownerListWebhookDeliveries({ params: { app, env }, query: page })), { live: true });
   const [secret, setSecret] = useState<string | null>(null);
   const [notice, setNotice] = useState<string | null>(null);
   const create = useMutation({
@@ -116,6 +116,7 @@ export function Webhooks() {
         <h2 id="deliveries-title">Delivery log</h2>
         {deliveries.isPending && <Loading label="Loading deliveries" />}
         <ErrorNotice error={deliveries.error} />
+        <NewerRows pages={deliveries} what={["delivery", "deliveries"]} />
         <DeliveryLog deliveries={deliveries.data ?? []} onResend={(id) => resend.mutate(id)} resending={resend.isPending} />
         <LoadMore pages={deliveries}>Load more deliveries</LoadMore>
       </section>
