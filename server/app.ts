@@ -52,6 +52,9 @@ import { OwnerService } from "./owners/owners.js";
 import { Metrics } from "./metrics/metrics.js";
 import { healthRouter, metricsHandler, requestMetrics } from "./http/operations.js";
 import { traceRequests } from "./telemetry/http.js";
+import { Insights } from "./insights/insights.js";
+import { RequestLog } from "./requests/request-log.js";
+import { recordRequests } from "./requests/record-requests.js";
 
 export interface Services {
   clock: Clock;
@@ -87,6 +90,8 @@ export interface Services {
   /** The app owner's reads: end users listed and shown in full, runs listed and inspected. */
   directory: UserDirectory;
   runInspector: RunInspector;
+  /** The app's API requests made with its app keys (the dashboard's request log), and the environment's overview. */
+  insights: Insights;
   /** App owners: dashboard accounts, sessions, members, sign-in links and invitations. */
   owners: OwnerService;
   /** Open event streams per app and environment on this instance, bounded (`MAX_STREAMS_PER_APP`). */
@@ -160,6 +165,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     reports: new LedgerReports(db, clock),
     directory: new UserDirectory(db, clock, users, machines),
     runInspector: new RunInspector(db, runs, machines),
+    insights: new Insights(db, clock, new RequestLog(db, clock, logger, config.requestLogRetentionDays), config.workerHeartbeatTimeoutSeconds),
     clock,
     logger,
     outbox,
@@ -192,6 +198,7 @@ export function createApp(deps: AppDeps, services: Services): Express {
   app.set("etag", false);
   app.set("trust proxy", deps.trustProxy);
   app.use(requestContext(deps.logger));
+  app.use(recordRequests(services.insights.requestLog));
   app.use(traceRequests());
   const metricsToken = deps.metricsToken ?? null;
   const operations = ["/healthz", "/readyz", ...(metricsToken ? ["/metrics"] : [])];

@@ -52,6 +52,7 @@ const Env = z.object({
   RUN_QUEUE_PER_MACHINE: z.coerce.number().int().min(0).max(100_000).default(100),
   RUN_QUEUE_WAIT_SECONDS: z.coerce.number().min(1).max(86_400).default(600),
   RESPONSES_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  REQUEST_LOG_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(14),
   PAIRING_CODES_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   PAIRING_CODES_PER_CONNECT_KEY: z.coerce.number().int().min(1).max(1_000_000).default(3000),
   WORKER_MESSAGES_PER_SECOND: z.coerce.number().int().min(10).max(1_000_000).default(200),
@@ -109,6 +110,8 @@ export interface Config {
   runLimits: RunLimitsConfig;
   /** How many days a stored response (`POST /v1/responses` with `store`) is kept: `RESPONSES_RETENTION_DAYS`. */
   responsesRetentionDays: number;
+  /** How many days the dashboard's request log keeps an app's API requests; 0: none recorded (`REQUEST_LOG_RETENTION_DAYS`). */
+  requestLogRetentionDays: number;
   pairingLimits: PairingLimitsConfig;
   /** What one worker connection may send, and the largest job frame sent to it (see `WorkerLimitsConfig`). */
   workerLimits: WorkerLimitsConfig;
@@ -216,6 +219,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       queueWaitMs: e.RUN_QUEUE_WAIT_SECONDS * 1000,
     },
     responsesRetentionDays: e.RESPONSES_RETENTION_DAYS,
+    requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,
     pairingLimits: { codesPerAddressPerHour: e.PAIRING_CODES_PER_ADDRESS, codesPerConnectKeyPerMinute: e.PAIRING_CODES_PER_CONNECT_KEY },
     workerLimits: { messagesPerSecond: e.WORKER_MESSAGES_PER_SECOND, bytesPerSecond: e.WORKER_BYTES_PER_SECOND, jobFrameBytes: e.WORKER_JOB_FRAME_BYTES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,

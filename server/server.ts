@@ -78,6 +78,8 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     const services = createServices(db, clock, config, urls, logger);
     // Last before the database closes: webhook facts still being recorded (machines going offline at shutdown).
     cleanup.push(() => services.webhooks.facts.drain());
+    // Closed once the listener has: the requests answered until then are written.
+    cleanup.push(() => services.insights.requestLog.stop());
     cleanup.push(async () => services.outage.close());
     cleanup.push(await services.keys.listen());
     const app = createApp({ logger, maxBodyBytes: config.maxBodyBytes, maxBodyDepth: config.maxBodyDepth, trustProxy: config.trustProxy, metricsToken: config.metrics.token }, services);

@@ -12,4 +12,5 @@ export * from "./webhooks.js";
 export { contract, pairingContract, type Contract } from "./router.js";
 export * from "./worker.js";
 export * from "./owner.js";
+export * from "./owner-insights.js";
 export { ownerContract, ownerAccountContract, ownerDataContract, type OwnerContract } from "./owner-router.js";

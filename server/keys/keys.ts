@@ -27,6 +27,16 @@ export interface KeyInfo extends Tenant {
   /** App keys only, to the minute. */
   lastUsedAt: string | null;
   state: "active" | "expiring" | "expired" | "revoked";
+  /** What the owner calls it; null: unnamed. */
+  name: string | null;
+  /** The dashboard member (owner id) who made it; null: the CLI or the app's creation on the first start. */
+  createdBy: string | null;
+}
+
+/** Who makes a key and what it is called (the dashboard's; the CLI names neither). */
+export interface KeyOrigin {
+  name?: string | null;
+  createdBy?: string | null;
 }
 
 /** Announces a changed app key (payload: its id) to every instance, which drops it from its cache. */
@@ -74,23 +84,24 @@ export class KeyService {
   }
 
   /** `within`: more to do in the same transaction (the dashboard makes its creator a member). */
-  async createApp(name: string, environment: Environment, within?: (tx: Tx, appId: string) => Promise<void>): Promise<NewKeys> {
+  async createApp(name: string, environment: Environment, within?: (tx: Tx, appId: string) => Promise<void>, origin: KeyOrigin = {}): Promise<NewKeys> {
     const appId = randomId("app_", 16);
     return this.prisma.$transaction(async (tx) => {
       await tx.app.create({ data: { id: appId, name } });
       await within?.(tx, appId);
-      return this.issueKeys(tx, { appId, environment });
+      return this.issueKeys(tx, { appId, environment }, origin);
     });
   }
 
   /** One new key of one kind (the dashboard's "create key"): the whole key, shown once, and its listing. */
-  async createKey(appId: string, environment: Environment, kind: KeyKind): Promise<{ key: string; info: KeyInfo }> {
+  async createKey(appId: string, environment: Environment, kind: KeyKind, origin: KeyOrigin = {}): Promise<{ key: string; info: KeyInfo }> {
+    const named = { name: origin.name ?? null, createdBy: origin.createdBy ?? null };
     if (kind === "app") {
       const k = newAppKey();
-      const row = await this.prisma.appKey.create({ data: { id: k.id, appId, environment, secretHash: hashSecret(k.secret), hint: k.hint } });
+      const row = await this.prisma.appKey.create({ data: { id: k.id, appId, environment, secretHash: hashSecret(k.secret), hint: k.hint, ...named } });
       return { key: k.key, info: this.info("app", row.id, row.hint, row) };
     }
-    const row = await this.prisma.connectKey.create({ data: { key: newConnectKey(), appId, environment } });
+    const row = await this.prisma.connectKey.create({ data: { key: newConnectKey(), appId, environment, ...named } });
     return { key: row.key, info: this.info("connect", row.key, row.key, row) };
   }
 
@@ -102,13 +113,14 @@ export class KeyService {
     });
   }
 
-  private async issueKeys(tx: Tx, tenant: Tenant): Promise<NewKeys> {
+  private async issueKeys(tx: Tx, tenant: Tenant, origin: KeyOrigin = {}): Promise<NewKeys> {
     const appKey = newAppKey();
     const connectKey = newConnectKey();
+    const named = { name: origin.name ?? null, createdBy: origin.createdBy ?? null };
     await tx.appKey.create({
-      data: { id: appKey.id, ...tenant, secretHash: hashSecret(appKey.secret), hint: appKey.hint },
+      data: { id: appKey.id, ...tenant, secretHash: hashSecret(appKey.secret), hint: appKey.hint, ...named },
     });
-    await tx.connectKey.create({ data: { key: connectKey, ...tenant } });
+    await tx.connectKey.create({ data: { key: connectKey, ...tenant, ...named } });
     return { ...tenant, appKey: appKey.key, connectKey };
   }
 
@@ -133,7 +145,7 @@ export class KeyService {
     kind: KeyKind,
     id: string,
     display: string,
-    k: { appId: string; environment: Environment; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null; lastUsedAt?: Date | null },
+    k: { appId: string; environment: Environment; createdAt: Date; expiresAt: Date | null; revokedAt: Date | null; lastUsedAt?: Date | null; name: string | null; createdBy: string | null },
   ): KeyInfo {
     const now = this.clock.now();
     const state = k.revokedAt ? "revoked" : k.expiresAt ? (k.expiresAt <= now ? "expired" : "expiring") : "active";
@@ -148,6 +160,8 @@ export class KeyService {
       revokedAt: k.revokedAt?.toISOString() ?? null,
       lastUsedAt: k.lastUsedAt?.toISOString() ?? null,
       state,
+      name: k.name,
+      createdBy: k.createdBy,
     };
   }
 
@@ -156,18 +170,20 @@ export class KeyService {
    * key keeps working for `graceSeconds` (0: it stops now), so deployments can
    * switch over without downtime.
    */
-  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS, appId?: string): Promise<{ kind: KeyKind; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
+  async rotate(ref: string, graceSeconds = DEFAULT_ROTATION_GRACE_SECONDS, appId?: string, by: string | null = null): Promise<{ kind: KeyKind; key: string; replaced: string; oldKeyExpiresAt: string } & Tenant> {
     const expiresAt = new Date(this.clock.now().getTime() + graceSeconds * 1000);
     const result = await this.prisma.$transaction(async (tx) => {
       const found = await this.findLiveKey(tx, ref, appId);
+      // The new key keeps the old one's name; it was made by whoever rotated it.
+      const named = { name: found.name, createdBy: by };
       if (found.kind === "app") {
         const next = newAppKey();
-        await tx.appKey.create({ data: { id: next.id, appId: found.appId, environment: found.environment, secretHash: hashSecret(next.secret), hint: next.hint } });
+        await tx.appKey.create({ data: { id: next.id, appId: found.appId, environment: found.environment, secretHash: hashSecret(next.secret), hint: next.hint, ...named } });
         await tx.appKey.update({ where: { id: found.id }, data: { expiresAt, replacedBy: next.id } });
         return { kind: "app", key: next.key, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment } as const;
       }
       const next = newConnectKey();
-      await tx.connectKey.create({ data: { key: next, appId: found.appId, environment: found.environment } });
+      await tx.connectKey.create({ data: { key: next, appId: found.appId, environment: found.environment, ...named } });
       await tx.connectKey.update({ where: { key: found.id }, data: { expiresAt } });
       return { kind: "connect", key: next, replaced: found.id, oldKeyExpiresAt: expiresAt.toISOString(), appId: found.appId, environment: found.environment } as const;
     });
@@ -192,18 +208,33 @@ export class KeyService {
   }
 
   /** `ref`: an app key id, a full app key, or a connect key; with `appId`, another app's key is answered like one that does not exist. */
-  private async findLiveKey(tx: Tx, ref: string, appId?: string): Promise<{ kind: KeyKind; id: string } & Tenant> {
+  private async findLiveKey(tx: Tx, ref: string, appId?: string): Promise<{ kind: KeyKind; id: string; name: string | null } & Tenant> {
+    const found = await this.findKey(tx, ref, appId);
+    if (found.revokedAt) throw new ApiError("invalid_request", `This ${found.kind} key is already revoked.`);
+    return found;
+  }
+
+  private async findKey(tx: Tx, ref: string, appId?: string): Promise<{ kind: KeyKind; id: string; name: string | null; revokedAt: Date | null } & Tenant> {
     if (isConnectKey(ref)) {
       const k = await tx.connectKey.findUnique({ where: { key: ref } });
       if (!k || (appId !== undefined && k.appId !== appId)) throw new ApiError("not_found", "No such connect key.");
-      if (k.revokedAt) throw new ApiError("invalid_request", "This connect key is already revoked.");
-      return { kind: "connect", id: k.key, appId: k.appId, environment: k.environment };
+      return { kind: "connect", id: k.key, appId: k.appId, environment: k.environment, name: k.name, revokedAt: k.revokedAt };
     }
     const id = parseAppKey(ref)?.id ?? ref.replace(/^sk_svc_/, "");
     const k = await tx.appKey.findUnique({ where: { id } });
     if (!k || (appId !== undefined && k.appId !== appId)) throw new ApiError("not_found", "No such app key.");
-    if (k.revokedAt) throw new ApiError("invalid_request", "This app key is already revoked.");
-    return { kind: "app", id: k.id, appId: k.appId, environment: k.environment };
+    return { kind: "app", id: k.id, appId: k.appId, environment: k.environment, name: k.name, revokedAt: k.revokedAt };
+  }
+
+  /** Names a key, or clears its name (`null`); revoked keys too, so a list stays readable. */
+  async rename(ref: string, appId: string, name: string | null): Promise<KeyInfo> {
+    const found = await this.findKey(this.prisma, ref, appId);
+    if (found.kind === "app") {
+      const k = await this.prisma.appKey.update({ where: { id: found.id }, data: { name } });
+      return this.info("app", k.id, k.hint, k);
+    }
+    const k = await this.prisma.connectKey.update({ where: { key: found.id }, data: { name } });
+    return this.info("connect", k.key, k.key, k);
   }
 
   /** Checks an app key: the id finds the row, the secret is compared with its hash in constant time. */

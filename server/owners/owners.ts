@@ -52,7 +52,7 @@ export class OwnerService {
     this.members = new OwnerMembers(prisma, clock);
     this.links = new OwnerSignInLinks(prisma, clock);
     this.invites = new OwnerInvites(prisma, clock);
-    this.apps = new OwnerApps(keys, this.members);
+    this.apps = new OwnerApps(keys, this.members, prisma);
   }
 
   /**

@@ -65,11 +65,15 @@ export function ownerAccountRoutes({ owners, urls }: RouteServices) {
     }),
     ownerCreateKey: s.route(contract.ownerCreateKey, async ({ req, params, body }) => {
       await owners.requireMember(ownerOf(req), params.app, "owner");
-      return { status: 201, body: await owners.apps.createKey(params.app, body.environment, body.kind) };
+      return { status: 201, body: await owners.apps.createKey(params.app, body.environment, body.kind, ownerOf(req).ownerId, body.name) };
     }),
     ownerRotateKey: s.route(contract.ownerRotateKey, async ({ req, params, body }) => {
       await owners.requireMember(ownerOf(req), params.app, "owner");
-      return { status: 200, body: await owners.apps.rotateKey(params.app, params.keyId, body.graceSeconds) };
+      return { status: 200, body: await owners.apps.rotateKey(params.app, params.keyId, body.graceSeconds, ownerOf(req).ownerId) };
+    }),
+    ownerRenameKey: s.route(contract.ownerRenameKey, async ({ req, params, body }) => {
+      await owners.requireMember(ownerOf(req), params.app, "owner");
+      return { status: 200, body: await owners.apps.renameKey(params.app, params.keyId, body.name) };
     }),
     ownerRevokeKey: s.route(contract.ownerRevokeKey, async ({ req, params }) => {
       await owners.requireMember(ownerOf(req), params.app, "owner");

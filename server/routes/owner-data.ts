@@ -15,8 +15,10 @@ export type OwnerTenant = (req: Pick<Request, "principal">, params: { app: strin
  * runs, plans, billing, conversions and webhooks. Each handler resolves the
  * tenant (membership checked) and calls the service the app-key routes use.
  */
-export function ownerDataRoutes({ plans, users, directory, runInspector, machines, billing, webhooks, reports }: RouteServices, tenantOf: OwnerTenant) {
+export function ownerDataRoutes({ plans, users, directory, runInspector, machines, billing, webhooks, reports, insights }: RouteServices, tenantOf: OwnerTenant) {
   return {
+    ownerOverview: s.route(contract.ownerOverview, async ({ req, params }) => ({ status: 200, body: await insights.overview(await tenantOf(req, params)) })),
+    ownerListApiRequests: s.route(contract.ownerListApiRequests, async ({ req, params, query }) => ({ status: 200, body: await insights.requests(await tenantOf(req, params), query) })),
     ownerListUsers: s.route(contract.ownerListUsers, async ({ req, params, query }) => ({ status: 200, body: await directory.list(await tenantOf(req, params), query) })),
     ownerGetUser: s.route(contract.ownerGetUser, async ({ req, params }) => ({ status: 200, body: await directory.get(await tenantOf(req, params), params.user) })),
     ownerSetUserPlan: s.route(contract.ownerSetUserPlan, async ({ req, params, body }) => ({

@@ -189,6 +189,12 @@ const OWNER_FIXTURES: Record<string, RouteFixture> = {
       probe("another owner's app key, through the caller's app", ["params.keyId"], (h, me) => ({ params: { app: me.app, keyId: h.appKeyId }, body: { graceSeconds: 0 } }), { owners: otherOwners }),
     ],
   },
+  ownerRenameKey: {
+    probes: [
+      appProbe((h) => ({ params: { keyId: h.appKeyId }, body: { name: "Matrix key" } })),
+      probe("another owner's app key, through the caller's app", ["params.keyId"], (h, me) => ({ params: { app: me.app, keyId: h.appKeyId }, body: { name: "Matrix key" } }), { owners: otherOwners }),
+    ],
+  },
   ownerRevokeKey: {
     probes: [
       appProbe((h) => ({ params: { keyId: h.appKeyId } })),
@@ -228,6 +234,14 @@ const OWNER_FIXTURES: Record<string, RouteFixture> = {
   ownerUsageExport: envRoute(),
   ownerListRuns: envRoute([envProbe("a user with runs", ["query.user"], (h) => ({ query: { user: h.user } }))], { "query.cursor": CURSOR }),
   ownerGetRun: envRoute(ownerRunProbes(), {}, (h) => ({ params: { id: h.runDone } })),
+  ownerOverview: envRoute(),
+  ownerListApiRequests: envRoute([], {
+    "query.user":
+      "a filter over the caller's own request log by the user id its own requests named (the probes of this matrix send other tenants' ids with the caller's key, and those requests are the caller's): never another tenant's requests, which owner-insights.test.ts shows with the environment as the other tenant",
+    "query.cursor": CURSOR,
+    "query.requestId":
+      "a filter within the caller's own rows (the statement names the app and environment first), never a lookup: owner-insights.test.ts shows another environment's request id finds nothing while the same id finds its request in its own",
+  }),
   ownerListPlans: envRoute(),
   ownerCreatePlan: {
     ...envRoute(

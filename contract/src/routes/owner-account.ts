@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AcceptInviteRequest, AppParam, CreateAppRequest, CreatedApp, CreatedKey, CreateKeyRequest, Invite, InviteRequest, KeyParam, MemberList, MemberParam, Owner, OwnerApp, OwnerKey, OwnerKeyList, OwnerMe, RotatedKey, RotateKeyRequest, SetPasswordRequest, SignedOut, SignInLinkRequest, SignInRequest } from "../owner.js";
+import { AcceptInviteRequest, AppParam, CreateAppRequest, CreatedApp, CreatedKey, CreateKeyRequest, Invite, InviteRequest, KeyParam, MemberList, MemberParam, Owner, OwnerApp, OwnerKey, OwnerKeyList, OwnerMe, RenameKeyRequest, RotatedKey, RotateKeyRequest, SetPasswordRequest, SignedOut, SignInLinkRequest, SignInRequest } from "../owner.js";
 import { c, errors, noCredential, OPTIONS, ownerErrors, signedIn } from "./shared.js";
 
 /** The owner's account, apps, members and keys. */
@@ -108,6 +108,16 @@ export const ownerAccountContract = c.router(
       pathParams: KeyParam,
       body: RotateKeyRequest,
       responses: { 200: RotatedKey, ...errors(409), ...ownerErrors },
+      metadata: signedIn,
+    },
+    ownerRenameKey: {
+      method: "PATCH",
+      path: "/v1/owner/apps/:app/keys/:keyId",
+      summary: "Name a key",
+      description: "Names it or clears its name; revoked keys too. Members with role `owner` only.",
+      pathParams: KeyParam,
+      body: RenameKeyRequest,
+      responses: { 200: OwnerKey, ...ownerErrors },
       metadata: signedIn,
     },
     ownerRevokeKey: {

@@ -1,9 +1,11 @@
 import { useLocation } from "react-router";
 
 export const ENV_SECTIONS = [
+  { path: "overview", label: "Overview" },
   { path: "users", label: "End users" },
   { path: "usage", label: "Usage" },
   { path: "runs", label: "Runs" },
+  { path: "requests", label: "API requests" },
   { path: "plans", label: "Plans" },
   { path: "billing", label: "Billing" },
   { path: "conversions", label: "Conversions" },
@@ -35,7 +37,7 @@ export function useWhere(): Where {
 export function sectionPath(app: string, env: "test" | "live", where: Where): string {
   const a = encodeURIComponent(app);
   if (where.section && !where.env && APP_SECTIONS.some((s) => s.path === where.section)) return `/apps/${a}/${where.section}`;
-  return `/apps/${a}/${env}/${where.env && where.section ? where.section : "users"}`;
+  return `/apps/${a}/${env}/${where.env && where.section ? where.section : "overview"}`;
 }
 
 const LAST_APP = "svc.dashboard.lastApp";

@@ -35,7 +35,7 @@ export function Apps() {
         <ul className="app-list">
           {me.apps.map((a) => (
             <li key={a.id}>
-              <Link to={`/apps/${encodeURIComponent(a.id)}/test/users`}>{a.name}</Link> <span className="muted">{a.id}</span> <span className="tag">{a.role}</span>
+              <Link to={`/apps/${encodeURIComponent(a.id)}/test/overview`}>{a.name}</Link> <span className="muted">{a.id}</span> <span className="tag">{a.role}</span>
             </li>
           ))}
         </ul>

@@ -5,5 +5,5 @@ import { useSession } from "../api/session";
 export function Home() {
   const me = useSession();
   const first = me.apps[0];
-  return <Navigate to={first ? `/apps/${encodeURIComponent(first.id)}/test/users` : "/apps"} replace />;
+  return <Navigate to={first ? `/apps/${encodeURIComponent(first.id)}/test/overview` : "/apps"} replace />;
 }

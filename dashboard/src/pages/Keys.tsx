@@ -27,6 +27,38 @@ function keyState(k: Key): string {
   return "active";
 }
 
+/** A key's name, and a small form to change it (an empty name clears it). */
+function KeyName({ k, onRename, busy }: { k: Key; onRename: (name: string | null) => void; busy: boolean }) {
+  const [editing, setEditing] = useState(false);
+  if (!editing) {
+    return (
+      <>
+        {k.name ?? <span className="muted">unnamed</span>}{" "}
+        <button type="button" className="link-button" onClick={() => setEditing(true)} aria-label={`Rename ${k.display}`}>
+          Rename
+        </button>
+      </>
+    );
+  }
+  const save = (e: FormEvent<HTMLFormElement>) => {
+    e.preventDefault();
+    const name = String(new FormData(e.currentTarget).get("name") ?? "").trim();
+    onRename(name === "" ? null : name);
+    setEditing(false);
+  };
+  return (
+    <form onSubmit={save} className="rename-form">
+      <input name="name" defaultValue={k.name ?? ""} maxLength={100} aria-label={`Name of ${k.display}`} autoFocus />
+      <button type="submit" disabled={busy}>
+        Save
+      </button>
+      <button type="button" onClick={() => setEditing(false)}>
+        Cancel
+      </button>
+    </form>
+  );
+}
+
 export function Keys() {
   const app = useParams().app!;
   const client = useQueryClient();
@@ -36,8 +68,12 @@ export function Keys() {
   const [grace, setGrace] = useState(86_400);
   const refresh = () => client.invalidateQueries({ queryKey });
   const create = useMutation({
-    mutationFn: (body: { environment: "test" | "live"; kind: "app" | "connect" }) => call(api.ownerCreateKey({ params: { app }, body })),
+    mutationFn: (body: { environment: "test" | "live"; kind: "app" | "connect"; name?: string }) => call(api.ownerCreateKey({ params: { app }, body })),
     onSuccess: (k) => (setSecret(k), refresh()),
+  });
+  const rename = useMutation({
+    mutationFn: ({ keyId, name }: { keyId: string; name: string | null }) => call(api.ownerRenameKey({ params: { app, keyId }, body: { name } })),
+    onSuccess: refresh,
   });
   const rotate = useMutation({
     mutationFn: (keyId: string) => call(api.ownerRotateKey({ params: { app, keyId }, body: { graceSeconds: grace } })),
@@ -47,15 +83,20 @@ export function Keys() {
 
   const submit = (e: FormEvent<HTMLFormElement>) => {
     e.preventDefault();
-    const form = new FormData(e.currentTarget);
-    create.mutate({ environment: form.get("environment") as "test" | "live", kind: form.get("kind") as "app" | "connect" });
+    const formElement = e.currentTarget;
+    const form = new FormData(formElement);
+    const name = String(form.get("name") ?? "").trim();
+    create.mutate(
+      { environment: form.get("environment") as "test" | "live", kind: form.get("kind") as "app" | "connect", ...(name ? { name } : {}) },
+      { onSuccess: () => formElement.reset() },
+    );
   };
 
   return (
     <>
       <PageHeader title="Keys" />
       {secret && <SecretOnce label={`New ${secret.environment} ${secret.kind} key`} secret={secret.secret} onDismiss={() => setSecret(null)} />}
-      <ErrorNotice error={create.error ?? rotate.error ?? revoke.error} />
+      <ErrorNotice error={create.error ?? rotate.error ?? revoke.error ?? rename.error} />
       {keys.isPending && <Loading label="Loading keys" />}
       <ErrorNotice error={keys.error} />
       <div className="side-by-side">
@@ -68,8 +109,10 @@ export function Keys() {
               rows={keys.data?.data.filter((k) => k.environment === env) ?? []}
               rowKey={(k) => k.id}
               columns={[
+                { label: "Name", cell: (k) => <KeyName k={k} onRename={(name) => rename.mutate({ keyId: k.id, name })} busy={rename.isPending} /> },
                 { label: "Key", cell: (k) => <code>{k.display}</code> },
                 { label: "Kind", cell: (k) => k.kind },
+                { label: "Created", cell: (k) => `${formatTime(k.createdAt)}${k.createdBy ? ` by ${k.createdBy.name ?? k.createdBy.email ?? k.createdBy.id}` : ""}` },
                 { label: "State", cell: keyState },
                 { label: "Last used", cell: (k) => formatTime(k.lastUsedAt) },
                 {
@@ -113,6 +156,9 @@ export function Keys() {
             <option value="test">Test</option>
             <option value="live">Live</option>
           </select>
+        </label>
+        <label>
+          Name <input name="name" maxLength={100} placeholder="production server" autoComplete="off" />
         </label>
         <label>
           Kind{" "}
