@@ -31,7 +31,19 @@ export const IsoTime = z.string().datetime({ offset: true }).describe("ISO 8601 
  * Where a user stands against their plan in its current window: the user view's `allowance`, and the
  * same numbers in every 402, so an app can say "8 of 10 runs, resets on 1 December" without a second call.
  */
-export const Standing = z.object({
+/** A user's standing (the schema below), named: the error envelope carries it, and a named type keeps every route's type small enough to emit. */
+export interface Standing {
+  unit: "runs" | "tokens";
+  limit: number | null;
+  used: number;
+  remaining: number | null;
+  reached: boolean;
+  period: string;
+  windowStart: string;
+  resetsAt: string;
+  spend: { usedMicros: number; ceilingMicros: number | null; remainingMicros: number | null; reached: boolean };
+}
+export const Standing: z.ZodType<Standing> = z.object({
   unit: z.enum(["runs", "tokens"]),
   limit: z.number().int().nullable().describe("The plan's allowance in `unit`; null: unlimited."),
   used: z.number().int().describe("Runs counted, or tokens used, this window: the sum of the ledger's rows."),
@@ -49,7 +61,7 @@ export const Standing = z.object({
     })
     .describe("Spend against the plan's ceiling, in integer micros of the plan's currency."),
 });
-export type Standing = z.infer<typeof Standing>;
+
 
 /** The app's own id for its end user, as sent in `user`. */
 export const UserId = z.string().min(1).max(256).describe("The app's id for its end user.");

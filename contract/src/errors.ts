@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { RunFailureReason } from "./runs.js";
-import { Standing } from "./common.js";
+import { Standing as StandingSchema } from "./common.js";
 
 /**
  * The one table of error codes: each code has exactly one HTTP status and one type.
@@ -126,6 +126,11 @@ export type RunStopCode = keyof typeof RUN_STOP_CODES;
 /** The envelope `type` of a run's failure told as an error (a chat stream's last frame): a failure on the serving side, as for 5xx. */
 export const RUN_STOP_ERROR_TYPE = ERROR_CODES.internal_error.type;
 
+/** A 402's standing (`Standing` is typed by name: every route's error responses carry this envelope). */
+const StandingField = StandingSchema.optional().describe(
+  "On `allowance_exhausted` and `spend_ceiling_reached`: where the user stands against their plan, as `GET /v1/users/:id` says it.",
+);
+
 /**
  * The error envelope: `{"error":{"type","code","message","requestId"}}`.
  * `param` names the offending field where there is one; `interval` rides on
@@ -139,7 +144,7 @@ export const ErrorBody = z
     requestId: z.string().describe("The id of this request, also in the `Request-Id` header; quote it to support."),
     param: z.string().optional().describe("The request field at fault, when there is one."),
     interval: z.number().int().optional().describe("On `slow_down`: the new poll interval in seconds."),
-    allowance: Standing.optional().describe("On `allowance_exhausted` and `spend_ceiling_reached`: where the user stands against their plan, as `GET /v1/users/:id` says it."),
+    allowance: StandingField,
   })
   .describe("Error details.");
 

@@ -1,8 +1,8 @@
 import { z } from "zod";
-import { AcceptInviteRequest, AppParam, CreateAppRequest, CreatedApp, CreatedKey, CreateKeyRequest, Invite, InviteRequest, KeyParam, MemberList, MemberParam, Owner, OwnerApp, OwnerKey, OwnerKeyList, OwnerMe, RenameKeyRequest, RotatedKey, RotateKeyRequest, SetPasswordRequest, SignedOut, SignInLinkRequest, SignInRequest } from "../owner.js";
+import { AcceptInviteRequest, Owner, OwnerMe, SetPasswordRequest, SignedOut, SignInLinkRequest, SignInRequest } from "../owner.js";
 import { c, errors, noCredential, OPTIONS, ownerErrors, signedIn } from "./shared.js";
 
-/** The owner's account, apps, members and keys. */
+/** The owner's account: signing in and out, the session, the password. */
 export const ownerAccountContract = c.router(
   {
     ownerSignIn: {
@@ -64,98 +64,6 @@ export const ownerAccountContract = c.router(
       description: "Ends the owner's other sessions.",
       body: SetPasswordRequest,
       responses: { 200: Owner, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerListApps: {
-      method: "GET",
-      path: "/v1/owner/apps",
-      summary: "The owner's apps",
-      responses: { 200: z.object({ data: z.array(OwnerApp) }), ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerCreateApp: {
-      method: "POST",
-      path: "/v1/owner/apps",
-      summary: "Create an app",
-      description: "The owner becomes its first member (`owner`). Returns its test keys once.",
-      body: CreateAppRequest,
-      responses: { 201: CreatedApp, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerListKeys: {
-      method: "GET",
-      path: "/v1/owner/apps/:app/keys",
-      summary: "The app's keys",
-      pathParams: AppParam,
-      responses: { 200: OwnerKeyList, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerCreateKey: {
-      method: "POST",
-      path: "/v1/owner/apps/:app/keys",
-      summary: "Create a key",
-      description: "The secret is shown once. Members with role `owner` only.",
-      pathParams: AppParam,
-      body: CreateKeyRequest,
-      responses: { 201: CreatedKey, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerRotateKey: {
-      method: "POST",
-      path: "/v1/owner/apps/:app/keys/:keyId/rotate",
-      summary: "Rotate a key",
-      description: "A new key replaces it; the old one keeps working for `graceSeconds`. Members with role `owner` only.",
-      pathParams: KeyParam,
-      body: RotateKeyRequest,
-      responses: { 200: RotatedKey, ...errors(409), ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerRenameKey: {
-      method: "PATCH",
-      path: "/v1/owner/apps/:app/keys/:keyId",
-      summary: "Name a key",
-      description: "Names it or clears its name; revoked keys too. Members with role `owner` only.",
-      pathParams: KeyParam,
-      body: RenameKeyRequest,
-      responses: { 200: OwnerKey, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerRevokeKey: {
-      method: "DELETE",
-      path: "/v1/owner/apps/:app/keys/:keyId",
-      summary: "Revoke a key",
-      description: "At once. Members with role `owner` only.",
-      pathParams: KeyParam,
-      body: c.noBody(),
-      responses: { 200: OwnerKey, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerListMembers: {
-      method: "GET",
-      path: "/v1/owner/apps/:app/members",
-      summary: "The app's members and open invitations",
-      pathParams: AppParam,
-      responses: { 200: MemberList, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerCreateInvite: {
-      method: "POST",
-      path: "/v1/owner/apps/:app/invites",
-      summary: "Invite a member by link",
-      description: "The link is shown once. Members with role `owner` only.",
-      pathParams: AppParam,
-      body: InviteRequest,
-      responses: { 201: Invite, ...ownerErrors },
-      metadata: signedIn,
-    },
-    ownerRemoveMember: {
-      method: "DELETE",
-      path: "/v1/owner/apps/:app/members/:ownerId",
-      summary: "Remove a member",
-      description: "Members with role `owner` only; the last `owner` cannot be removed (409).",
-      pathParams: MemberParam,
-      body: c.noBody(),
-      responses: { 200: MemberList, ...errors(409), ...ownerErrors },
       metadata: signedIn,
     },
   },
