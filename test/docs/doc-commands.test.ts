@@ -171,8 +171,11 @@ function run(script: string, cwd: string, env: Record<string, string>, timeoutMs
 
 describe("the docs' commands", () => {
   let server: TestServer;
+  // One npm cache for every file's shell: `npx svc` links this folder's package into it once, not once per file.
+  let npmCache: string;
 
   beforeAll(async () => {
+    npmCache = tempDir("svc-doc-commands-npm-");
     server = await startTestServerOn(db, { SVC_METRICS_TOKEN: METRICS_TOKEN }, { runningClock: true });
   }, 60_000);
   afterAll(async () => {
@@ -200,7 +203,9 @@ describe("the docs' commands", () => {
         SVC_CONNECT_KEY: server.dev.connectKey,
         SVC_METRICS_TOKEN: METRICS_TOKEN,
         SVC_DATA_DIR: path.join(home, "svc-data"),
-        npm_config_cache: path.join(home, ".npm"),
+        npm_config_cache: npmCache,
+        // What npx needs is here already (this folder's own package): no registry round trip for it.
+        npm_config_prefer_offline: "true",
         npm_config_update_notifier: "false",
       }, 400_000);
       if (process.env.SVC_DOCS_PRINT) console.log(`--- ${file}\n${out}`);
