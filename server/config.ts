@@ -51,6 +51,7 @@ const Env = z.object({
   RUN_DATABASE_OUTAGE_SECONDS: z.coerce.number().min(1).max(3600).default(60),
   RUN_QUEUE_PER_MACHINE: z.coerce.number().int().min(0).max(100_000).default(100),
   RUN_QUEUE_WAIT_SECONDS: z.coerce.number().min(1).max(86_400).default(600),
+  RUN_PAUSE_MAX_SECONDS: z.coerce.number().min(1).max(30 * 86_400).default(86_400),
   RESPONSES_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   REQUEST_LOG_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(14),
   PAIRING_CODES_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
@@ -150,6 +151,8 @@ export interface RunLimitsConfig {
   queuePerMachine: number;
   /** How long a run (or its next turn) waits for a slot on its machine; past it the run fails `compute_busy`. */
   queueWaitMs: number;
+  /** How long a run stays paused at a limit (the plan's ceiling or allowance, its budget) before it fails `pause_expired`. */
+  pauseMaxMs: number;
 }
 
 /** Pairing's device codes: per client address an hour, per connect key a minute (the wrong-code limits are fixed: `server/pairing/limits.ts`). */
@@ -217,6 +220,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       databaseOutageMs: e.RUN_DATABASE_OUTAGE_SECONDS * 1000,
       queuePerMachine: e.RUN_QUEUE_PER_MACHINE,
       queueWaitMs: e.RUN_QUEUE_WAIT_SECONDS * 1000,
+      pauseMaxMs: e.RUN_PAUSE_MAX_SECONDS * 1000,
     },
     responsesRetentionDays: e.RESPONSES_RETENTION_DAYS,
     requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,

@@ -10,6 +10,12 @@ import { Environment, Micros, UserId } from "./common.js";
 
 const Slug = z.string().min(1).max(64).regex(/^[a-z0-9][a-z0-9_-]*$/, "lowercase letters, digits, - and _");
 
+const AlertThresholds = z
+  .array(z.number().int().min(1).max(100))
+  .max(10)
+  .refine((t) => new Set(t).size === t.length, "each threshold once")
+  .describe("Percentages (1-100) of the allowance, or of the spend ceiling when the allowance is unlimited, at which `allowance.threshold` is sent once per user and window. Default 80 and 100; [] sends none.");
+
 export const PlanInput = z.object({
   slug: Slug,
   name: z.string().min(1).max(200),
@@ -24,6 +30,7 @@ export const PlanInput = z.object({
   overage: z.boolean().default(false).describe("False: the run that would pass the allowance gets 402. True: it runs, as overage."),
   overagePriceMicros: Micros.min(0).nullable().optional(),
   spendCeilingMicros: Micros.min(0).nullable().optional(),
+  alertThresholds: AlertThresholds.default([80, 100]),
   trialDays: z.number().int().min(0).max(730).default(0),
   stripePriceId: z.string().min(1).max(255).nullable().optional(),
   isDefault: z.boolean().default(false).describe("Makes this the plan users start on (the previous default stops being one)."),
@@ -37,6 +44,7 @@ export const PlanUpdate = PlanInput.omit({ slug: true }).partial().extend({
   period: PlanPeriod.optional(),
   allowance: z.object({ unit: AllowanceUnit, limit: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).nullable() }).optional(),
   overage: z.boolean().optional(),
+  alertThresholds: AlertThresholds.optional(),
   trialDays: z.number().int().min(0).max(730).optional(),
   isDefault: z.boolean().optional(),
 });

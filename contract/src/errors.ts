@@ -107,6 +107,7 @@ export const RUN_STOP_CODES = {
   conversation_too_large: { stopReason: "conversation_too_large", message: "The conversation is too large for the link to the machine." },
   // the plan
   spend_ceiling_reached: { stopReason: "spend_ceiling", message: "The user's spend this period reached the plan's ceiling." },
+  pause_expired: { stopReason: "pause_expired", message: "The run stayed paused at a limit (the plan's ceiling or allowance, or its budget) for longer than a pause is kept (RUN_PAUSE_MAX_SECONDS)." },
   // the machine or its link
   compute_busy: { stopReason: "compute_busy", message: "The run waited its queue deadline for a free slot on the user's machine and none came." },
   worker_lost: { stopReason: "worker_lost", message: "The link to the user's machine was lost; the run cannot go on." },

@@ -20,7 +20,10 @@ export const Plan = z.object({
   }),
   overage: z.boolean().describe("True: usage goes on past the allowance as overage; false: the plan stops at its allowance (402)."),
   overagePriceMicros: Micros.nullable().describe("With `overage`: what each unit past the allowance costs (a run, or 1,000 tokens)."),
-  spendCeilingMicros: Micros.nullable().describe("A run stops between turns, and no run starts, once the user's spend this period reaches it."),
+  spendCeilingMicros: Micros.nullable().describe("No run starts, and a run pauses between turns (`run_paused`), once the user's spend this period reaches it."),
+  alertThresholds: z
+    .array(z.number().int())
+    .describe("Percentages of the allowance (of the spend ceiling when the allowance is unlimited) at which `allowance.threshold` is sent, once per user and window."),
   trialDays: z.number().int(),
   stripePriceId: z.string().nullable().describe("The price in the app's connected Stripe account; null: not sold through checkout."),
   isDefault: z.boolean().describe("Users without a subscription are on the default plan."),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, RouteKind, RunRoute, RuntimeBilling, UserId } from "./common.js";
+import { CostClass, IsoTime, RouteKind, RunRoute, RuntimeBilling, Standing, UserId } from "./common.js";
 
 /** An app tool the run may call. The model sees `name`, `description` and `parameters`. */
 export const Tool = z.object({
@@ -38,9 +38,43 @@ export const RUN_FAILURE_REASONS = [
   "run_timeout",
   "compute_busy",
   "usage_limit_reached",
+  "pause_expired",
 ] as const;
 export const RunFailureReason = z.enum(RUN_FAILURE_REASONS);
 export type RunFailureReason = z.infer<typeof RunFailureReason>;
+
+/** Integer micros written as a decimal string (exact at any size). */
+export const MicrosString = z.string().regex(/^\d{1,18}$/, "integer micros as a decimal string, e.g. \"2500000\"");
+
+/**
+ * A cap on one run: what its ledger rows amount to (`maxMicros`, the plan's overage prices) and/or the
+ * tokens it uses (`maxTokens`). Checked between model turns, like the plan's ceilings: the run pauses
+ * when it is reached (the overshoot is at most one turn) and resumes when the app raises it.
+ */
+export const RunBudget = z
+  .object({
+    maxMicros: MicrosString.optional().describe("What the run's ledger rows may amount to, integer micros as a string."),
+    maxTokens: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional().describe("Tokens the run may use (input, cache and output alike)."),
+  })
+  .strict()
+  .refine((b) => b.maxMicros !== undefined || b.maxTokens !== undefined, "name maxMicros, maxTokens or both");
+export type RunBudget = z.infer<typeof RunBudget>;
+
+/** A run's budget against what it used, as `run_paused` and `POST /v1/runs/:id/budget` say it. */
+export const RunBudgetStanding = z.object({
+  maxMicros: z.string().nullable(),
+  maxTokens: z.number().int().nullable(),
+  usedMicros: z.string().describe("What the run's ledger rows amount to so far, integer micros as a string."),
+  usedTokens: z.number().int(),
+  reached: z.boolean(),
+  note: z
+    .string()
+    .nullable()
+    .describe("Why the budget may never be reached as given (a `maxMicros` on a route or plan that charges nothing, an agent CLI checked only at its start); null when nothing is."),
+});
+
+/** Which limit paused a run. */
+export const PauseLimit = z.enum(["spend_ceiling", "allowance", "run_budget"]);
 
 export const CreateRunRequest = z.object({
   user: UserId,
@@ -54,6 +88,7 @@ export const CreateRunRequest = z.object({
     })
     .optional(),
   limits: RunLimits.optional(),
+  budget: RunBudget.optional().describe("A cap on this run; reached between turns, the run pauses (`run_paused`) until the app raises it."),
   metadata: z.record(z.string()).optional(),
 });
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
@@ -85,6 +120,17 @@ export const ApprovalResponse = z.object({
 });
 /** How an approval was decided: `allow`, or `deny` (any other answer). */
 export type ApprovalDecision = z.infer<typeof ApprovalResponse>["decision"];
+
+export const RaiseBudgetRequest = z.object({
+  user: AnsweringUser,
+  maxMicros: MicrosString.optional().describe("The run's new cap on what its ledger rows amount to; omitted: unchanged."),
+  maxTokens: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional().describe("The run's new cap on tokens; omitted: unchanged."),
+}).refine((b) => b.maxMicros !== undefined || b.maxTokens !== undefined, "name maxMicros, maxTokens or both");
+export const RaiseBudgetResponse = z.object({
+  runId: z.string(),
+  status: z.string().describe("The run's status: `paused` until its driver sees the new budget (at once, on any instance), then `running`."),
+  budget: RunBudgetStanding,
+});
 
 export const CancelRequest = z.object({ reason: z.string().max(1024).optional(), user: AnsweringUser }).optional();
 export const CancelResponse = z.object({
@@ -136,6 +182,10 @@ export const RunEvent = z.discriminatedUnion("kind", [
     model: z.string(),
     billing: RuntimeBilling.optional()
       .describe("On an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model` (then the route is `user-hardware`). Absent on a model runtime."),
+    budget: z
+      .object({ maxMicros: z.string().nullable(), maxTokens: z.number().int().nullable(), note: z.string().nullable() })
+      .optional()
+      .describe("The run's budget, when it has one; `note` says when it may never be reached as given (a route or plan that charges nothing)."),
   }),
   z.object({ kind: z.literal("text_delta"), turn: z.number().int(), text: z.string() }),
   z.object({
@@ -194,8 +244,24 @@ export const RunEvent = z.discriminatedUnion("kind", [
         "Why it failed: `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, `internal_error`, " +
           "`limit_exceeded` (the machine passed a per-run limit: events, bytes, permission requests or tool calls; `error.message` names it), " +
           "`conversation_too_large` (a model turn's job would not fit the link's frame limit), `turn_timeout` (a model turn passed its deadline), " +
-          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline), `usage_limit_reached` (the agent CLI's subscription window is spent; `error.message` names when it resets). Unknown values may be added.",
+          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline), `usage_limit_reached` (the agent CLI's subscription window is spent; `error.message` names when it resets), `pause_expired` (paused at a limit for longer than a pause is kept). Unknown values may be added.",
       ),
+  }),
+  z.object({
+    kind: z.literal("run_paused"),
+    limit: PauseLimit.describe("`spend_ceiling`: the plan's spend ceiling; `allowance`: a tokens plan that stops at its allowance; `run_budget`: the run's own budget."),
+    message: z.string().describe("What was reached, with the amounts, and how to resume."),
+    allowance: Standing.describe("Where the user stands against their plan, as `GET /v1/users/:id` says it."),
+    budget: RunBudgetStanding.nullable().describe("The run's budget against what it used; null when it has none."),
+    pausedAt: IsoTime,
+    expiresAt: IsoTime.describe("Still paused then, the run fails `pause_expired`."),
+    resume: z.string().describe("What resumes it: an upgrade (checkout or `PUT /v1/users/:id/plan`), the next window at `allowance.resetsAt`, or `POST /v1/runs/:id/budget`."),
+  }),
+  z.object({
+    kind: z.literal("run_resumed"),
+    limit: PauseLimit.describe("The limit that had paused it."),
+    reason: z.enum(["plan_changed", "new_period", "budget_raised"]).describe("Why that limit no longer holds."),
+    pausedMs: z.number().int().describe("How long it was paused."),
   }),
   z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),
 ]);
@@ -210,7 +276,7 @@ const FINAL_KINDS = new Set<string>(FINAL_RUN_EVENT_KINDS);
 /** Does an event of this kind end its run (and its stream)? */
 export const isFinalRunEvent = (kind: string): boolean => FINAL_KINDS.has(kind);
 
-export const RunStatus = z.enum(["queued", "running", "waiting", "completed", "failed", "cancelled", "handed_back"]);
+export const RunStatus = z.enum(["queued", "running", "waiting", "paused", "completed", "failed", "cancelled", "handed_back"]);
 export type RunStatus = z.infer<typeof RunStatus>;
 
 /** A run as stored (extension `GET /v1/runs/:id`): the authoritative view of where it stands. */
@@ -229,6 +295,11 @@ export const Run = z.object({
   stopReason: z.string().nullable(),
   error: z.object({ code: z.string(), message: z.string() }).nullable(),
   usage: z.object({ inputTokens: z.number().int(), outputTokens: z.number().int() }),
+  budget: z
+    .object({ maxMicros: z.string().nullable(), maxTokens: z.number().int().nullable() })
+    .nullable()
+    .describe("The run's budget (as last raised); null: none."),
+  pausedAt: IsoTime.nullable().describe("While `paused`: since when (its `run_paused` event says why and until when)."),
   lastEventId: z.number().int().describe("The sequence of its last stored event."),
   createdAt: z.string(),
   finishedAt: z.string().nullable(),

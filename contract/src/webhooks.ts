@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { IsoTime, Page } from "./common.js";
+import { IsoTime, Page, Standing, UserId } from "./common.js";
+import { PauseLimit, RunBudgetStanding } from "./runs.js";
 
 /**
  * Webhooks the service sends to the app, signed per Standard Webhooks
@@ -14,6 +15,9 @@ export const WEBHOOK_EVENT_TYPES = [
   "machine.offline",
   "plan.changed",
   "allowance.reached",
+  "allowance.threshold",
+  "run.paused",
+  "run.resumed",
   "runtime.window_spent",
   "runtime.window_reset",
   "test.ping",
@@ -22,6 +26,33 @@ export const WEBHOOK_EVENT_TYPES = [
 export const WEBHOOK_FACT_TYPES = WEBHOOK_EVENT_TYPES.filter((t) => t !== "test.ping");
 export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES);
 export type WebhookEventType = z.infer<typeof WebhookEventType>;
+
+/** `data` of `allowance.threshold`: sent once per user, window, measure and threshold. */
+export const AllowanceThresholdData = z.object({
+  user: UserId,
+  measure: z.enum(["allowance", "spend"]).describe("`allowance`: the plan's allowance in its unit; `spend`: the plan's spend ceiling (for a plan whose allowance is unlimited)."),
+  threshold: z.number().int().describe("The percentage crossed, one of the plan's `alertThresholds`."),
+  period: z.string(),
+  allowance: Standing.describe("Where the user stood when it was crossed."),
+});
+/** `data` of `run.paused`: once per pause. */
+export const RunPausedData = z.object({
+  runId: z.string(),
+  user: UserId,
+  limit: PauseLimit,
+  allowance: Standing,
+  budget: RunBudgetStanding.nullable(),
+  pausedAt: IsoTime,
+  expiresAt: IsoTime,
+});
+/** `data` of `run.resumed`: once per pause that ended in a resume. */
+export const RunResumedData = z.object({
+  runId: z.string(),
+  user: UserId,
+  limit: PauseLimit,
+  reason: z.enum(["plan_changed", "new_period", "budget_raised"]),
+  pausedMs: z.number().int(),
+});
 
 export const CreateWebhookEndpoint = z.object({
   url: z.string().url().max(2000).refine((u) => /^https?:\/\//.test(u), "http or https"),

@@ -3,7 +3,7 @@ import { newIdempotencyKey, seg, type RequestOptions } from "./client.js";
 import { mayRetry, openEventStream, retryDelayMs, sleep } from "./http.js";
 import { cancelRun, RunStream, type FirstConnection, type RunDriverDeps } from "./run-stream.js";
 import type { RunCreateParams, RunEventsOptions, RunResult } from "./types.js";
-import type { CancelRunResponse, Run, RunUsageReport, RunUsageResponse } from "./wire.js";
+import type { CancelRunResponse, RaiseBudgetResponse, Run, RunBudget, RunUsageReport, RunUsageResponse } from "./wire.js";
 
 /** `svc.runs`: start runs and drive them, read them, cancel them, re-attach to them. */
 export class Runs {
@@ -31,7 +31,7 @@ export class Runs {
    * and `result()` has status `handed_back`.
    */
   create(params: RunCreateParams): RunStream {
-    const { user, prompt, model = "auto", system, tools, route, limits, metadata } = params;
+    const { user, prompt, model = "auto", system, tools, route, limits, budget, metadata } = params;
     const body = {
       user,
       prompt,
@@ -41,6 +41,7 @@ export class Runs {
       ...(tools?.length ? { tools: tools.map(({ name, description, parameters, needsApproval }) => ({ name, description, parameters, needsApproval })) } : {}),
       ...(route ? { route } : {}),
       ...(limits ? { limits } : {}),
+      ...(budget ? { budget } : {}),
       ...(metadata ? { metadata } : {}),
     };
     const headers = { "idempotency-key": params.idempotencyKey ?? newIdempotencyKey() };
@@ -72,6 +73,14 @@ export class Runs {
   }
 
   /** Cancels a run (best effort): its stream then ends with `run_cancelled`. A finished run answers 409 `run_finished`. */
+  /**
+   * Replaces a run's budget field by field (`maxMicros` as a string of integer micros, `maxTokens`).
+   * A run paused at its budget resumes at once when the new one is above what it used.
+   */
+  raiseBudget(id: string, params: RunBudget & { user?: string }, options?: RequestOptions): Promise<RaiseBudgetResponse> {
+    return this.#deps.api.request({ method: "POST", path: `/runs/${seg(id)}/budget`, body: params, retry: "idempotent", options });
+  }
+
   cancel(id: string, params: { reason?: string; user?: string } = {}, options?: RequestOptions): Promise<CancelRunResponse> {
     return cancelRun(this.#deps.api, id, params, options);
   }

@@ -1,4 +1,4 @@
-import type { RouteKind, RunEvent, RunLimits, RunRoute, RunStatus } from "./wire.js";
+import type { RouteKind, RunBudget, RunEvent, RunLimits, RunRoute, RunStatus } from "./wire.js";
 
 /** One run event of the stream, by its `kind`. */
 export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
@@ -66,6 +66,8 @@ export interface RunCreateParams {
   tools?: RunTool[];
   route?: { prefer: RouteKind[] };
   limits?: RunLimits;
+  /** A cap on this run (integer micros as a string, and/or tokens): reached between turns, the run pauses until `runs.raiseBudget`. */
+  budget?: RunBudget;
   metadata?: Record<string, string>;
   /** Answers `approval_request` events. Without it every approval is denied. */
   onApproval?: ApprovalHandler;

@@ -170,6 +170,8 @@ export interface Plan {
   overage: boolean;
   overagePriceMicros: number | null;
   spendCeilingMicros: number | null;
+  /** Percentages of the allowance (of the spend ceiling when the allowance is unlimited) at which `allowance.threshold` is sent. */
+  alertThresholds: number[];
   trialDays: number;
   stripePriceId: string | null;
   /** Users without a subscription are on the default plan. */
@@ -288,6 +290,8 @@ export interface PlanCreateParams {
   overage?: boolean;
   overagePriceMicros?: number | null;
   spendCeilingMicros?: number | null;
+  /** Default [80, 100]: percentages at which `allowance.threshold` is sent, once per user and window. */
+  alertThresholds?: number[];
   /** Default 0. */
   trialDays?: number;
   stripePriceId?: string | null;
@@ -353,6 +357,8 @@ export type RunEvent =
       model: string;
       /** On an agent CLI, what pays for its model. */
       billing?: RuntimeBilling;
+      /** The run's budget; `note` says when it may never be reached as given. */
+      budget?: { maxMicros: string | null; maxTokens: number | null; note: string | null };
     }
   | { kind: "text_delta"; turn: number; text: string }
   | {
@@ -411,9 +417,49 @@ export type RunEvent =
       /** `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, ...; unknown values may be added. */
       stopReason: string;
     }
+  | {
+      kind: "run_paused";
+      /** Which limit: the plan's spend ceiling, a tokens plan's allowance, or the run's own budget. */
+      limit: PauseLimit;
+      message: string;
+      /** Where the user stands against their plan. */
+      allowance: Standing;
+      budget: RunBudgetStanding | null;
+      pausedAt: string;
+      /** Still paused then, the run fails `pause_expired`. */
+      expiresAt: string;
+      /** What resumes it. */
+      resume: string;
+    }
+  | { kind: "run_resumed"; limit: PauseLimit; reason: "plan_changed" | "new_period" | "budget_raised"; pausedMs: number }
   | { kind: "run_cancelled"; reason?: string; output: string };
 
-export type RunStatus = "queued" | "running" | "waiting" | "completed" | "failed" | "cancelled" | "handed_back";
+export type PauseLimit = "spend_ceiling" | "allowance" | "run_budget";
+
+/** A run's budget against what it used. */
+export interface RunBudgetStanding {
+  maxMicros: string | null;
+  maxTokens: number | null;
+  /** Integer micros as a string. */
+  usedMicros: string;
+  usedTokens: number;
+  reached: boolean;
+  note: string | null;
+}
+
+/** A cap on one run: integer micros written as a string, and/or tokens. */
+export interface RunBudget {
+  maxMicros?: string;
+  maxTokens?: number;
+}
+
+export interface RaiseBudgetResponse {
+  runId: string;
+  status: string;
+  budget: RunBudgetStanding;
+}
+
+export type RunStatus = "queued" | "running" | "waiting" | "paused" | "completed" | "failed" | "cancelled" | "handed_back";
 
 /** A run as stored: where it stands. */
 export interface Run {
@@ -432,6 +478,10 @@ export interface Run {
   stopReason: string | null;
   error: { code: string; message: string } | null;
   usage: { inputTokens: number; outputTokens: number };
+  /** The run's budget (as last raised); null: none. */
+  budget: { maxMicros: string | null; maxTokens: number | null } | null;
+  /** While `paused`: since when. */
+  pausedAt: string | null;
   /** The sequence of its last stored event. */
   lastEventId: number;
   createdAt: string;
@@ -583,7 +633,7 @@ export interface BillingConnectStart {
 
 // ---------------------------------------------------------------- webhooks
 
-export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached" | "runtime.window_spent" | "runtime.window_reset" | "test.ping";
+export type WebhookEventType = "run.finished" | "machine.paired" | "machine.online" | "machine.offline" | "plan.changed" | "allowance.reached" | "allowance.threshold" | "run.paused" | "run.resumed" | "runtime.window_spent" | "runtime.window_reset" | "test.ping";
 
 export interface WebhookEndpointCreateParams {
   /** http or https. */

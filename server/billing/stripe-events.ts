@@ -1,3 +1,4 @@
+import { wakePausedRuns } from "../runs/limits.js";
 import type { Database, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -53,7 +54,11 @@ export class StripeWebhookService {
       },
       { timeout: 15_000 },
     );
-    if (outcome.change) await this.report(tenant, event.id, outcome.change);
+    if (outcome.change) {
+      // An upgrade resumes the user's runs paused at the plan's ceiling or allowance.
+      await wakePausedRuns(this.db, tenant, outcome.change.user);
+      await this.report(tenant, event.id, outcome.change);
+    }
     return { received: true, duplicate: outcome.duplicate };
   }
 

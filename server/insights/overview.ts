@@ -27,7 +27,7 @@ export async function overviewOf(db: Database, clock: Clock, tenant: Tenant, hea
     db.query<{ today: number; period: number; failed_today: number; live: number }>(
       `SELECT count(*) FILTER (WHERE created_at >= $3)::int AS today, count(*)::int AS period,
               count(*) FILTER (WHERE created_at >= $3 AND status = 'failed')::int AS failed_today,
-              count(*) FILTER (WHERE status IN ('queued', 'running', 'waiting'))::int AS live
+              count(*) FILTER (WHERE status IN ('queued', 'running', 'waiting', 'paused'))::int AS live
          FROM runs WHERE ${env} AND created_at >= $4`,
       [...t, today, month],
     ),

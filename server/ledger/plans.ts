@@ -1,3 +1,4 @@
+import { wakePausedRuns } from "../runs/limits.js";
 import type { z } from "zod";
 import type { Plan as PlanView, PlanInput, PlanUpdate } from "@svc/contract";
 import type { Database } from "../db/open.js";
@@ -21,6 +22,7 @@ export interface PlanRow {
   overage: boolean;
   overage_price_micros: string | number | null;
   spend_ceiling_micros: string | number | null;
+  alert_thresholds: number[] | null;
   trial_days: number;
   stripe_price_id: string | null;
   is_default: boolean;
@@ -28,7 +30,7 @@ export interface PlanRow {
 }
 
 export const PLAN_COLUMNS = `p.id, p.slug, p.name, p.description, p.price_micros, p.currency, p.period, p.allowance_unit::text AS allowance_unit,
-  p.allowance, p.overage, p.overage_price_micros, p.spend_ceiling_micros, p.trial_days, p.stripe_price_id, p.is_default, p.archived_at`;
+  p.allowance, p.overage, p.overage_price_micros, p.spend_ceiling_micros, p.alert_thresholds, p.trial_days, p.stripe_price_id, p.is_default, p.archived_at`;
 
 export function planView(p: PlanRow): z.infer<typeof PlanView> {
   return {
@@ -43,6 +45,7 @@ export function planView(p: PlanRow): z.infer<typeof PlanView> {
     overage: p.overage,
     overagePriceMicros: p.overage_price_micros === null ? null : micros(p.overage_price_micros),
     spendCeilingMicros: p.spend_ceiling_micros === null ? null : micros(p.spend_ceiling_micros),
+    alertThresholds: p.alert_thresholds ?? [80, 100],
     trialDays: p.trial_days,
     stripePriceId: p.stripe_price_id,
     isDefault: p.is_default,
@@ -94,13 +97,13 @@ export class PlanService {
       if (input.isDefault) await this.clearDefault(q, tenant);
       const rows = await q<{ id: string }>(
         `INSERT INTO plans (id, app_id, environment, slug, name, description, price_micros, currency, period, allowance_unit, allowance, overage,
-                            overage_price_micros, spend_ceiling_micros, trial_days, stripe_price_id, is_default, created_at)
-         VALUES ($1, $2, $3::"Environment", $4, $5, $6, $7, $8, $9, $10::"AllowanceUnit", $11, $12, $13, $14, $15, $16, $17, $18)
+                            overage_price_micros, spend_ceiling_micros, trial_days, stripe_price_id, is_default, created_at, alert_thresholds)
+         VALUES ($1, $2, $3::"Environment", $4, $5, $6, $7, $8, $9, $10::"AllowanceUnit", $11, $12, $13, $14, $15, $16, $17, $18, $19::int[])
          ON CONFLICT (app_id, environment, slug) DO NOTHING RETURNING id`,
         [
           id, tenant.appId, tenant.environment, input.slug, input.name, input.description ?? null, input.priceMicros, input.currency, input.period,
           input.allowance.unit, input.allowance.limit, input.overage, input.overagePriceMicros ?? null, input.spendCeilingMicros ?? null, input.trialDays,
-          input.stripePriceId ?? null, input.isDefault, this.clock.now(),
+          input.stripePriceId ?? null, input.isDefault, this.clock.now(), input.alertThresholds,
         ],
       );
       if (rows.length === 0) throw new ApiError("plan_exists", `A plan \`${input.slug}\` already exists in the ${tenant.environment} environment (archived ones too): change it with PATCH /v1/plans/${input.slug}.`);
@@ -109,6 +112,13 @@ export class PlanService {
   }
 
   async update(tenant: Tenant, slug: string, change: PlanUpdate): Promise<z.infer<typeof PlanView>> {
+    const updated = await this.change(tenant, slug, change);
+    // A ceiling or allowance raised resumes runs paused at it: every paused run of the environment looks again.
+    await wakePausedRuns(this.db, tenant, null);
+    return updated;
+  }
+
+  private async change(tenant: Tenant, slug: string, change: PlanUpdate): Promise<z.infer<typeof PlanView>> {
     const current = planView(await this.get(tenant, slug));
     const next = {
       ...current,
@@ -121,11 +131,12 @@ export class PlanService {
       if (change.isDefault) await this.clearDefault(q, tenant);
       await q(
         `UPDATE plans SET name = $2, description = $3, price_micros = $4, currency = $5, period = $6, allowance_unit = $7::"AllowanceUnit", allowance = $8,
-                overage = $9, overage_price_micros = $10, spend_ceiling_micros = $11, trial_days = $12, stripe_price_id = $13, is_default = $14
+                overage = $9, overage_price_micros = $10, spend_ceiling_micros = $11, trial_days = $12, stripe_price_id = $13, is_default = $14,
+                alert_thresholds = $15::int[]
           WHERE id = $1`,
         [
           current.id, next.name, next.description, next.priceMicros, next.currency, next.period, next.allowance.unit, next.allowance.limit, next.overage,
-          next.overagePriceMicros ?? null, next.spendCeilingMicros ?? null, next.trialDays, next.stripePriceId ?? null, next.isDefault,
+          next.overagePriceMicros ?? null, next.spendCeilingMicros ?? null, next.trialDays, next.stripePriceId ?? null, next.isDefault, next.alertThresholds,
         ],
       );
       return planView((await q<PlanRow>(`SELECT ${PLAN_COLUMNS} FROM plans p WHERE p.id = $1`, [current.id]))[0]);

@@ -42,6 +42,13 @@ import {
   BillingAccountRequest,
   BillingOverview,
   CancelRequest,
+  RunBudget,
+  RunBudgetStanding,
+  RaiseBudgetRequest,
+  RaiseBudgetResponse,
+  AllowanceThresholdData,
+  RunPausedData,
+  RunResumedData,
   CancelResponse,
   ChatCompletion,
   ChatCompletionChunk,
@@ -141,6 +148,9 @@ const RUN_EVENT_DESCRIPTIONS: Record<RunEvent["kind"], string> = {
   run_completed: "Final: the run ended normally, with its whole output and usage.",
   run_failed: "Final: the run failed; `stopReason` says why.",
   run_cancelled: "Final: the run was cancelled; `output` is what was produced before.",
+  run_paused:
+    "The run stopped between turns at a limit (the plan's spend ceiling, a tokens plan's allowance, its own budget) and holds no job on the machine: which limit, the amounts, where the user stands, when the pause expires (`pause_expired`) and what resumes it. The stream stays open.",
+  run_resumed: "The limit that paused the run no longer holds (an upgrade, a new window, a raised budget): it goes on from where it stopped.",
 };
 
 /** `response.output_text.delta` → `ResponseOutputTextDeltaEvent`; `error` → `ResponseErrorEvent`. */
@@ -198,6 +208,13 @@ export const NAMED_SCHEMAS: NamedSchema[] = [
   { name: "ApprovalRequest", schema: ApprovalRequest, input: true, description: "The app's answer to an `approval_request`." },
   { name: "ApprovalResponse", schema: ApprovalResponse },
   { name: "CancelRequest", schema: CancelRequest, input: true, description: "Optional: why, and the run's user." },
+  { name: "RunBudget", schema: RunBudget, input: true, description: "A cap on one run, in integer micros (as a string) and/or tokens; checked between turns (the overshoot is at most one turn)." },
+  { name: "RunBudgetStanding", schema: RunBudgetStanding, description: "A run's budget against what it used." },
+  { name: "RaiseBudgetRequest", schema: RaiseBudgetRequest, input: true, description: "A run's new budget: each field given replaces its value." },
+  { name: "RaiseBudgetResponse", schema: RaiseBudgetResponse },
+  { name: "AllowanceThresholdData", schema: AllowanceThresholdData, description: "The `data` of an `allowance.threshold` webhook: a threshold of the plan reached, once per user, window, measure and threshold." },
+  { name: "RunPausedData", schema: RunPausedData, description: "The `data` of a `run.paused` webhook: once per pause." },
+  { name: "RunResumedData", schema: RunResumedData, description: "The `data` of a `run.resumed` webhook: once per pause that ended in a resume." },
   { name: "CancelResponse", schema: CancelResponse },
   { name: "RunUsageReport", schema: RunUsage, input: true, description: "What a run the app served itself (after `serve_in_app`) used." },
   { name: "RunUsageResponse", schema: RunUsageResponse, description: "The ledger row recorded for the reported usage." },

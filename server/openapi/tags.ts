@@ -33,6 +33,7 @@ export const ROUTE_TAGS: Record<keyof Contract, TagName> = {
   submitToolResult: "runs",
   submitApproval: "runs",
   cancelRun: "runs",
+  raiseRunBudget: "runs",
   reportRunUsage: "runs",
   requestDeviceCode: "pairing",
   pollDeviceToken: "pairing",

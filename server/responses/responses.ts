@@ -202,7 +202,7 @@ export class ResponsesService {
   /** Empties up to 500 finished responses created before `before`; how many. */
   async purge(before: Date): Promise<number> {
     const rows = await this.db.query<{ id: string }>(
-      `SELECT id FROM runs WHERE source = 'responses' AND created_at < $1 AND status NOT IN ('queued', 'running', 'waiting')
+      `SELECT id FROM runs WHERE source = 'responses' AND created_at < $1 AND status NOT IN ('queued', 'running', 'waiting', 'paused')
           AND request ? 'responses' AND NOT COALESCE((request->'responses'->>'deleted')::boolean, false) LIMIT 500`,
       [before],
     );

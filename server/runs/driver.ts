@@ -10,6 +10,7 @@ import type { EchoRuntime } from "./echo-runtime.js";
 import type { RunStore } from "./store.js";
 import type { AnsweredApproval, NewUsageRow, RunInputs, RunPatch, RunRow, StoredEvent, Writes } from "./run-rows.js";
 import { isModelTurn } from "./run-rows.js";
+import { budgetView } from "./run-view.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 import { runTrace, type RunOutcome as TraceOutcome, type RunTrace, type TurnTrace } from "../telemetry/spans.js";
@@ -140,7 +141,7 @@ export abstract class RunDriver {
    * here is lost.)
    */
   startsFresh(): void {
-    this.known = { cancel: null, toolCalls: new Map(), approvals: new Map() };
+    this.known = { cancel: null, budget: this.run.request.budget ?? null, toolCalls: new Map(), approvals: new Map() };
     this.stale = false;
   }
 
@@ -160,6 +161,7 @@ export abstract class RunDriver {
           runtime: this.run.runtime_name,
           model: this.run.model,
           ...(this.run.request.billing ? { billing: this.run.request.billing } : {}),
+          ...(this.run.request.budget ? { budget: { ...budgetView(this.run.request.budget)!, note: this.run.request.budgetNote ?? null } } : {}),
         });
         // A chat's readers have it from memory: it is stored with the turn's first write (often its only one).
         if (this.relayFirst) this.later({ status: "running" });
@@ -320,6 +322,7 @@ export abstract class RunDriver {
       if (place) this.checkpointStored(place);
       const unseen = this.relayFirst ? events.filter((e) => isFinalRunEvent(e.kind)) : events;
       if (unseen.length) this.deps.bus.publish(this.run.id, unseen);
+      if (patch?.finished) void this.deps.facts?.checkThresholds({ appId: this.run.app_id, environment: this.run.environment }, this.run.end_user_id, this.deps.clock.now());
       if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
     });
     this.writing = step.catch(() => {});
@@ -425,6 +428,11 @@ export abstract class RunDriver {
     this.deps.log.warn({ runId: this.run.id, reason: stop.message }, "run stopped: the database was away too long");
     this.stopJob?.(stop);
     this.wake();
+  }
+
+  /** Has the app set a budget on the run (as last read)? */
+  protected budgetSet(): boolean {
+    return Boolean(this.known?.budget);
   }
 
   /** Reads the run's inputs; a cancel or a lost lease ends the wait. */

@@ -1,6 +1,7 @@
 import type { ChatMessage, ChatToolCall, JobEvent, Tool } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { periodOf } from "../ledger/metering.js";
+import { judge, type Limit, type Verdict } from "./limits.js";
 import { RunDriver, type RunEnd } from "./driver.js";
 import { Abandoned, Cancelled, RunStop } from "./run-stop.js";
 import type { NewApproval, NewToolCall, RunInputs } from "./run-rows.js";
@@ -30,6 +31,8 @@ interface TurnResult {
  */
 export class ModelRunDriver extends RunDriver {
   private turnText = "";
+  /** Can a limit pause this run (see `holdAtLimits`)? Assumed until the first look says otherwise. */
+  private limitable = true;
   private readonly tools: Tool[] = this.run.request.tools ?? [];
   private readonly limits = {
     maxTurns: this.run.request.limits?.maxTurns ?? DEFAULT_MAX_TURNS,
@@ -64,7 +67,8 @@ export class ModelRunDriver extends RunDriver {
       if (!fresh) await this.inputs();
       fresh = false;
       if (turns >= this.limits.maxTurns) throw new RunStop("max_turns", `The run reached its limit of ${this.limits.maxTurns} model turns.`);
-      await this.checkSpendCeiling();
+      // Between turns (the start checked the plan before the first): a limit reached pauses the run until it no longer holds.
+      if (turns > 0) await this.holdAtLimits();
       const turn = turns + 1;
       const r = await this.modelTurn(turn, transcript);
       turns = turn;
@@ -89,12 +93,55 @@ export class ModelRunDriver extends RunDriver {
     this.emit("turn_restarted", { turn, reason: "the run's machine or its driving instance was lost mid-turn; the turn runs again" });
   }
 
-  /** Between turns: a plan's spend ceiling, once reached, stops the run. */
-  private async checkSpendCeiling(): Promise<void> {
-    const ceiling = this.run.request.spendCeilingMicros;
-    if (ceiling === undefined) return;
-    const spent = await this.throughOutage(() => this.deps.store.spend(this.run, this.run.request.spendPeriod ?? periodOf(this.deps.clock.now())));
-    if (spent >= BigInt(ceiling)) throw new RunStop("spend_ceiling_reached", `The user's spend this period (${spent} micros) reached the plan's ceiling of ${ceiling} micros.`);
+  /**
+   * Between turns: the plan's spend ceiling, a tokens plan that stops at its allowance, the run's
+   * own budget. One reached pauses the run (`run_paused`, status `paused`, no job held on the
+   * machine) until it no longer holds: an upgrade, the next window, a raised budget (each wakes
+   * the driver; a look every poll interval and at the window's end catches the rest). Still paused
+   * past `RUN_PAUSE_MAX_SECONDS` it fails `pause_expired`; a cancel ends it meanwhile. A run that
+   * nothing can pause (no ceiling, no stopping allowance, no budget) is looked at once, then only
+   * when a budget is set on it.
+   */
+  private async holdAtLimits(): Promise<void> {
+    if (!this.limitable && !this.budgetSet()) return;
+    let verdict = await this.lookAtLimits();
+    this.limitable = verdict.limitable;
+    if (!verdict.holds) return;
+    const limit = verdict.holds.limit;
+    const pausedAt = this.run.status === "paused" && this.run.paused_at ? new Date(this.run.paused_at) : this.deps.clock.now();
+    const expiresAt = new Date(pausedAt.getTime() + this.deps.limits.pauseMaxMs);
+    const window = verdict.allowance.period;
+    // Taken over while paused: the pause and its event stand; the new driver only waits on.
+    if (this.run.status !== "paused") {
+      const paused = { limit, message: verdict.holds.message, allowance: verdict.allowance, budget: verdict.budget, pausedAt: pausedAt.toISOString(), expiresAt: expiresAt.toISOString() };
+      this.emit("run_paused", { ...paused, resume: RESUME[limit] });
+      await this.flush({ status: "paused" });
+      this.run = { ...this.run, status: "paused", paused_at: pausedAt };
+      void this.deps.facts?.runPaused(this.run, paused);
+    }
+    for (;;) {
+      const now = this.deps.clock.now().getTime();
+      const until = Math.min(expiresAt.getTime(), Date.parse(verdict.allowance.resetsAt));
+      await this.waitWake(Math.max(0, Math.min(this.deps.pollMs, until - now)));
+      await this.inputs();
+      verdict = await this.lookAtLimits();
+      if (!verdict.holds) break;
+      if (this.deps.clock.now().getTime() >= expiresAt.getTime()) {
+        throw new RunStop("pause_expired", `The run stayed paused (${verdict.holds.limit}) for ${Math.round(this.deps.limits.pauseMaxMs / 1000)} s (RUN_PAUSE_MAX_SECONDS) and the limit still holds: ${verdict.holds.message}`);
+      }
+    }
+    const reason = limit === "run_budget" ? "budget_raised" : verdict.allowance.period !== window ? "new_period" : "plan_changed";
+    const pausedMs = Math.max(0, this.deps.clock.now().getTime() - pausedAt.getTime());
+    this.emit("run_resumed", { limit, reason, pausedMs });
+    this.run = { ...this.run, status: "running", paused_at: null };
+    await this.flush({ status: "running" });
+    void this.deps.facts?.runResumed(this.run, { limit, reason, pausedMs }, pausedAt.toISOString());
+  }
+
+  private async lookAtLimits(): Promise<Verdict> {
+    const read = await this.throughOutage(() => this.deps.store.limits(this.run.id, periodOf(this.deps.clock.now())));
+    if (!read) throw new RunStop("internal_error", `Run ${this.run.id} is gone.`);
+    return judge(read);
   }
 
   /** One model turn on the user's runtime; text streams out as it comes, a cancel stops it. */
@@ -262,6 +309,13 @@ export class ModelRunDriver extends RunDriver {
     return { results: open ? null : results, granted, nextDeadline };
   }
 }
+
+/** What resumes a run paused at each limit. */
+const RESUME: Record<Limit, string> = {
+  spend_ceiling: "An upgrade to a plan with a higher ceiling (the checkout component, or PUT /v1/users/:id/plan), or the next window (allowance.resetsAt).",
+  allowance: "An upgrade to a larger plan (the checkout component, or PUT /v1/users/:id/plan), or the next window (allowance.resetsAt).",
+  run_budget: "POST /v1/runs/:id/budget with a higher maxMicros or maxTokens.",
+};
 
 const approvalIdOf = (callId: string) => `apr_${callId.replace(/^call_/, "")}`;
 const toolMessage = (id: string, content: string): ChatMessage => ({ role: "tool", tool_call_id: id, content });

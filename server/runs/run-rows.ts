@@ -3,7 +3,9 @@ import type { CostClassValue } from "../ledger/metering.js";
 
 /** A run's rows as the store writes and reads them: the run, its events, the calls, approvals and ledger rows a step adds, and what its driver waits on. */
 
-export const ACTIVE_STATUSES = ["queued", "running", "waiting"] as const;
+export const ACTIVE_STATUSES = ["queued", "running", "waiting", "paused"] as const;
+/** The same, as an SQL list. */
+export const ACTIVE_STATUSES_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(", ");
 
 /** Which endpoint started a run: `runs` (the agent loop), or `chat` / `responses` (one model turn, the caller owns the loop). */
 export type RunSource = "runs" | "chat" | "responses";
@@ -24,6 +26,10 @@ export interface RunRow {
     tools?: Tool[];
     spendCeilingMicros?: string;
     spendPeriod?: string;
+    /** The run's budget as it started (`runs.budget` holds it once raised). */
+    budget?: { maxMicros?: string; maxTokens?: number };
+    /** Why the budget may never be reached as given (said in `run_started`). */
+    budgetNote?: string | null;
     runtimeKind?: RuntimeKind;
     billing?: RuntimeBilling | null;
     limits?: RunLimits;
@@ -44,6 +50,8 @@ export interface RunRow {
   last_seq: number;
   cancel_requested_at: Date | null;
   cancel_reason: string | null;
+  /** Since when the run is paused at a limit (null: it is not). */
+  paused_at: Date | null;
 }
 
 /** A run event as stored: its sequence, its kind, and the event itself (`data.kind` is `kind`). */
@@ -130,6 +138,8 @@ export interface Writes {
 
 export interface RunInputs {
   cancel: { reason: string | null } | null;
+  /** The run's budget now (raised by the app, or as it started); null: none. */
+  budget?: { maxMicros?: string; maxTokens?: number } | null;
   toolCalls: Map<string, AnsweredCall>;
   approvals: Map<string, AnsweredApproval>;
 }

@@ -15,6 +15,7 @@ export const DEFAULT_RUN_LIMITS: RunLimitsConfig = {
   databaseOutageMs: 60 * 1000,
   queuePerMachine: 100,
   queueWaitMs: 10 * 60 * 1000,
+  pauseMaxMs: 24 * 60 * 60 * 1000,
 };
 
 /**

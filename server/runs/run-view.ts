@@ -24,8 +24,17 @@ export function runView(r: RunRecord & { endUser: { externalId: string } }): z.i
     stopReason: r.stopReason,
     error,
     usage: { inputTokens: Number(r.inputTokens), outputTokens: Number(r.outputTokens) },
+    budget: budgetView(r.budget ?? (r.request as { budget?: unknown } | null)?.budget ?? null),
+    pausedAt: r.status === "paused" && r.pausedAt ? r.pausedAt.toISOString() : null,
     lastEventId: r.lastSeq,
     createdAt: r.createdAt.toISOString(),
     finishedAt: r.finishedAt?.toISOString() ?? null,
   };
+}
+
+/** A run's budget as stored (`request.budget`, or `runs.budget` once raised), as the run view says it. */
+export function budgetView(b: unknown): { maxMicros: string | null; maxTokens: number | null } | null {
+  if (!b || typeof b !== "object") return null;
+  const { maxMicros, maxTokens } = b as { maxMicros?: string; maxTokens?: number };
+  return { maxMicros: maxMicros ?? null, maxTokens: maxTokens ?? null };
 }

@@ -179,6 +179,8 @@ function stepStatement(kind: Database["kind"]): string {
        up AS (UPDATE runs SET
            last_seq = GREATEST(runs.last_seq, COALESCE(r.last_seq, runs.last_seq)),
            status = COALESCE(r.status::"RunStatus", runs.status),
+           -- Paused since the write that paused it; any other status written ends the pause.
+           paused_at = CASE WHEN r.status = 'paused' THEN COALESCE(runs.paused_at, $3) WHEN r.status IS NOT NULL THEN NULL ELSE runs.paused_at END,
            turns = COALESCE(r.turns, runs.turns),
            transcript = COALESCE(r.transcript, runs.transcript),
            agent_state = COALESCE(r.agent_state, runs.agent_state),

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ApprovalDecision, CreateRunRequest, RouteKind, Run as RunView, RunRoute, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
+import type { ApprovalDecision, CreateRunRequest, RaiseBudgetRequest, RouteKind, Run as RunView, RunRoute, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -20,6 +20,8 @@ import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
 import { runView, type RunRecord } from "./run-view.js";
 import { ledgerWrite, runOrigin } from "../telemetry/spans.js";
 import { userStanding } from "../users/standing.js";
+import { RunBudgets } from "./budgets.js";
+import { budgetNote } from "./limits.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
 
@@ -66,7 +68,11 @@ export class RunService {
     private readonly facts: WebhookFacts,
     /** Runs one machine may hold waiting for a slot (`RUN_QUEUE_PER_MACHINE`). */
     private readonly queueBound: number = 100,
-  ) {}
+  ) {
+    this.budgets = new RunBudgets(db, engine);
+  }
+
+  private readonly budgets: RunBudgets;
 
   /** Why nothing on the user's machines took the run, in words that say what is true (`route-refusals.ts`). */
   whyNoRoute(tenant: Tenant, endUserId: string, user: string, model: string, prefer: RouteKind[]): Promise<string> {
@@ -88,7 +94,7 @@ export class RunService {
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
   async start(tenant: Tenant, body: CreateRunRequest, replayRunId?: string): Promise<{ runId: string; drivenHere: boolean }> {
     const prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
-    const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, metadata: body.metadata, model: body.model, route: body.route };
+    const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, budget: body.budget, metadata: body.metadata, model: body.model, route: body.route };
     const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request, replayRunId });
     if (started.handedBack) {
       const why = started.busy ?? (await this.whyNoRoute(tenant, started.endUserId, body.user, started.model, prefer));
@@ -142,6 +148,8 @@ export class RunService {
     const app = route.kind === "app";
     // What the run's driver needs of the runtime chosen, kept with the run (another instance may drive it).
     if (!app) Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
+    // A budget that may never be reached as given (nothing charged on this route or plan) is taken, and `run_started` says so.
+    if (request.budget) request.budgetNote = await this.budgets.noteOf(tenant, endUser.id, request.budget, { route_kind: route.kind, runtime_kind: app ? null : route.runtimeKind });
     // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
     const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => startRun(this.db, {
       runId,
@@ -174,6 +182,8 @@ export class RunService {
       throw new ApiError("spend_ceiling_reached", `The user's spend this period (${r.consumed} micros) reached the plan's ceiling of ${r.ceiling} micros: nothing was run. It resets at ${allowance.resetsAt}.`, { allowance });
     }
     if (r.outcome === "started" && r.allowance !== null && r.unit === "runs" && BigInt(r.consumed!) >= BigInt(r.allowance)) this.allowanceReached(tenant, endUser.id, r, now);
+    // A counted start may cross the plan's alert thresholds (a runs allowance, or a run's price against the ceiling).
+    if (r.outcome === "started" && (r.allowance !== null || r.ceiling !== null)) void this.facts.checkThresholds(tenant, endUser.id, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
     if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
     if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
@@ -202,6 +212,7 @@ export class RunService {
     const now = this.clock.now();
     const runId = randomId("run_", 24);
     Object.assign(request, { runtimeKind: "model" });
+    if (request.budget) request.budgetNote = budgetNote(request.budget, { route_kind: "service", runtime_kind: "model", has_plan: false, overage: null, overage_price_micros: null });
     const route = { kind: "service" as const, machineId: null, runtime: "svc" };
     await this.store.createServiceRun({
       id: runId,
@@ -249,6 +260,12 @@ export class RunService {
     }
     if (here) await this.engine.wake(runId, answer);
     return { runId, approvalId: body.approvalId, decision };
+  }
+
+  /** `POST /v1/runs/:id/budget`: the run's budget replaced field by field; a run paused at it is woken to look again. */
+  async raiseBudget(tenant: Tenant, runId: string, body: z.infer<typeof RaiseBudgetRequest>) {
+    await this.find(tenant, runId, body.user);
+    return this.budgets.raise(runId, { maxMicros: body.maxMicros, maxTokens: body.maxTokens }, this.clock.now());
   }
 
   /** Asks the driver to stop; what was produced stays produced. */
@@ -336,5 +353,6 @@ function newRunRow(id: string, tenant: Tenant, endUserId: string, source: RunSou
     last_seq: 0,
     cancel_requested_at: null,
     cancel_reason: null,
+    paused_at: null,
   };
 }

@@ -3,8 +3,9 @@ import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
 import { windowSpend } from "../ledger/functions.js";
+import { readLimits, type LimitsRead } from "./limits.js";
 import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
-import type { AnsweredApproval, AnsweredCall, RunInputs, RunRow, StoredEvent, Writes } from "./run-rows.js";
+import { ACTIVE_STATUSES_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
 
 /**
  * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
@@ -22,7 +23,7 @@ export const RUN_DISPATCH_CHANNEL = "svc_run_dispatch";
 
 /** An answer's condition: its run ($1) is active, and of the user named ($8) when one is. */
 const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.id = r.end_user_id
-  WHERE r.id = $1 AND r.status IN ('queued', 'running', 'waiting') AND ($8::text IS NULL OR u.external_id = $8))`;
+  WHERE r.id = $1 AND r.status IN (${ACTIVE_STATUSES_SQL}) AND ($8::text IS NULL OR u.external_id = $8))`;
 
 /**
  * An answer's statement wakes the run's driver itself when that driver is not on
@@ -31,7 +32,7 @@ const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.i
  */
 const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_CHANNEL}', $9) END AS woke`;
 
-const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason`;
+const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at`;
 
 export class RunStore {
   private readonly writer: RunWriter;
@@ -64,7 +65,7 @@ export class RunStore {
       // A run the service answers itself (route `service`, no machine) may be driven by any instance.
       `UPDATE runs SET lease_owner = $1, lease_expires_at = $3
         WHERE (runs.route_kind = 'service' OR EXISTS (SELECT 1 FROM machines m WHERE m.id = runs.machine_id AND m.connected_instance = $1 AND m.revoked_at IS NULL))
-          AND runs.status IN ('queued', 'running', 'waiting')
+          AND runs.status IN (${ACTIVE_STATUSES_SQL})
           AND (runs.lease_owner IS NULL OR runs.lease_expires_at IS NULL OR runs.lease_expires_at < $2 OR runs.lease_owner = $1)
           ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1 OR runs.lease_expires_at < $2)"}
       RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
@@ -103,7 +104,7 @@ export class RunStore {
     return this.db.query<RunRow & { machine_removed: boolean }>(
       `WITH o AS (
          SELECT r.id, m.revoked_at IS NOT NULL AS machine_removed FROM runs r LEFT JOIN machines m ON m.id = r.machine_id
-          WHERE r.status IN ('queued', 'running', 'waiting')
+          WHERE r.status IN (${ACTIVE_STATUSES_SQL})
             AND (r.lease_expires_at IS NULL OR r.lease_expires_at < $4)
             AND (m.revoked_at IS NOT NULL OR r.cancel_requested_at IS NOT NULL OR (r.lease_expires_at IS NULL AND r.created_at < $2) OR r.lease_expires_at < $2)
           FOR UPDATE OF r SKIP LOCKED)
@@ -141,7 +142,7 @@ export class RunStore {
   async renew(runIds: string[], until: Date): Promise<Set<string>> {
     if (runIds.length === 0) return new Set();
     const rows = await this.db.query<{ id: string }>(
-      `UPDATE runs SET lease_expires_at = $3 WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN ('queued', 'running', 'waiting') RETURNING id`,
+      `UPDATE runs SET lease_expires_at = $3 WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN (${ACTIVE_STATUSES_SQL}) RETURNING id`,
       [this.instance, runIds, until],
       { prepared: true },
     );
@@ -150,8 +151,8 @@ export class RunStore {
 
   /** What the run's driver waits on, in one read: its calls' and approvals' answers and a cancel. */
   async inputs(runId: string): Promise<RunInputs> {
-    const rows = await this.db.query<{ cancel_requested_at: Date | null; cancel_reason: string | null; tool_calls: AnsweredCall[] | null; approvals: AnsweredApproval[] | null }>(
-      `SELECT r.cancel_requested_at, r.cancel_reason,
+    const rows = await this.db.query<{ cancel_requested_at: Date | null; cancel_reason: string | null; budget: RunInputs["budget"]; tool_calls: AnsweredCall[] | null; approvals: AnsweredApproval[] | null }>(
+      `SELECT r.cancel_requested_at, r.cancel_reason, COALESCE(r.budget, r.request->'budget') AS budget,
               (SELECT jsonb_agg(jsonb_build_object('call_id', t.call_id, 'result', t.result, 'is_error', t.is_error, 'answered', t.answered_at IS NOT NULL, 'deadline_at', t.deadline_at)) FROM tool_calls t WHERE t.run_id = r.id) AS tool_calls,
               (SELECT jsonb_agg(jsonb_build_object('approval_id', a.approval_id, 'request', a.request, 'decision', a.decision, 'reason', a.reason, 'answered', a.answered_at IS NOT NULL, 'deadline_at', a.deadline_at)) FROM approvals a WHERE a.run_id = r.id) AS approvals
          FROM runs r WHERE r.id = $1`,
@@ -161,9 +162,15 @@ export class RunStore {
     const r = rows[0];
     return {
       cancel: r?.cancel_requested_at ? { reason: r.cancel_reason } : null,
+      budget: r?.budget ?? null,
       toolCalls: new Map((r?.tool_calls ?? []).map((c) => [c.call_id, c])),
       approvals: new Map((r?.approvals ?? []).map((a) => [a.approval_id, a])),
     };
+  }
+
+  /** The run's limits now (its user's window and plan, its own ledger sums, its budget): one statement. */
+  limits(runId: string, period: string): Promise<LimitsRead | null> {
+    return readLimits(this.db, runId, period);
   }
 
   /** What the user's ledger rows of a plan's window (`2026-11`, or `2026-%` for a yearly plan) amount to, in micros (spend ceilings). */
@@ -203,7 +210,7 @@ export class RunStore {
   /** Whether a run is still active, and its last stored event (a finished run's last event is its final one). */
   async runEnd(runId: string): Promise<{ active: boolean; last: StoredEvent | null }> {
     const rows = await this.db.query<{ active: boolean; seq: number | null; kind: RunEvent["kind"] | null; data: RunEvent | null }>(
-      `SELECT r.status IN ('queued', 'running', 'waiting') AS active, e.seq, e.kind, e.data
+      `SELECT r.status IN (${ACTIVE_STATUSES_SQL}) AS active, e.seq, e.kind, e.data
          FROM runs r LEFT JOIN LATERAL (SELECT seq, kind, data FROM run_events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
         WHERE r.id = $1`,
       [runId],

@@ -1,3 +1,4 @@
+import { wakePausedRuns } from "../runs/limits.js";
 import type { z } from "zod";
 import type { User } from "@svc/contract";
 import type { Database } from "../db/open.js";
@@ -117,6 +118,8 @@ export class UserLedger {
       }
     });
     const after = await this.view(tenant, externalId);
+    // A run of the user paused at the plan's ceiling or allowance looks again (an upgrade resumes it).
+    await wakePausedRuns(this.db, tenant, externalId);
     if (before.plan?.id !== after.plan?.id) {
       await this.facts.planChanged(
         tenant,

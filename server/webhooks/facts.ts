@@ -1,7 +1,8 @@
-import type { CostClass, RunStatus, WebhookEventType } from "@svc/contract";
+import type { CostClass, RunStatus, Standing, WebhookEventType } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
+import { standingWithThresholds } from "../users/standing.js";
 import type { WebhookOutbox } from "./outbox.js";
 import type { EndpointInterest } from "./interest.js";
 
@@ -81,6 +82,55 @@ export class WebhookFacts {
   /** A user used up their allowance for a window: once per user, window and allowance. */
   allowanceReached(tenant: Tenant, endUserId: string, reached: { unit: string | null; allowance: number; used: number; period: string }): Promise<void> {
     return this.report("allowance.reached", tenant, { endUserId }, `allowance.reached:${endUserId}:${reached.period}:${reached.allowance}`, (user) => ({ user, ...reached }));
+  }
+
+  /** A run paused at a limit: once per pause (its start names it). */
+  runPaused(run: FinishedRun, paused: { limit: string; allowance: Standing; budget: unknown; pausedAt: string; expiresAt: string }): Promise<void> {
+    const tenant = { appId: run.app_id, environment: run.environment };
+    return this.report("run.paused", tenant, { endUserId: run.end_user_id }, `run.paused:${run.id}:${paused.pausedAt}`, (user) => ({ runId: run.id, user, ...paused }));
+  }
+
+  /** A paused run resumed: once per pause. */
+  runResumed(run: FinishedRun, resumed: { limit: string; reason: string; pausedMs: number }, pausedAt: string): Promise<void> {
+    const tenant = { appId: run.app_id, environment: run.environment };
+    return this.report("run.resumed", tenant, { endUserId: run.end_user_id }, `run.resumed:${run.id}:${pausedAt}`, (user) => ({ runId: run.id, user, ...resumed }));
+  }
+
+  /**
+   * Looks where the user stands now (two reads, only when an endpoint of the app wants
+   * `allowance.threshold`) and reports the thresholds reached: after a counted run start, and
+   * after a run's end (its tokens and charges are in then).
+   */
+  async checkThresholds(tenant: Tenant, endUserId: string, now: Date): Promise<void> {
+    try {
+      if (!(await this.interest.wants(tenant, "allowance.threshold"))) return;
+      const { standing, thresholds } = await standingWithThresholds(this.db, tenant, endUserId, now);
+      await this.allowanceThresholds(tenant, endUserId, standing, thresholds);
+    } catch (err) {
+      this.log.error({ err, endUserId }, "could not look at a user's alert thresholds");
+    }
+  }
+
+  /**
+   * The user's usage reached some of the plan's alert thresholds (percentages of the allowance, or of
+   * the spend ceiling when the allowance is unlimited): each once per user, window, measure and threshold.
+   */
+  allowanceThresholds(tenant: Tenant, endUserId: string, standing: Standing, thresholds: readonly number[]): Promise<void> {
+    const measure = standing.limit !== null ? "allowance" : standing.spend.ceilingMicros !== null ? "spend" : null;
+    if (!measure) return Promise.resolve();
+    const [used, of] = measure === "allowance" ? [standing.used, standing.limit!] : [standing.spend.usedMicros, standing.spend.ceilingMicros!];
+    const crossed = thresholds.filter((t) => used * 100 >= t * of);
+    return Promise.all(
+      crossed.map((threshold) =>
+        this.report("allowance.threshold", tenant, { endUserId }, `allowance.threshold:${endUserId}:${standing.period}:${measure}:${of}:${threshold}`, (user) => ({
+          user,
+          measure,
+          threshold,
+          period: standing.period,
+          allowance: standing,
+        })),
+      ),
+    ).then(() => {});
   }
 
   /**

@@ -19,6 +19,7 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   submitToolResult: { params: { id: "run_x" }, body: { callId: "call_1", result: { ok: true } } },
   submitApproval: { params: { id: "run_x" }, body: { approvalId: "apr_1", decision: "allow" } },
   cancelRun: { params: { id: "run_x" } },
+  raiseRunBudget: { params: { id: "run_x" }, body: { maxTokens: 1000 } },
   reportRunUsage: { params: { id: "run_x" }, body: { inputTokens: 10, outputTokens: 20 } },
   listModels: {},
   createResponse: { body: { model: "svc/echo", input: "hi", user: "u1" } },

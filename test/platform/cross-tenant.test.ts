@@ -317,6 +317,13 @@ const FIXTURES: Record<string, RouteFixture> = {
       perUserRunProbe("a completed run", ["params.id"], (h, me) => ({ params: { id: h.runDone }, body: { user: me.user } })),
     ],
   },
+  raiseRunBudget: {
+    probes: [
+      ...runProbes(["params.id"], () => ({ maxTokens: 5000 })),
+      perUserRunProbe("a waiting run", ["params.id"], (h, me) => ({ params: { id: h.openCall.run }, body: { maxTokens: 5000, user: me.user } })),
+      perUserRunProbe("a completed run", ["params.id"], (h, me) => ({ params: { id: h.runDone }, body: { maxTokens: 5000, user: me.user } })),
+    ],
+  },
   reportRunUsage: {
     probes: [
       ...runProbes(["params.id"], () => ({ inputTokens: 1, outputTokens: 1 })),

@@ -203,30 +203,64 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
     }
   });
 
-  it("checks the plan's spend ceiling between turns: spend reached meanwhile stops the run before its next turn", async () => {
+  it("pauses at the plan's spend ceiling between turns (not fails), and the same run resumes and completes once the user upgrades", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     await server.db.prisma.plan.create({ data: { id: "plan_capped", ...tenant, slug: "capped", name: "Capped", allowance: null, overage: true, spendCeilingMicros: 1000n, isDefault: true } });
+    await server.db.prisma.plan.create({ data: { id: "plan_roomy", ...tenant, slug: "roomy", name: "Roomy", allowance: null, overage: true, spendCeilingMicros: 100_000_000n } });
     try {
       let release!: () => void;
       const held = new Promise<void>((r) => (release = r));
       const run = svc.runs.create({ user: "alice", prompt: "weather", tools: [{ name: "weather", run: async () => (await held, "sunny") }] });
+      const events: RunEvent[] = [];
+      const reading = (async () => {
+        for await (const e of run) events.push(e);
+      })();
       await pollUntil(async () => run.lastEventId, (id) => id !== null && id >= 3);
       // While the run waits on its tool, the same user's handed-back run costs the app 5000 micros.
       const handback = svc.runs.create({ user: "alice", prompt: "x", route: { prefer: ["app"] }, serveInApp: async () => ({ output: "y", usage: { inputTokens: 1, outputTokens: 1, costMicros: 5000 } }) });
       expect((await handback.result()).status).toBe("handed_back");
       release();
+      const runId = await run.runId;
+      const paused = await pollUntil(() => svc.runs.get(runId), (r) => r.status === "paused", 15_000, "the run paused");
+      expect(paused.turns).toBe(1);
+      expect(Date.parse(paused.pausedAt!)).toBeGreaterThan(0);
+      const pause = await pollUntil(async () => events.find((e) => e.kind === "run_paused"), (e) => e !== undefined);
+      if (pause?.kind !== "run_paused") throw new Error("no run_paused");
+      // The pause says which limit, the amounts, where the user stands (as the user view says it) and when it expires.
+      expect(pause).toMatchObject({ limit: "spend_ceiling", budget: null, allowance: { spend: { ceilingMicros: 1000, reached: true, remainingMicros: 0 } } });
+      expect(pause.allowance.spend.usedMicros).toBeGreaterThanOrEqual(5000);
+      expect(pause.allowance).toEqual((await svc.users.retrieve("alice")).allowance);
+      expect(pause.message).toMatch(/reached the plan's ceiling of 1000 micros/);
+      expect(Date.parse(pause.expiresAt) - Date.parse(pause.pausedAt)).toBe(24 * 3600 * 1000);
+      // A pause holds no job on the machine: nothing runs while it lasts.
+      await new Promise((r) => setTimeout(r, 300));
+      expect((await svc.runs.get(runId)).status).toBe("paused");
+      // The upgrade: the same run resumes on its own and completes.
+      await svc.users.setPlan("alice", "roomy");
       const result = await run.result();
-      expect(result).toMatchObject({ status: "failed", stopReason: "spend_ceiling", error: { code: "spend_ceiling_reached" } });
-      expect((await svc.runs.get(await run.runId)).turns).toBe(1);
+      await reading;
+      expect(result.status).toBe("completed");
+      const kinds = events.map((e) => e.kind);
+      expect(kinds.indexOf("run_paused")).toBeLessThan(kinds.indexOf("run_resumed"));
+      expect(events.find((e) => e.kind === "run_resumed")).toMatchObject({ limit: "spend_ceiling", reason: "plan_changed" });
+      const done = await svc.runs.get(runId);
+      expect(done).toMatchObject({ status: "completed", turns: 2, pausedAt: null });
+      // Its events across the pause are contiguous, and its ledger exact: the run counted once, each turn once.
+      const seqs = (await server.db.query<{ seq: number }>(`SELECT seq FROM run_events WHERE run_id = $1 ORDER BY seq`, [runId])).map((r) => Number(r.seq));
+      expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+      const rows = await usageRows(runId);
+      expect(rows.map((r) => r.kind).sort()).toEqual(["run", "tokens", "tokens"]);
       // The ceiling is kept with the run's row (svc_start_run writes it), where an instance driving it elsewhere (or taking it over) reads it.
-      const [stored] = await server.db.query<{ ceiling: string | null }>(`SELECT request->>'spendCeilingMicros' AS ceiling FROM runs WHERE id = $1`, [await run.runId]);
+      const [stored] = await server.db.query<{ ceiling: string | null }>(`SELECT request->>'spendCeilingMicros' AS ceiling FROM runs WHERE id = $1`, [runId]);
       expect(stored.ceiling).toBe("1000");
     } finally {
+      await svc.users.setPlan("alice", null);
       await server.db.prisma.plan.update({ where: { id: "plan_capped" }, data: { isDefault: false, archivedAt: new Date() } });
+      await server.db.prisma.plan.update({ where: { id: "plan_roomy" }, data: { archivedAt: new Date() } });
     }
   });
 
-  it("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns", async () => {
+  it("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns and pauses the run, which a cancel ends", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     // No tokens included, 1,000 µ per 1,000 tokens (1 µ a token), a ceiling 1 µ above what alice spent so far: the first turn's tokens reach it.
     const [spent] = await server.db.query<{ s: string | number | null }>(`SELECT sum(u.amount_micros) AS s FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id WHERE e.external_id = 'alice'`);
@@ -235,13 +269,18 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
     });
     try {
       const run = svc.runs.create({ user: "alice", prompt: "weather", tools: [{ name: "weather", run: async () => "sunny" }] });
-      const result = await run.result();
-      expect(result).toMatchObject({ status: "failed", stopReason: "spend_ceiling", error: { code: "spend_ceiling_reached" } });
-      const rows = await usageRows(await run.runId);
+      const runId = await run.runId;
+      await pollUntil(() => svc.runs.get(runId), (r) => r.status === "paused", 15_000, "the run paused");
+      const rows = await usageRows(runId);
       const tokens = rows.find((r) => r.kind === "tokens")!;
       expect(tokens.inputTokens + tokens.outputTokens).toBeGreaterThan(0n);
       expect(tokens.amountMicros).toBe(tokens.inputTokens + tokens.outputTokens);
       expect(rows.find((r) => r.kind === "run")!.amountMicros).toBe(0n);
+      // A paused run can be cancelled: it ends at once, with what it had said.
+      expect((await svc.runs.cancel(runId, { reason: "the user stopped it" })).status).toBe("stopping");
+      const result = await run.result();
+      expect(result.status).toBe("cancelled");
+      expect(await usageRows(runId)).toHaveLength(rows.length);
     } finally {
       await server.db.prisma.plan.update({ where: { id: "plan_tokmeter" }, data: { isDefault: false, archivedAt: new Date() } });
     }

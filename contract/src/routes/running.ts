@@ -7,6 +7,8 @@ import {
   CancelRequest,
   CancelResponse,
   CreateRunRequest,
+  RaiseBudgetRequest,
+  RaiseBudgetResponse,
   Run,
   RunUsage,
   RunUsageResponse,
@@ -81,6 +83,18 @@ export const runningContract = c.router(
       pathParams: runId,
       body: ApprovalRequest,
       responses: { 200: ApprovalResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey" }),
+    },
+    // extension: a run's budget raised (or set), which resumes it when its budget paused it
+    raiseRunBudget: {
+      method: "POST",
+      path: "/v1/runs/:id/budget",
+      summary: "Raise a run's budget",
+      description:
+        "Sets the run's `maxMicros` and/or `maxTokens` (a field left out keeps its value). A run paused at its budget resumes at once, on whichever instance drives it, when the new budget is above what it used; lower than that, it pauses at its next turn. 409 `run_finished` once the run has ended.",
+      pathParams: runId,
+      body: RaiseBudgetRequest,
+      responses: { 200: RaiseBudgetResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
     // 5

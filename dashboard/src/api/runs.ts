@@ -1,7 +1,7 @@
 import { api, call } from "./client";
 
 /** The statuses of a run that has not ended. */
-export const ACTIVE_RUN_STATUSES: ReadonlySet<string> = new Set(["queued", "running", "waiting"]);
+export const ACTIVE_RUN_STATUSES: ReadonlySet<string> = new Set(["queued", "running", "waiting", "paused"]);
 
 /** One run inspected: the same cache entry for the inspector and for "Find a run". */
 export const runQuery = (app: string, env: "test" | "live", id: string) => ({
