@@ -307,6 +307,8 @@ export class RunService {
         },
       });
     });
+    // What the app served counts toward the plan's thresholds (its tokens, its cost against a ceiling).
+    void this.facts.checkThresholds(tenant, run.endUserId, this.clock.now());
     return { runId, costClass: costClassOf("app"), inputTokens: body.inputTokens, outputTokens: body.outputTokens, amountMicros: Number(amount) };
   }
 

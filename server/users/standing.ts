@@ -48,16 +48,3 @@ export async function userStanding(db: Sql, tenant: Tenant, endUserId: string, n
   return standingOf(plans[0] ?? null, sum);
 }
 
-/** A user's standing and their plan's alert thresholds (`allowance.threshold`), read together. */
-export async function standingWithThresholds(db: Sql, tenant: Tenant, endUserId: string, now: Date): Promise<{ standing: Standing; thresholds: number[] }> {
-  const user = { app: "$1", environment: `$2::"Environment"`, user: "$3" };
-  const [plans, sum] = await Promise.all([
-    db.query<StandingPlan & { alert_thresholds: number[] | null }>(`SELECT p.allowance, p.spend_ceiling_micros, p.alert_thresholds FROM plans p WHERE p.id = ${userPlanSql(user)}`, [
-      tenant.appId,
-      tenant.environment,
-      endUserId,
-    ]),
-    userUsage(db, { appId: tenant.appId, environment: tenant.environment, endUserId, period: periodOf(now) }),
-  ]);
-  return { standing: standingOf(plans[0] ?? null, sum), thresholds: plans[0]?.alert_thresholds ?? [] };
-}

@@ -2,7 +2,8 @@ import type { CostClass, RunStatus, Standing, WebhookEventType } from "@svc/cont
 import type { Database } from "../db/open.js";
 import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
-import { standingWithThresholds } from "../users/standing.js";
+import { userStanding } from "../users/standing.js";
+import { recordPause, recordThresholds } from "../users/signals.js";
 import type { WebhookOutbox } from "./outbox.js";
 import type { EndpointInterest } from "./interest.js";
 
@@ -84,9 +85,14 @@ export class WebhookFacts {
     return this.report("allowance.reached", tenant, { endUserId }, `allowance.reached:${endUserId}:${reached.period}:${reached.allowance}`, (user) => ({ user, ...reached }));
   }
 
-  /** A run paused at a limit: once per pause (its start names it). */
-  runPaused(run: FinishedRun, paused: { limit: string; allowance: Standing; budget: unknown; pausedAt: string; expiresAt: string }): Promise<void> {
+  /** A run paused at a limit: recorded (the dashboard's signals) and reported, once per pause. */
+  async runPaused(run: FinishedRun, paused: { limit: string; allowance: Standing; budget: unknown; pausedAt: string; expiresAt: string }): Promise<void> {
     const tenant = { appId: run.app_id, environment: run.environment };
+    try {
+      await recordPause(this.db, tenant, { endUserId: run.end_user_id, runId: run.id, limit: paused.limit, period: paused.allowance.period, pausedAt: paused.pausedAt });
+    } catch (err) {
+      this.log.error({ err, runId: run.id }, "could not record a run's pause");
+    }
     return this.report("run.paused", tenant, { endUserId: run.end_user_id }, `run.paused:${run.id}:${paused.pausedAt}`, (user) => ({ runId: run.id, user, ...paused }));
   }
 
@@ -97,40 +103,25 @@ export class WebhookFacts {
   }
 
   /**
-   * Looks where the user stands now (two reads, only when an endpoint of the app wants
-   * `allowance.threshold`) and reports the thresholds reached: after a counted run start, and
-   * after a run's end (its tokens and charges are in then).
+   * Records the plan's alert thresholds the user reached (`plan_signals`, one statement) and
+   * sends `allowance.threshold` for each reached for the first time in its window: after a
+   * counted run start, and after a run's end (its tokens and charges are in then). However
+   * many instances look at once, a threshold is written, and sent, once.
    */
   async checkThresholds(tenant: Tenant, endUserId: string, now: Date): Promise<void> {
-    try {
-      if (!(await this.interest.wants(tenant, "allowance.threshold"))) return;
-      const { standing, thresholds } = await standingWithThresholds(this.db, tenant, endUserId, now);
-      await this.allowanceThresholds(tenant, endUserId, standing, thresholds);
-    } catch (err) {
-      this.log.error({ err, endUserId }, "could not look at a user's alert thresholds");
-    }
-  }
-
-  /**
-   * The user's usage reached some of the plan's alert thresholds (percentages of the allowance, or of
-   * the spend ceiling when the allowance is unlimited): each once per user, window, measure and threshold.
-   */
-  allowanceThresholds(tenant: Tenant, endUserId: string, standing: Standing, thresholds: readonly number[]): Promise<void> {
-    const measure = standing.limit !== null ? "allowance" : standing.spend.ceilingMicros !== null ? "spend" : null;
-    if (!measure) return Promise.resolve();
-    const [used, of] = measure === "allowance" ? [standing.used, standing.limit!] : [standing.spend.usedMicros, standing.spend.ceilingMicros!];
-    const crossed = thresholds.filter((t) => used * 100 >= t * of);
-    return Promise.all(
-      crossed.map((threshold) =>
-        this.report("allowance.threshold", tenant, { endUserId }, `allowance.threshold:${endUserId}:${standing.period}:${measure}:${of}:${threshold}`, (user) => ({
-          user,
-          measure,
-          threshold,
-          period: standing.period,
-          allowance: standing,
-        })),
-      ),
-    ).then(() => {});
+    const work = (async () => {
+      const crossed = await recordThresholds(this.db, tenant, endUserId, now);
+      if (crossed.length === 0) return;
+      const standing = await userStanding(this.db, tenant, endUserId, now);
+      await Promise.all(
+        crossed.map((c) =>
+          this.report("allowance.threshold", tenant, { endUserId }, `allowance.${c.key}`, (user) => ({ user, measure: c.measure, threshold: c.threshold, period: c.period, allowance: standing })),
+        ),
+      );
+    })().catch((err) => this.log.error({ err, endUserId }, "could not look at a user's alert thresholds"));
+    this.pending.add(work);
+    void work.finally(() => this.pending.delete(work));
+    return work;
   }
 
   /**

@@ -101,4 +101,39 @@ onPostgres("webhooks across instances on postgres", (postgres) => {
     await report();
     expect(await rows()).toBe(before);
   });
+
+  it("allowance.threshold at 80 % and 100 %: sent exactly once each with 20 runs started at once on both instances; none for a user short of 80 %", async () => {
+    const r = await startReceiver();
+    receivers.push(r);
+    const headers = { ...bearer(a.dev.appKey), "content-type": "application/json" };
+    const res = await a.fetch("/v1/webhook_endpoints", { method: "POST", headers, body: JSON.stringify({ url: r.url, events: ["allowance.threshold"] }) });
+    expect(res.status).toBe(201);
+    const { secret } = (await res.json()) as { secret: string };
+    // Ten runs a month, then overage: all twenty run (handed back to the app), counted one after another.
+    const plan = await a.fetch("/v1/plans", { method: "POST", headers, body: JSON.stringify({ slug: "ten-runs", name: "Ten runs", allowance: { unit: "runs", limit: 10 }, overage: true, overagePriceMicros: 100 }) });
+    expect(plan.status).toBe(201);
+    expect(((await plan.json()) as { alertThresholds: number[] }).alertThresholds).toEqual([80, 100]);
+    for (const user of ["thr-ann", "thr-ben"]) {
+      expect((await b.fetch(`/v1/users/${user}/plan`, { method: "PUT", headers, body: JSON.stringify({ plan: "ten-runs" }) })).status).toBe(200);
+    }
+    const start = (server: TestServer, user: string) => server.fetch("/v1/runs", { method: "POST", headers, body: JSON.stringify({ user, prompt: "x", route: { prefer: ["app"] } }) });
+    const started = await Promise.all(Array.from({ length: 20 }, (_, i) => start(i % 2 ? a : b, "thr-ann")));
+    expect(started.map((x) => x.status)).toEqual(Array(20).fill(409));
+    // thr-ben: 7 of 10 (70 %), short of every threshold.
+    await Promise.all(Array.from({ length: 7 }, (_, i) => start(i % 2 ? a : b, "thr-ben")));
+    await r.waitFor(2);
+    await new Promise((x) => setTimeout(x, 1500));
+    const got = r.received.map((x) => verified(secret, x));
+    expect(got.map((p) => [p.type, p.data.user, p.data.threshold]).sort()).toEqual([
+      ["allowance.threshold", "thr-ann", 100],
+      ["allowance.threshold", "thr-ann", 80],
+    ]);
+    const at80 = got.find((p) => p.data.threshold === 80)!.data as { measure: string; allowance: { limit: number; used: number; resetsAt: string } };
+    expect(at80).toMatchObject({ measure: "allowance", allowance: { limit: 10 } });
+    expect(at80.allowance.used).toBeGreaterThanOrEqual(8);
+    const signals = await a.db.query<{ threshold: number; n: string }>(
+      `SELECT s.threshold, count(*) AS n FROM plan_signals s JOIN end_users e ON e.id = s.end_user_id WHERE s.kind = 'threshold' AND e.external_id IN ('thr-ann', 'thr-ben') GROUP BY 1 ORDER BY 1`,
+    );
+    expect(signals.map((x) => [x.threshold, Number(x.n)])).toEqual([[80, 1], [100, 1]]);
+  });
 });
