@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AllowanceUnit, Plan, PlanPeriod, User } from "./reads.js";
-import { Environment, Micros, UserId } from "./common.js";
+import { Environment, IsoTime, Micros, UserId } from "./common.js";
+import { PauseLimit } from "./runs.js";
 
 /**
  * Plans the app configures (app key, or `svc plans ...`), the Stripe account it
@@ -132,6 +133,17 @@ export const BillingOverview = z.object({
   portalAvailable: z
     .boolean()
     .describe("The user has a Stripe subscription to manage (live, or with a failed payment to fix): plan changes go through the customer portal, not a second checkout."),
+  pausedRuns: z
+    .array(
+      z.object({
+        runId: z.string(),
+        limit: PauseLimit,
+        message: z.string(),
+        pausedAt: IsoTime,
+        expiresAt: IsoTime.describe("Still paused then, the run fails."),
+      }),
+    )
+    .describe("The user's runs paused at a limit now, oldest first (at most 20): one paused at the plan's ceiling or allowance resumes by itself once the user upgrades."),
 });
 
 export const CheckoutRequest = z.object({

@@ -10,6 +10,7 @@ import type { Clock } from "../clock.js";
 import type { StripeClients } from "./stripe-client.js";
 import { httpUrl, StripeConnect, withQuery as withParams } from "./connect.js";
 import { LIVE_SUBSCRIPTION_STATUSES } from "../ledger/functions.js";
+import { pausedRunsOf } from "../runs/limits.js";
 
 /** What a Checkout Session and the subscription it starts carry: who bought what, read back by the webhooks. */
 export function checkoutMetadata(tenant: Tenant, user: string, plan: string): Record<string, string> {
@@ -53,11 +54,12 @@ export class BillingService {
   /** What the plans component renders: the plans on sale (and the default one), and where the session's user stands. */
   async overview(session: SessionPrincipal): Promise<z.infer<typeof BillingOverview>> {
     const tenant: Tenant = { appId: session.appId, environment: session.environment };
-    const [plans, user, unavailable, manageable] = await Promise.all([
+    const [plans, user, unavailable, manageable, pausedRuns] = await Promise.all([
       this.reads.plans.list(tenant),
       this.reads.users.view(tenant, session.user),
       this.checkoutUnavailable(tenant),
       this.manageableSubscription(tenant, session.endUserId),
+      pausedRunsOf(this.db, tenant, session.endUserId),
     ]);
     return {
       user: session.user,
@@ -67,6 +69,7 @@ export class BillingService {
       checkoutUnavailableReason: unavailable?.reason ?? null,
       checkoutUnavailableMessage: unavailable?.message ?? null,
       portalAvailable: manageable !== null,
+      pausedRuns,
     };
   }
 

@@ -6,6 +6,10 @@ import { chromiumAvailable, launchBrowser } from "../helpers/browser.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { completedCheckout, nested, startStripeStandIn, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
 import { ACCOUNT, connectAccount, deliver, getUser, mintSession, stripeEnv, unixNow, writePlans } from "../helpers/billing.js";
+import { Svc } from "@svc/sdk";
+import { pairViaApi, spawnWorker } from "../helpers/worker.js";
+import { startModelStandIn } from "../helpers/standins.js";
+import { pollUntil } from "../helpers/process.js";
 
 // CI installs Chromium and requires this suite; elsewhere it runs when Chromium is there.
 const required = process.env.SVC_TEST_BROWSER === "1";
@@ -127,7 +131,7 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
     expect(await plan(page, "pro").getAttribute("aria-current")).toBe("true");
     expect(await plan(page, "pro").locator("button").count()).toBe(0);
     expect(await plan(page, "free").getAttribute("aria-current")).toBeNull();
-    expect(await page.locator("svc-plans .usage").textContent()).toBe("0 of 100 runs used this period");
+    expect(await page.locator("svc-plans .usage").textContent()).toBe("0 of 100 runs used · 100 left · resets on December 1");
     const alice = await getUser(server, "alice");
     expect(alice.plan?.slug).toBe("pro");
     expect(alice.subscription).toMatchObject({ status: "trialing", source: "stripe" });
@@ -153,6 +157,65 @@ describe.skipIf(!chromiumAvailable && !required)("billing components and the hos
     expect(stripe.portals.at(-1)!.fields.customer).toBe("cus_alice");
     expect(stripe.checkouts.length).toBe(checkouts);
     expect(problems).toEqual([]);
+  });
+
+  it("shows where the user stands; a run paused at the plan's spend limit is announced, and resumes by itself and completes once the user upgrades through checkout", async () => {
+    const tenant = { appId: server.dev.appId, environment: server.dev.environment };
+    const svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
+    // paula's plan (set by the app): runs past no allowance, a $1.00 spend limit; her machine serves a model.
+    await server.db.prisma.plan.create({ data: { id: "plan_capped", ...tenant, slug: "capped", name: "Capped", allowance: null, overage: true, spendCeilingMicros: 1_000_000n } });
+    await svc.users.setPlan("paula", "capped");
+    const model = await startModelStandIn();
+    const machine = await pairViaApi(server, server.dev, "paula", { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false } });
+    const worker = spawnWorker(["start"], machine.home);
+    try {
+      await worker.waitFor(/Connected/);
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      const run = svc.runs.create({ user: "paula", prompt: "weather", tools: [{ name: "weather", run: async () => (await held, "sunny") }] });
+      await pollUntil(async () => run.lastEventId, (id) => id !== null && id >= 3);
+      // Meanwhile a run the app served itself cost $2.00: the limit is passed before the next turn.
+      const served = svc.runs.create({ user: "paula", prompt: "x", route: { prefer: ["app"] }, serveInApp: async () => ({ output: "y", usage: { inputTokens: 1, outputTokens: 1, costMicros: 2_000_000 } }) });
+      expect((await served.result()).status).toBe("handed_back");
+      release();
+      const runId = await run.runId;
+      await pollUntil(() => svc.runs.get(runId), (r) => r.status === "paused", UI_TIMEOUT, "the run paused");
+
+      const { page, problems } = await open(`${appUrl}/app?user=paula`);
+      const notice = page.locator("svc-plans .paused");
+      await notice.waitFor({ state: "visible", timeout: UI_TIMEOUT });
+      expect(await notice.getAttribute("data-runs")).toBe(runId);
+      expect(await notice.locator(".paused-title").textContent()).toBe("A run is paused: your plan's spend limit is reached.");
+      expect(await notice.textContent()).toContain("Choose a larger plan below: it resumes where it stopped.");
+      expect(await page.locator("svc-plans .spend").textContent()).toBe("$2.00 of $1.00 spend limit used · limit reached");
+      expect(await page.locator("svc-plans .usage").textContent()).toBe("2 runs used · resets on December 1");
+      expect(await page.locator('svc-plans [role="meter"]').getAttribute("aria-valuenow")).toBe("1000000");
+
+      // The upgrade: checkout, then Stripe's events; the same run goes on by itself.
+      await plan(page, "pro").locator("button").click();
+      await page.waitForURL(`${stripe.url}/pay/**`, { timeout: UI_TIMEOUT });
+      const sent = stripe.checkouts.at(-1)!;
+      expect(sent.fields.client_reference_id).toBe("paula");
+      const t = unixNow(server);
+      const checkout = completedCheckout({ session: String(sent.session.id), subscription: "sub_paula", customer: "cus_paula", user: "paula", plan: "pro", appId: server.dev.appId });
+      expect((await deliver(server, "checkout.session.completed", checkout, { created: t })).status).toBe(200);
+      const subscription = subscriptionObject({ id: "sub_paula", customer: "cus_paula", status: "active", price: "price_pro", periodStart: t, periodEnd: t + 30 * 86400, metadata: nested(sent.fields, "subscription_data[metadata]") });
+      expect((await deliver(server, "customer.subscription.created", subscription, { created: t + 1 })).status).toBe(200);
+      const result = await run.result();
+      expect(result).toMatchObject({ status: "completed" });
+      expect((await svc.runs.get(runId)).turns).toBe(2);
+
+      // Back in the app: Pro is current, nothing is paused.
+      await page.goto(`${appUrl}/app?user=paula`);
+      await plan(page, "pro").waitFor({ state: "visible", timeout: UI_TIMEOUT });
+      expect(await plan(page, "pro").getAttribute("aria-current")).toBe("true");
+      expect(await page.locator("svc-plans .paused").count()).toBe(0);
+      expect(await page.locator("svc-plans .spend").count()).toBe(0);
+      expect(problems).toEqual([]);
+    } finally {
+      worker.stop();
+      await model.close();
+    }
   });
 
   it("an app that prevents svc-plan-selected handles the choice itself: no checkout is started; a refused checkout shows the envelope's message", async () => {

@@ -8,6 +8,8 @@ import { pairViaApi, spawnWorker, type WorkerProcess, SANDBOX_REQUIRED } from ".
 import { pollUntil, removeTempDirs, tempDir } from "../helpers/process.js";
 import { startModelStandIn, writeFakeClis, type ModelStandIn } from "../helpers/standins.js";
 import { expectError } from "../helpers/requests.js";
+import { completedCheckout, nested, startStripeStandIn, subscriptionObject, type StripeStandIn } from "../helpers/stripe-standin.js";
+import { checkout, connectAccount, deliver, mintSession, stripeEnv, unixNow } from "../helpers/billing.js";
 
 /**
  * Runs end to end through the SDK, on each database: the real server, a real
@@ -17,12 +19,16 @@ import { expectError } from "../helpers/requests.js";
 onEachDatabase("runs through the SDK on $db.name", (db) => {
   let server: TestServer;
   let model: ModelStandIn;
+  let stripe: StripeStandIn;
   let svc: Svc;
   let workdir: string;
   const workers: WorkerProcess[] = [];
 
   beforeAll(async () => {
-    server = await startTestServerOn(db, {}, { runningClock: true });
+    // Stripe (its real library, against the stand-in) sells the upgrade that resumes a paused run.
+    stripe = await startStripeStandIn();
+    server = await startTestServerOn(db, stripeEnv(stripe), { runningClock: true });
+    expect((await connectAccount(server, stripe)).status).toBe(200);
     model = await startModelStandIn();
     const dir = tempDir("svc-run-standins-");
     const bin = writeFakeClis(dir);
@@ -41,6 +47,7 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
     for (const w of workers) w.stop();
     await server?.close();
     await model?.close();
+    await stripe?.close();
     removeTempDirs();
   });
 
@@ -206,7 +213,7 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
   it("pauses at the plan's spend ceiling between turns (not fails), and the same run resumes and completes once the user upgrades", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     await server.db.prisma.plan.create({ data: { id: "plan_capped", ...tenant, slug: "capped", name: "Capped", allowance: null, overage: true, spendCeilingMicros: 1000n, isDefault: true } });
-    await server.db.prisma.plan.create({ data: { id: "plan_roomy", ...tenant, slug: "roomy", name: "Roomy", allowance: null, overage: true, spendCeilingMicros: 100_000_000n } });
+    await server.db.prisma.plan.create({ data: { id: "plan_roomy", ...tenant, slug: "roomy", name: "Roomy", priceMicros: 10_000_000n, allowance: null, overage: true, spendCeilingMicros: 100_000_000n, stripePriceId: "price_roomy" } });
     try {
       let release!: () => void;
       const held = new Promise<void>((r) => (release = r));
@@ -235,8 +242,15 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
       // A pause holds no job on the machine: nothing runs while it lasts.
       await new Promise((r) => setTimeout(r, 300));
       expect((await svc.runs.get(runId)).status).toBe("paused");
-      // The upgrade: the same run resumes on its own and completes.
-      await svc.users.setPlan("alice", "roomy");
+      // The upgrade through checkout (as the components start it), then Stripe's events: the same run resumes on its own and completes.
+      const { session } = await mintSession(server, "alice");
+      expect((await checkout(server, session, { plan: "roomy" })).status).toBe(200);
+      const sent = stripe.checkouts.at(-1)!;
+      const t = unixNow(server);
+      const bought = completedCheckout({ session: String(sent.session.id), subscription: `sub_alice_${db.name}`, customer: "cus_alice", user: "alice", plan: "roomy", appId: server.dev.appId });
+      expect((await deliver(server, "checkout.session.completed", bought, { created: t })).status).toBe(200);
+      const subscription = subscriptionObject({ id: `sub_alice_${db.name}`, customer: "cus_alice", status: "active", price: "price_roomy", periodStart: t, periodEnd: t + 30 * 86400, metadata: nested(sent.fields, "subscription_data[metadata]") });
+      expect((await deliver(server, "customer.subscription.created", subscription, { created: t + 1 })).status).toBe(200);
       const result = await run.result();
       await reading;
       expect(result.status).toBe("completed");
@@ -254,13 +268,14 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
       const [stored] = await server.db.query<{ ceiling: string | null }>(`SELECT request->>'spendCeilingMicros' AS ceiling FROM runs WHERE id = $1`, [runId]);
       expect(stored.ceiling).toBe("1000");
     } finally {
-      await svc.users.setPlan("alice", null);
+      // Her subscription ends: she is back on the default plan for the tests after.
+      await server.db.query(`UPDATE subscriptions SET status = 'canceled' WHERE stripe_subscription_id = $1`, [`sub_alice_${db.name}`]);
       await server.db.prisma.plan.update({ where: { id: "plan_capped" }, data: { isDefault: false, archivedAt: new Date() } });
       await server.db.prisma.plan.update({ where: { id: "plan_roomy" }, data: { archivedAt: new Date() } });
     }
   });
 
-  it("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns and pauses the run, which a cancel ends", async () => {
+  it("prices each turn's tokens past a tokens plan's allowance in its ledger row; the overage then meets the spend ceiling between turns and pauses the run, which the app's PUT /v1/users/:id/plan resumes", async () => {
     const tenant = { appId: server.dev.appId, environment: server.dev.environment };
     // No tokens included, 1,000 µ per 1,000 tokens (1 µ a token), a ceiling 1 µ above what alice spent so far: the first turn's tokens reach it.
     const [spent] = await server.db.query<{ s: string | number | null }>(`SELECT sum(u.amount_micros) AS s FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id WHERE e.external_id = 'alice'`);
@@ -276,12 +291,14 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
       expect(tokens.inputTokens + tokens.outputTokens).toBeGreaterThan(0n);
       expect(tokens.amountMicros).toBe(tokens.inputTokens + tokens.outputTokens);
       expect(rows.find((r) => r.kind === "run")!.amountMicros).toBe(0n);
-      // A paused run can be cancelled: it ends at once, with what it had said.
-      expect((await svc.runs.cancel(runId, { reason: "the user stopped it" })).status).toBe("stopping");
+      // The app moves her to a plan without the ceiling (PUT /v1/users/:id/plan): the run resumes and completes, its second turn metered once.
+      await server.db.prisma.plan.create({ data: { id: "plan_tokfree", ...tenant, slug: "tokfree", name: "Tokens, no ceiling", allowanceUnit: "tokens", allowance: null } });
+      await svc.users.setPlan("alice", "tokfree");
       const result = await run.result();
-      expect(result.status).toBe("cancelled");
-      expect(await usageRows(runId)).toHaveLength(rows.length);
+      expect(result.status).toBe("completed");
+      expect((await usageRows(runId)).filter((r) => r.kind === "tokens")).toHaveLength(2);
     } finally {
+      await svc.users.setPlan("alice", null);
       await server.db.prisma.plan.update({ where: { id: "plan_tokmeter" }, data: { isDefault: false, archivedAt: new Date() } });
     }
   });

@@ -63,6 +63,12 @@ button:disabled { opacity: .6; cursor: progress; }
 .state.offline { color: var(--svc-muted, #5d6470); }
 .row { display: flex; justify-content: space-between; gap: .5rem; align-items: baseline; }
 .row.manage { align-items: center; margin-top: .75rem; }
+.standing { margin-top: .75rem; display: grid; gap: .3rem; }
+.meter { height: .4rem; border-radius: .2rem; background: var(--svc-border, #d9dde3); overflow: hidden; }
+.meter .bar { display: block; height: 100%; background: var(--svc-accent, #2456d3); }
+.meter.full .bar { background: var(--svc-danger, #b42318); }
+.paused { border: 1px solid var(--svc-danger, #b42318); border-radius: var(--svc-radius, 10px); padding: .75rem 1rem; margin-bottom: .75rem; }
+.paused-title { font-weight: 700; margin: 0 0 .2rem; }
 `;
 
 let sheet = null;
@@ -189,8 +195,9 @@ class SvcElement extends HTMLElement {
   }
 }
 
-function money(micros, currency) {
-  if (micros === 0) return "Free";
+/** A price (0 is "Free"), or with `amount` an amount spent (0 is "$0.00"). */
+function money(micros, currency, amount = false) {
+  if (micros === 0 && !amount) return "Free";
   try {
     return new Intl.NumberFormat(undefined, { style: "currency", currency: currency.toUpperCase() }).format(micros / 1_000_000);
   } catch {
@@ -203,6 +210,51 @@ function allowanceText(plan) {
   const per = `per ${plan.period}`;
   if (limit === null) return `Unlimited ${unit} ${per}`;
   return `${limit.toLocaleString()} ${limit === 1 ? unit.replace(/s$/, "") : unit} ${per}`;
+}
+
+function day(iso) {
+  return new Intl.DateTimeFormat(undefined, { day: "numeric", month: "long", timeZone: "UTC" }).format(new Date(iso));
+}
+
+/** A bar of `used` out of `of` (capped at full), labelled for assistive technology. */
+function meter(used, of, label) {
+  const pct = of > 0 ? Math.min(100, Math.round((used / of) * 100)) : 100;
+  const bar = h("span", { class: "bar" });
+  bar.style.width = `${pct}%`;
+  return h("div", { class: pct >= 100 ? "meter full" : "meter", role: "meter", "aria-label": label, "aria-valuemin": "0", "aria-valuemax": String(of), "aria-valuenow": String(Math.min(used, of)), part: "meter" }, bar);
+}
+
+/**
+ * Where the user stands against their plan this window: what is used and left, spend
+ * against the plan's ceiling, and when it resets ("8 of 10 runs used · 2 left · resets on 1 December").
+ */
+function standing(a, currency) {
+  const unit = (n) => (n === 1 ? a.unit.replace(/s$/, "") : a.unit);
+  const used = a.limit === null ? `${a.used.toLocaleString()} ${unit(a.used)} used` : `${a.used.toLocaleString()} of ${a.limit.toLocaleString()} ${a.unit} used`;
+  const left = a.remaining === null ? null : a.remaining === 0 ? "none left" : `${a.remaining.toLocaleString()} left`;
+  const lines = [h("p", { class: "meta usage" }, [used, left, `resets on ${day(a.resetsAt)}`].filter(Boolean).join(" · "))];
+  if (a.limit !== null) lines.push(meter(a.used, a.limit, `${a.unit} used this period`));
+  const s = a.spend;
+  if (s.ceilingMicros !== null) {
+    lines.push(h("p", { class: "meta spend" }, `${money(s.usedMicros, currency, true)} of ${money(s.ceilingMicros, currency, true)} spend limit used${s.reached ? " · limit reached" : ""}`));
+    lines.push(meter(s.usedMicros, s.ceilingMicros, "spend this period"));
+  }
+  return h("div", { class: "standing", part: "standing" }, lines);
+}
+
+/** Runs paused at the plan's limit: say so, and that an upgrade resumes them where they stopped. */
+function pausedNotice(paused, canBuy) {
+  const forPlan = paused.filter((p) => p.limit !== "run_budget");
+  if (forPlan.length === 0) return null;
+  const what = forPlan[0].limit === "spend_ceiling" ? "your plan's spend limit is reached" : "your plan's allowance is used up";
+  const runs = forPlan.length === 1 ? "A run is paused" : `${forPlan.length} runs are paused`;
+  const next = canBuy ? "Choose a larger plan below: it resumes where it stopped." : "It resumes where it stopped once your plan changes.";
+  return h(
+    "div",
+    { class: "paused", role: "status", part: "paused", "data-runs": forPlan.map((p) => p.runId).join(" ") },
+    h("p", { class: "paused-title" }, `${runs}: ${what}.`),
+    h("p", { class: "meta" }, `${next} Waiting until ${day(forPlan[0].expiresAt)}.`),
+  );
 }
 
 /** A Stripe subscription the user holds (live, or with a failed payment to fix): it is changed in the customer portal, not by a second checkout. */
@@ -218,9 +270,20 @@ function stripeSubscribed(overview) {
 class SvcPlans extends SvcElement {
   static observedAttributes = ["session", "base-url"];
 
-  async load() {
+  disconnectedCallback() {
+    super.disconnectedCallback();
+    this.poll(false);
+  }
+
+  /** While a run waits on the user's plan, the plans are read again every 10 s: the notice goes once it resumed. */
+  poll(on) {
+    if (on && !this.timer) this.timer = setInterval(() => this.ready && this.load(true), COMPUTE_REFRESH_MS);
+    if (!on && this.timer) this.timer = void clearInterval(this.timer);
+  }
+
+  async load(quiet = false) {
     const current$ = this.begin();
-    this.show(h("p", { class: "muted" }, "Loading plans…"));
+    if (!quiet) this.show(h("p", { class: "muted" }, "Loading plans…"));
     let overview;
     try {
       overview = await this.api("GET", "/billing");
@@ -257,8 +320,10 @@ class SvcPlans extends SvcElement {
         button,
       );
     });
-    const { allowance } = overview.current;
-    const usage = allowance.limit === null ? `${allowance.used} ${allowance.unit} used this period` : `${allowance.used} of ${allowance.limit} ${allowance.unit} used this period`;
+    const currency = overview.current.plan?.currency ?? "usd";
+    const paused = overview.pausedRuns ?? [];
+    // A run paused at the plan's limit resumes by itself once the plan changes: look again until it has.
+    this.poll(paused.some((p) => p.limit !== "run_budget"));
     let manage = null;
     if (subscribed && overview.checkoutAvailable) {
       const button = h("button", { type: "button", class: "manage", part: "button manage" }, "Manage subscription");
@@ -266,9 +331,10 @@ class SvcPlans extends SvcElement {
       manage = h("div", { class: "row manage" }, h("p", { class: "meta" }, "Change plan, payment method or cancel in the customer portal."), button);
     }
     this.show(
+      pausedNotice(paused, overview.checkoutAvailable),
       h("ul", { class: "list", part: "plans" }, cards),
       manage,
-      h("p", { class: "meta usage" }, usage),
+      standing(overview.current.allowance, currency),
       overview.checkoutAvailable
         ? null
         : h("p", { class: "muted unavailable", "data-reason": overview.checkoutUnavailableReason ?? "" }, overview.checkoutUnavailableMessage ?? "Checkout is not available yet."),
