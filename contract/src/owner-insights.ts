@@ -38,7 +38,8 @@ export const OwnerOverview = z.object({
     today: z.number().int().describe("Runs started since midnight UTC."),
     period: z.number().int().describe("Runs started this month."),
     failedToday: z.number().int(),
-    live: z.number().int().describe("Queued, running or waiting on the app now."),
+    live: z.number().int().describe("Queued, running, waiting on the app or paused now."),
+    paused: z.number().int().describe("Paused at a limit now (the plan's ceiling or allowance, a run's budget)."),
   }),
   spend: z.object({
     currency: z.string().describe("The environment's default plan's currency, else `usd` (as the usage summary's)."),

@@ -227,6 +227,26 @@ export const Conversions = z.object({
       trialStartedAt: IsoTime.nullable().describe("The trial that led to this payment, if one did."),
     }),
   ),
+  signals: z
+    .object({
+      pauses: z.number().int().describe("Runs paused at a limit in the range."),
+      thresholds: z.number().int().describe("Alert thresholds users reached in the range (each once per user, window and threshold)."),
+      upgraded: z.number().int().describe("Users who got a plan (a subscription, bought or set by the app) within 7 days after one of those signals."),
+      recent: z
+        .array(
+          z.object({
+            at: IsoTime,
+            user: UserId,
+            kind: z.enum(["paused", "threshold"]),
+            detail: z.string().describe("`80% of allowance`, `100% of spend`, or the limit a run paused at (`spend_ceiling`, `allowance`, `run_budget`)."),
+            runId: z.string().nullable(),
+            upgradedTo: z.string().nullable().describe("The plan the user got within 7 days after, if they did."),
+            upgradedAt: IsoTime.nullable(),
+          }),
+        )
+        .describe("The newest signals of the range (at most 100)."),
+    })
+    .describe("What users met of their plans (runs paused at a limit, alert thresholds reached) and the upgrades that followed."),
 });
 
 export const OwnerPlanParam = EnvParam.extend({ slug: PlanSlugParam.shape.slug });

@@ -46,6 +46,7 @@ export async function conversions(db: Database, tenant: Tenant, range: DayRange)
       params,
     ),
   ]);
+  const signals = await planSignals(db, params);
   const view = (r: Counts) => ({ trialsStarted: micros(r.trials), converted: micros(r.converted), cancelled: micros(r.cancelled) });
   return {
     from: range.from,
@@ -60,6 +61,53 @@ export async function conversions(db: Database, tenant: Tenant, range: DayRange)
       currency: r.currency,
       paidAt: new Date(r.paid_at).toISOString(),
       trialStartedAt: r.trial_started_at === null ? null : new Date(r.trial_started_at).toISOString(),
+    })),
+    signals,
+  };
+}
+
+/** How long after a signal a new plan counts as following it. */
+const UPGRADE_WINDOW = "7 days";
+/** Signals one read lists at most (newest first). */
+export const MAX_SIGNALS = 100;
+
+/**
+ * The plan signals of the range (`plan_signals`: runs paused at a limit, alert thresholds reached)
+ * and, for each, the first subscription the user got within 7 days after it (bought through
+ * checkout or set by the app).
+ */
+async function planSignals(db: Database, params: unknown[]): Promise<z.infer<typeof Conversions>["signals"]> {
+  const from = `FROM plan_signals s JOIN end_users e ON e.id = s.end_user_id
+    LEFT JOIN LATERAL (SELECT sub.created_at, sub.plan_id FROM subscriptions sub
+                        WHERE sub.app_id = s.app_id AND sub.environment = s.environment AND sub.end_user_id = s.end_user_id
+                          AND sub.created_at >= s.at AND sub.created_at < s.at + interval '${UPGRADE_WINDOW}'
+                        ORDER BY sub.created_at LIMIT 1) u ON true`;
+  const where = `WHERE s.app_id = $1 AND s.environment = $2::"Environment" AND s.at >= $3 AND s.at < $4`;
+  const [[totals], recent] = await Promise.all([
+    db.query<{ pauses: string | number; thresholds: string | number; upgraded: string | number }>(
+      `SELECT count(*) FILTER (WHERE s.kind = 'paused') AS pauses, count(*) FILTER (WHERE s.kind = 'threshold') AS thresholds,
+              count(DISTINCT s.end_user_id) FILTER (WHERE u.created_at IS NOT NULL) AS upgraded ${from} ${where}`,
+      params,
+    ),
+    db.query<{ at: Date | string; external_id: string; kind: "paused" | "threshold"; measure: string; threshold: number | null; run_id: string | null; upgraded_at: Date | string | null; slug: string | null }>(
+      `SELECT s.at, e.external_id, s.kind, s.measure, s.threshold, s.run_id, u.created_at AS upgraded_at, p.slug
+         ${from} LEFT JOIN plans p ON p.id = u.plan_id ${where}
+        ORDER BY s.at DESC, s.id DESC LIMIT ${MAX_SIGNALS}`,
+      params,
+    ),
+  ]);
+  return {
+    pauses: micros(totals.pauses),
+    thresholds: micros(totals.thresholds),
+    upgraded: micros(totals.upgraded),
+    recent: recent.map((r) => ({
+      at: new Date(r.at).toISOString(),
+      user: r.external_id,
+      kind: r.kind,
+      detail: r.kind === "threshold" ? `${r.threshold}% of ${r.measure}` : r.measure,
+      runId: r.run_id,
+      upgradedTo: r.slug,
+      upgradedAt: r.upgraded_at === null ? null : new Date(r.upgraded_at).toISOString(),
     })),
   };
 }

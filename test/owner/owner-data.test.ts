@@ -10,6 +10,7 @@ import { signInOwner, type SignedInOwner } from "../helpers/owner.js";
 import { dayRange, usageCsv, usageSummary } from "../../server/ledger/usage-summary.js";
 import { conversions } from "../../server/billing/conversions.js";
 import { Svc } from "@svc/sdk";
+import { pollUntil } from "../helpers/process.js";
 import { MAX_INSPECTED_PAYLOAD_BYTES } from "@svc/contract";
 import { runCalls } from "../helpers/run-calls.js";
 
@@ -238,7 +239,36 @@ onEachDatabase("owner data services on $db.name", (db) => {
       { id: expect.stringMatching(/^pay_/), user: "dee", plan: "pro", amountMicros: 20_000_000, currency: "usd", paidAt: new Date((now + 3) * 1000).toISOString(), trialStartedAt: new Date(now * 1000).toISOString() },
     ]);
     const empty = await conversions(server.db, live, dayRange({}, server.clock.now()));
-    expect(empty).toMatchObject({ perPlan: [], series: [], payments: [] });
+    expect(empty).toMatchObject({ perPlan: [], series: [], payments: [], signals: { pauses: 0, thresholds: 0, upgraded: 0, recent: [] } });
+  });
+
+  it("conversions after a signal: thresholds reached and a run paused, each once, and the upgrade that followed within 7 days", async () => {
+    const svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
+    await svc.plans.create({ slug: "two-runs", name: "Two runs", allowance: { unit: "runs", limit: 2 } });
+    await svc.users.setPlan("sig-fay", "two-runs");
+    await svc.users.setPlan("sig-gus", "two-runs");
+    const handback = (user: string) => server.fetch("/v1/runs", { method: "POST", headers: app(), body: JSON.stringify({ user, prompt: "x", route: { prefer: ["app"] } }) });
+    // fay: 2 of 2 runs (80 % and 100 % reached at her second), then a run paused at its budget; gus: 1 of 2 (50 %), nothing.
+    for (const user of ["sig-fay", "sig-fay", "sig-gus"]) expect((await handback(user)).status).toBe(409);
+    const paused = svc.runs.create({ user: "sig-fay", model: "svc/echo", prompt: JSON.stringify([{ call: "t" }, { say: "done" }]), tools: [{ name: "t", run: async () => "ok" }], budget: { maxTokens: 1 } });
+    const runId = await paused.runId;
+    await pollUntil(() => svc.runs.get(runId), (r) => r.status === "paused", 10_000, "paused");
+    const before = await pollUntil(() => conversions(server.db, test, dayRange({}, server.clock.now())), (c) => c.signals.thresholds === 2 && c.signals.pauses === 1, 10_000, "the signals recorded");
+    expect(before.signals.upgraded).toBe(0);
+    await svc.runs.cancel(runId);
+    // fay buys Pro.
+    const now = unixNow(server);
+    const sub = subscriptionObject({ id: "sub_fay", customer: "cus_fay", status: "active", price: "price_pro", periodStart: now, periodEnd: now + 30 * 86400, metadata: { svc_app: server.dev.appId, svc_environment: "test", svc_user: "sig-fay", svc_plan: "pro" } });
+    expect((await deliver(server, "customer.subscription.created", sub, { created: now + 1 })).status).toBe(200);
+    const c = await conversions(server.db, test, dayRange({}, server.clock.now()));
+    expect(c.signals).toMatchObject({ pauses: 1, thresholds: 2, upgraded: 1 });
+    const mine = c.signals.recent.filter((x) => x.user.startsWith("sig-"));
+    expect(mine.map((x) => [x.user, x.kind, x.detail, x.upgradedTo]).sort()).toEqual([
+      ["sig-fay", "paused", "run_budget", "pro"],
+      ["sig-fay", "threshold", "100% of allowance", "pro"],
+      ["sig-fay", "threshold", "80% of allowance", "pro"],
+    ]);
+    expect(mine.find((x) => x.kind === "paused")!.runId).toBe(runId);
   });
 
   it("webhooks: a test ping reaches only that endpoint whatever its filter; a resend is the same payload and webhook-id, a new attempt; a removed endpoint is 409", async () => {
@@ -289,7 +319,7 @@ onEachDatabase("owner data services on $db.name", (db) => {
       expect(((await res.json()) as { data: unknown[] }).data).toEqual([]);
     }
     expect(((await (await owner.fetch(`${env}/live/usage/summary`)).json()) as { totals: { runs: number } }).totals.runs).toBe(0);
-    const runs = (await (await owner.fetch(`${env}/test/runs?status=handed_back`)).json()) as { data: { id: string }[] };
+    const runs = (await (await owner.fetch(`${env}/test/runs?status=handed_back&user=carol`)).json()) as { data: { id: string }[] };
     const run = await owner.fetch(`${env}/test/runs/${runs.data[0].id}`);
     expect(((await run.json()) as { reportedUsage: unknown }).reportedUsage).toMatchObject({ inputTokens: 12, outputTokens: 34 });
     expect((await owner.fetch(`${env}/live/runs/${runs.data[0].id}`)).status).toBe(404);

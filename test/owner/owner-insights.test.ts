@@ -178,7 +178,7 @@ onEachDatabase("keys, the request log and the overview on $db.name", (db) => {
       expect(o1.tokens.period).toBe(thisMonth.reduce((n, r) => n + r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens, 0));
       expect(o1.spend.periodMicros).toBe(thisMonth.reduce((n, r) => n + r.amountMicros, 0));
       const live = await json(owner.fetch(`/v1/owner/apps/${server.dev.appId}/env/live/overview`));
-      expect(live.runs).toEqual({ today: 0, period: 0, failedToday: 0, live: 0 });
+      expect(live.runs).toEqual({ today: 0, period: 0, failedToday: 0, live: 0, paused: 0 });
       expect(live.requests.last24h).toBe(0);
     });
   });

@@ -7,6 +7,8 @@ type Event = z.infer<typeof StoredRunEvent>;
 type ToolCall = z.infer<typeof OwnerToolCall>;
 type Approval = z.infer<typeof OwnerApproval>;
 
+const LIMITS: Record<string, string> = { spend_ceiling: "the plan's spend ceiling", allowance: "the plan's allowance", run_budget: "its budget" };
+
 /** What an event says in a line; tool calls and results show their name and payload. */
 function summary(e: Event): string {
   const d = e.data as Record<string, unknown>;
@@ -16,6 +18,10 @@ function summary(e: Event): string {
       return `Called ${name ?? "a tool"}`;
     case "tool_result":
       return `Result of ${name ?? (typeof d.callId === "string" ? d.callId : "a tool call")}`;
+    case "run_paused":
+      return `Paused at ${LIMITS[String(d.limit)] ?? String(d.limit)}: ${String(d.message ?? "")}`;
+    case "run_resumed":
+      return `Resumed (${String(d.reason ?? "").replace(/_/g, " ")}) after ${Math.round(Number(d.pausedMs ?? 0) / 1000)} s`;
     default:
       return e.kind.replace(/_/g, " ");
   }

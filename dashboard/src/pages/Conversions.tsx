@@ -51,6 +51,44 @@ export function Conversions() {
               ]}
             />
           </section>
+          <section aria-labelledby="signals-title">
+            <h2 id="signals-title">After a pause or a threshold</h2>
+            <dl className="tiles">
+              <div className="tile">
+                <dt>Runs paused at a limit</dt>
+                <dd>
+                  <span className="tile-value" data-tile="pauses">{formatCount(c.signals.pauses)}</span>
+                </dd>
+              </div>
+              <div className="tile">
+                <dt>Thresholds reached</dt>
+                <dd>
+                  <span className="tile-value" data-tile="thresholds">{formatCount(c.signals.thresholds)}</span>
+                </dd>
+              </div>
+              <div className="tile">
+                <dt>Upgraded within 7 days</dt>
+                <dd>
+                  <span className="tile-value" data-tile="upgraded">{formatCount(c.signals.upgraded)}</span>
+                </dd>
+              </div>
+            </dl>
+            {c.signals.recent.length === 0 ? (
+              <p>No run paused and no threshold reached in this range.</p>
+            ) : (
+              <DataTable
+                rows={c.signals.recent}
+                rowKey={(x) => `${x.at}-${x.user}-${x.kind}-${x.detail}`}
+                columns={[
+                  { label: "When", cell: (x) => formatTime(x.at) },
+                  { label: "User", cell: (x) => <Link to={`/apps/${encodeURIComponent(app)}/${env}/users/${encodeURIComponent(x.user)}`}>{x.user}</Link> },
+                  { label: "What", cell: (x) => (x.kind === "paused" ? `Run paused (${x.detail})` : `Reached ${x.detail}`) },
+                  { label: "Run", cell: (x) => (x.runId ? <Link to={`/apps/${encodeURIComponent(app)}/${env}/runs/${encodeURIComponent(x.runId)}`}>{x.runId}</Link> : "—") },
+                  { label: "Upgraded", cell: (x) => (x.upgradedTo ? `${x.upgradedTo}, ${formatTime(x.upgradedAt!)}` : "—") },
+                ]}
+              />
+            )}
+          </section>
           <section aria-labelledby="payments-title">
             <h2 id="payments-title">Payments</h2>
             {c.payments.length === 0 ? (

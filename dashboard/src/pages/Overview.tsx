@@ -55,6 +55,13 @@ export function Overview() {
             detail={`${formatMoney(o.spend.periodMicros, o.spend.currency)} this month; ${formatMoney(o.previous.spendMicros, o.spend.currency)} in ${o.previous.period}`}
             to={`${base}/usage`}
           />
+          <Tile
+            label="Paused now"
+            value={formatCount(o.runs.paused)}
+            detail="runs waiting on a plan limit or their budget"
+            to={`${base}/runs?status=paused`}
+            warn={o.runs.paused > 0}
+          />
           <Tile label="Tokens this month" value={formatCount(o.tokens.period)} detail={`${formatCount(o.previous.tokens)} in ${o.previous.period}`} to={`${base}/usage`} />
           <Tile label="End users" value={formatCount(o.users.total)} detail={`${formatCount(o.users.activeThisPeriod)} with a run this month`} to={`${base}/users`} />
           <Tile label="Machines online" value={formatCount(o.machines.online)} detail={`of ${formatCount(o.machines.paired)} paired`} to={`${base}/users`} />
