@@ -54,6 +54,17 @@ export const RunResumedData = z.object({
   pausedMs: z.number().int(),
 });
 
+/** What every webhook's body is: its type, when it was recorded, and its data. */
+export const WebhookPayload = z
+  .object({
+    type: WebhookEventType,
+    timestamp: IsoTime,
+    data: z
+      .union([AllowanceThresholdData, RunPausedData, RunResumedData, z.record(z.unknown())])
+      .describe("The event's data: `AllowanceThresholdData`, `RunPausedData`, `RunResumedData` for those events; for the others, the fields listed in the webhooks guide."),
+  })
+  .describe("The JSON body sent: `{type, timestamp, data}`.");
+
 export const CreateWebhookEndpoint = z.object({
   url: z.string().url().max(2000).refine((u) => /^https?:\/\//.test(u), "http or https"),
   events: z.array(WebhookEventType).min(1).optional().describe("Default: every event type. A test event (`test.ping`, sent from the dashboard) reaches the endpoint whatever it chose."),
@@ -88,7 +99,7 @@ export const WebhookDelivery = z.object({
   id: z.string().describe("The `webhook-id` the receiver saw (the same on every retry)."),
   endpointId: z.string(),
   type: WebhookEventType,
-  payload: z.record(z.unknown()).describe("The JSON body sent: `{type, timestamp, data}`."),
+  payload: WebhookPayload,
   status: z.enum(["pending", "delivered", "failed"]).describe("`failed`: every retry was used up."),
   attempts: z.array(WebhookAttempt),
   nextAttemptAt: IsoTime.nullable().describe("When a pending delivery is tried next (while an attempt is in flight: until when that attempt holds it)."),

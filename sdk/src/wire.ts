@@ -672,7 +672,8 @@ export interface WebhookDelivery {
   endpointId: string;
   type: WebhookEventType;
   /** The JSON body sent: `{type, timestamp, data}`. */
-  payload: Record<string, unknown>;
+  /** The JSON body sent. */
+  payload: WebhookPayload;
   status: "pending" | "delivered" | "failed";
   attempts: { attempt: number; at: string; statusCode: number | null; error: string | null; durationMs: number }[];
   nextAttemptAt: string | null;
@@ -681,3 +682,39 @@ export interface WebhookDelivery {
   createdAt: string;
 }
 export * from "./responses-wire.js";
+
+/** What every webhook's body is: its type, when it was recorded, and its data. */
+export interface WebhookPayload {
+  type: WebhookEventType;
+  timestamp: string;
+  data: AllowanceThresholdData | RunPausedData | RunResumedData | Record<string, unknown>;
+}
+
+/** `data` of `allowance.threshold`. */
+export interface AllowanceThresholdData {
+  user: string;
+  measure: "allowance" | "spend";
+  threshold: number;
+  period: string;
+  allowance: Standing;
+}
+
+/** `data` of `run.paused`. */
+export interface RunPausedData {
+  runId: string;
+  user: string;
+  limit: PauseLimit;
+  allowance: Standing;
+  budget: RunBudgetStanding | null;
+  pausedAt: string;
+  expiresAt: string;
+}
+
+/** `data` of `run.resumed`. */
+export interface RunResumedData {
+  runId: string;
+  user: string;
+  limit: PauseLimit;
+  reason: "plan_changed" | "new_period" | "budget_raised";
+  pausedMs: number;
+}

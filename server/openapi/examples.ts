@@ -181,6 +181,28 @@ export const EXAMPLES: Record<string, unknown> = {
     deadlineAt: "2026-03-14T09:36:54.000Z",
   },
   TurnRestartedEvent: { kind: "turn_restarted", turn: 2, reason: "the instance driving the run was lost" },
+  RunPausedEvent: {
+    kind: "run_paused",
+    limit: "spend_ceiling",
+    message:
+      "The user's spend this window (50120000 micros) reached the plan's ceiling of 50000000 micros. The run resumes when the user moves to a plan with a higher ceiling (checkout, or PUT /v1/users/:id/plan), or when the next window begins at 2026-04-01T00:00:00.000Z.",
+    allowance: {
+      unit: "runs",
+      limit: 500,
+      used: 512,
+      remaining: 0,
+      reached: true,
+      period: "2026-03",
+      windowStart: "2026-03-01T00:00:00.000Z",
+      resetsAt: "2026-04-01T00:00:00.000Z",
+      spend: { usedMicros: 50_120_000, ceilingMicros: 50_000_000, remainingMicros: 0, reached: true },
+    },
+    budget: { maxMicros: null, maxTokens: 200_000, usedMicros: "0", usedTokens: 15_400, reached: false, note: null },
+    pausedAt: "2026-03-14T09:26:54.000Z",
+    expiresAt: "2026-03-15T09:26:54.000Z",
+    resume: "An upgrade to a plan with a higher ceiling (the checkout component, or PUT /v1/users/:id/plan), or the next window (allowance.resetsAt).",
+  },
+  RunResumedEvent: { kind: "run_resumed", limit: "spend_ceiling", reason: "plan_changed", pausedMs: 184_000 },
   RunCompletedEvent: {
     kind: "run_completed",
     output: "Two of them: #88 (double charge on renewal) and #91 (invoice shows the wrong currency).",

@@ -57,7 +57,7 @@ export function budgetNote(budget: Budget, read: Pick<LimitsRead, "has_plan" | "
     return budget.maxMicros !== undefined ? "A run on svc/echo is free: maxMicros is never reached; maxTokens counts its tokens." : null;
   }
   if (read.route_kind === "app") return "The app serves this run itself (route `app`): the service runs no turn of it, so its budget is never checked.";
-  if (read.runtime_kind === "agent") return "An agent CLI runs its own loop on the user's machine: its budget is checked when it starts, not between its turns.";
+  if (read.runtime_kind === "agent") return "An agent CLI runs its own loop on the user's machine: the service has no turn of it to pause at, so this budget is not enforced; cap the run with limits.runTimeoutMs.";
   const priced = read.has_plan && read.overage === true && read.overage_price_micros !== null && BigInt(read.overage_price_micros) > 0n;
   if (budget.maxMicros !== undefined && !priced) {
     return "maxMicros counts what the run's ledger rows are charged (the plan's overage prices); the user's plan charges nothing for usage, so it is never reached: cap the run with maxTokens.";

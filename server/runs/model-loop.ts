@@ -31,8 +31,8 @@ interface TurnResult {
  */
 export class ModelRunDriver extends RunDriver {
   private turnText = "";
-  /** Can a limit pause this run (see `holdAtLimits`)? Assumed until the first look says otherwise. */
-  private limitable = true;
+  /** Can a limit pause this run (see `holdAtLimits`)? Assumed until the start or the first look says otherwise. */
+  private limitable = this.run.request.unlimited !== true;
   private readonly tools: Tool[] = this.run.request.tools ?? [];
   private readonly limits = {
     maxTurns: this.run.request.limits?.maxTurns ?? DEFAULT_MAX_TURNS,

@@ -28,6 +28,12 @@ export interface RunRow {
     spendPeriod?: string;
     /** The run's budget as it started (`runs.budget` holds it once raised). */
     budget?: { maxMicros?: string; maxTokens?: number };
+    /**
+     * Known at the start: nothing can pause this run, so its driver does not look at its limits between
+     * turns until a budget is set on it. (Set after the row is written for a routed run, so only its
+     * driver on the starting instance has it; another instance's driver looks once to learn it.)
+     */
+    unlimited?: boolean;
     /** Why the budget may never be reached as given (said in `run_started`). */
     budgetNote?: string | null;
     runtimeKind?: RuntimeKind;

@@ -186,6 +186,8 @@ export class RunService {
     if (r.outcome === "started" && (r.allowance !== null || r.ceiling !== null)) void this.facts.checkThresholds(tenant, endUser.id, now);
     const repeat = r.outcome === "repeat" ? { id: r.run_id!, status: r.run_status!, model: r.run_model! } : null;
     if (r.ceiling !== null) Object.assign(request, { spendCeilingMicros: String(r.ceiling), spendPeriod: r.spend_period });
+    // Nothing can pause this run (no ceiling, no tokens allowance, no budget): its driver here need not look between turns.
+    if (r.ceiling === null && !(r.unit === "tokens" && r.allowance !== null) && !request.budget) request.unlimited = true;
     if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
     if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now, busy };
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route), true);
@@ -212,6 +214,8 @@ export class RunService {
     const now = this.clock.now();
     const runId = randomId("run_", 24);
     Object.assign(request, { runtimeKind: "model" });
+    // Free and counted against no plan: only a budget can pause it.
+    if (!request.budget) request.unlimited = true;
     if (request.budget) request.budgetNote = budgetNote(request.budget, { route_kind: "service", runtime_kind: "model", has_plan: false, overage: null, overage_price_micros: null });
     const route = { kind: "service" as const, machineId: null, runtime: "svc" };
     await this.store.createServiceRun({

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookEventType } from "@svc/contract";
+import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookEventType, WebhookPayload } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
@@ -9,7 +9,7 @@ interface DeliveryRow {
   id: string;
   endpoint_id: string;
   event_type: string;
-  payload: Record<string, unknown>;
+  payload: z.infer<typeof WebhookPayload>;
   status: "pending" | "delivered" | "failed";
   next_attempt_at: Date | null;
   last_error: string | null;

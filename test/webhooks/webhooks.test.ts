@@ -162,7 +162,7 @@ onEachDatabase("webhooks to the app on $db.name", (db) => {
     const e2 = await createEndpoint(keys.appKey, paired.url, ["machine.paired", "machine.online"]);
     const e3 = await createEndpoint(keys.appKey, gone.url);
     const e4 = await createEndpoint(keys.appKey, slow.url, ["machine.paired"]);
-    expect(e3.events).toEqual(["run.finished", "machine.paired", "machine.online", "machine.offline", "plan.changed", "allowance.reached", "runtime.window_spent", "runtime.window_reset"]);
+    expect(e3.events).toEqual(["run.finished", "machine.paired", "machine.online", "machine.offline", "plan.changed", "allowance.reached", "allowance.threshold", "run.paused", "run.resumed", "runtime.window_spent", "runtime.window_reset"]);
 
     const del = await call(keys.appKey, "DELETE", `/v1/webhook_endpoints/${e3.id}`);
     expect(del.status).toBe(200);

@@ -40,7 +40,7 @@
  */
 
 const SCRIPT_ORIGIN = new URL(import.meta.url).origin;
-const COMPUTE_REFRESH_MS = 10_000;
+const REFRESH_MS = 10_000;
 
 const CSS = `
 :host { display: block; font-family: var(--svc-font, system-ui, -apple-system, "Segoe UI", Roboto, sans-serif); color: var(--svc-fg, #1b1d21);
@@ -126,6 +126,13 @@ class SvcElement extends HTMLElement {
 
   disconnectedCallback() {
     this.ready = false;
+    this.poll(false);
+  }
+
+  /** Reads again every 10 s while `on` (the machines' states; a run waiting on the user's plan), quietly. */
+  poll(on) {
+    if (on && !this.timer) this.timer = setInterval(() => this.ready && this.load(true), REFRESH_MS);
+    if (!on && this.timer) this.timer = void clearInterval(this.timer);
   }
 
   attributeChangedCallback(_name, before, after) {
@@ -270,17 +277,6 @@ function stripeSubscribed(overview) {
 class SvcPlans extends SvcElement {
   static observedAttributes = ["session", "base-url"];
 
-  disconnectedCallback() {
-    super.disconnectedCallback();
-    this.poll(false);
-  }
-
-  /** While a run waits on the user's plan, the plans are read again every 10 s: the notice goes once it resumed. */
-  poll(on) {
-    if (on && !this.timer) this.timer = setInterval(() => this.ready && this.load(true), COMPUTE_REFRESH_MS);
-    if (!on && this.timer) this.timer = void clearInterval(this.timer);
-  }
-
   async load(quiet = false) {
     const current$ = this.begin();
     if (!quiet) this.show(h("p", { class: "muted" }, "Loading plans…"));
@@ -288,6 +284,7 @@ class SvcPlans extends SvcElement {
     try {
       overview = await this.api("GET", "/billing");
     } catch (err) {
+      if (err.status === 401) this.poll(false);
       return current$() && this.show(this.failure(err));
     }
     if (!current$()) return;
@@ -361,16 +358,6 @@ class SvcCheckout extends SvcElement {
 
 /** The user's machines, online or not, with their runtimes; refreshed every 10 s. */
 class SvcComputeStatus extends SvcElement {
-  disconnectedCallback() {
-    super.disconnectedCallback();
-    this.poll(false);
-  }
-
-  poll(on) {
-    if (on && !this.timer) this.timer = setInterval(() => this.ready && this.load(true), COMPUTE_REFRESH_MS);
-    if (!on && this.timer) this.timer = void clearInterval(this.timer);
-  }
-
   async load(quiet = false) {
     const current$ = this.begin();
     this.poll(true);

@@ -98,6 +98,6 @@ export function refused(client: ReturnType<typeof createClient<paths>>) {
   // @ts-expect-error `messages` is required on a chat completion
   void client.POST("/v1/chat/completions", { body: { model: "auto", user: "alice" } });
   // @ts-expect-error a run event kind the schema does not have
-  const kind: components["schemas"]["RunEvent"]["kind"] = "run_paused";
+  const kind: components["schemas"]["RunEvent"]["kind"] = "run_exploded";
   return kind;
 }
