@@ -174,15 +174,3 @@ export async function userUsage(db: Sql, a: { appId: string; environment: Enviro
   return r;
 }
 
-/** What a user's ledger rows over a window (`svc_plan_window`'s pattern: `2026-11`, `2026-%`) amount to, in micros (`svc_usage_window`): the spend a ceiling is checked against. */
-export async function windowSpend(db: Sql, a: { appId: string; environment: Environment; endUserId: string; window: string }): Promise<bigint> {
-  const call = bound("svc_usage_window", {
-    p_app: [a.appId, "text"],
-    p_env: [a.environment, `"Environment"`],
-    p_user: [a.endUserId, "text"],
-    p_window: [a.window, "text"],
-    p_unit: ["runs", "text"],
-  });
-  const [r] = await rows<{ amount_micros: string | number | bigint }>(db, `SELECT amount_micros FROM ${call.sql}`, call.params);
-  return BigInt(r?.amount_micros ?? 0);
-}

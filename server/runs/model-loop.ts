@@ -103,39 +103,52 @@ export class ModelRunDriver extends RunDriver {
    * when a budget is set on it.
    */
   private async holdAtLimits(): Promise<void> {
-    if (!this.limitable && !this.budgetSet()) return;
+    // Taken over while paused: the pause and its event stand; this driver waits on (or resumes it at once).
+    const takenOverPaused = this.run.status === "paused";
+    if (!this.limitable && !this.budgetSet() && !takenOverPaused) return;
     let verdict = await this.lookAtLimits();
     this.limitable = verdict.limitable;
-    if (!verdict.holds) return;
-    const limit = verdict.holds.limit;
-    const pausedAt = this.run.status === "paused" && this.run.paused_at ? new Date(this.run.paused_at) : this.deps.clock.now();
-    const expiresAt = new Date(pausedAt.getTime() + this.deps.limits.pauseMaxMs);
-    const window = verdict.allowance.period;
-    // Taken over while paused: the pause and its event stand; the new driver only waits on.
-    if (this.run.status !== "paused") {
-      const paused = { limit, message: verdict.holds.message, allowance: verdict.allowance, budget: verdict.budget, pausedAt: pausedAt.toISOString(), expiresAt: expiresAt.toISOString() };
-      this.emit("run_paused", { ...paused, resume: RESUME[limit] });
-      await this.flush({ status: "paused" });
-      this.run = { ...this.run, status: "paused", paused_at: pausedAt };
-      void this.deps.facts?.runPaused(this.run, paused);
-    }
-    for (;;) {
+    if (!verdict.holds && !takenOverPaused) return;
+    const pause = takenOverPaused ? await this.pauseTakenOver(verdict) : await this.pause(verdict);
+    const expiresAt = pause.pausedAt.getTime() + this.deps.limits.pauseMaxMs;
+    while (verdict.holds) {
       const now = this.deps.clock.now().getTime();
-      const until = Math.min(expiresAt.getTime(), Date.parse(verdict.allowance.resetsAt));
+      const until = Math.min(expiresAt, Date.parse(verdict.allowance.resetsAt));
       await this.waitWake(Math.max(0, Math.min(this.deps.pollMs, until - now)));
       await this.inputs();
       verdict = await this.lookAtLimits();
-      if (!verdict.holds) break;
-      if (this.deps.clock.now().getTime() >= expiresAt.getTime()) {
+      if (verdict.holds && this.deps.clock.now().getTime() >= expiresAt) {
         throw new RunStop("pause_expired", `The run stayed paused (${verdict.holds.limit}) for ${Math.round(this.deps.limits.pauseMaxMs / 1000)} s (RUN_PAUSE_MAX_SECONDS) and the limit still holds: ${verdict.holds.message}`);
       }
     }
-    const reason = limit === "run_budget" ? "budget_raised" : verdict.allowance.period !== window ? "new_period" : "plan_changed";
-    const pausedMs = Math.max(0, this.deps.clock.now().getTime() - pausedAt.getTime());
-    this.emit("run_resumed", { limit, reason, pausedMs });
+    const reason = pause.limit === "run_budget" ? "budget_raised" : verdict.allowance.period !== pause.window ? "new_period" : "plan_changed";
+    const pausedMs = Math.max(0, this.deps.clock.now().getTime() - pause.pausedAt.getTime());
+    this.emit("run_resumed", { limit: pause.limit, reason, pausedMs });
     this.run = { ...this.run, status: "running", paused_at: null };
     await this.flush({ status: "running" });
-    void this.deps.facts?.runResumed(this.run, { limit, reason, pausedMs }, pausedAt.toISOString());
+    void this.deps.facts?.runResumed(this.run, { limit: pause.limit, reason, pausedMs }, pause.pausedAt.toISOString());
+  }
+
+  /** Pauses the run at the limit that holds: its event, its status, its webhook. */
+  private async pause(verdict: Verdict): Promise<Pause> {
+    const { limit, message } = verdict.holds!;
+    const pausedAt = this.deps.clock.now();
+    const paused = { limit, message, allowance: verdict.allowance, budget: verdict.budget, pausedAt: pausedAt.toISOString(), expiresAt: new Date(pausedAt.getTime() + this.deps.limits.pauseMaxMs).toISOString() };
+    this.emit("run_paused", { ...paused, resume: RESUME[limit] });
+    await this.flush({ status: "paused" });
+    this.run = { ...this.run, status: "paused", paused_at: pausedAt };
+    void this.deps.facts?.runPaused(this.run, paused);
+    return { limit, window: verdict.allowance.period, pausedAt };
+  }
+
+  /** The pause a run taken over was in, as its last `run_paused` said it. */
+  private async pauseTakenOver(verdict: Verdict): Promise<Pause> {
+    const last = await this.throughOutage(() => this.deps.store.lastPause(this.run.id));
+    return {
+      limit: last?.limit ?? verdict.holds?.limit ?? "run_budget",
+      window: last?.period ?? verdict.allowance.period,
+      pausedAt: this.run.paused_at ? new Date(this.run.paused_at) : this.deps.clock.now(),
+    };
   }
 
   private async lookAtLimits(): Promise<Verdict> {
@@ -308,6 +321,13 @@ export class ModelRunDriver extends RunDriver {
     }
     return { results: open ? null : results, granted, nextDeadline };
   }
+}
+
+/** A pause: the limit it is at, the plan window it began in, since when. */
+interface Pause {
+  limit: Limit;
+  window: string;
+  pausedAt: Date;
 }
 
 /** What resumes a run paused at each limit. */

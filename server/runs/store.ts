@@ -2,8 +2,7 @@ import type { ApprovalDecision, RunEvent } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
-import { windowSpend } from "../ledger/functions.js";
-import { readLimits, type LimitsRead } from "./limits.js";
+import { readLimits, type Limit, type LimitsRead } from "./limits.js";
 import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
 import { ACTIVE_STATUSES_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
 
@@ -173,9 +172,13 @@ export class RunStore {
     return readLimits(this.db, runId, period);
   }
 
-  /** What the user's ledger rows of a plan's window (`2026-11`, or `2026-%` for a yearly plan) amount to, in micros (spend ceilings). */
-  async spend(run: Pick<RunRow, "app_id" | "environment" | "end_user_id">, window: string): Promise<bigint> {
-    return windowSpend(this.db, { appId: run.app_id, environment: run.environment, endUserId: run.end_user_id, window });
+  /** A run's last pause, as its `run_paused` event said it: the limit, and the plan window it began in. */
+  async lastPause(runId: string): Promise<{ limit: Limit; period: string } | null> {
+    const rows = await this.db.query<{ limit: Limit; period: string }>(
+      `SELECT data->>'limit' AS limit, data->'allowance'->>'period' AS period FROM run_events WHERE run_id = $1 AND kind = 'run_paused' ORDER BY seq DESC LIMIT 1`,
+      [runId],
+    );
+    return rows[0] ?? null;
   }
 
   /**

@@ -171,24 +171,28 @@ onPostgres("a paused run across instances on postgres", (postgres) => {
     await drop?.();
   });
 
-  it("is taken over paused by the other instance and resumes there when its budget is raised", async () => {
+  it("is taken over paused by the other instance: one raised while no instance drove it resumes at the takeover, one raised after resumes there", async () => {
     const svcA = new Svc({ apiKey: a.dev.appKey, baseUrl: `${a.url}/v1` });
     const svcB = new Svc({ apiKey: a.dev.appKey, baseUrl: `${b.url}/v1` });
-    const run = svcA.runs.create({ user: "bud-dave", model: "svc/echo", prompt: TWO_TURNS, tools: [weather], budget: { maxTokens: 1 } });
-    const runId = await run.runId;
-    await pollUntil(() => svcB.runs.get(runId), (r) => r.status === "paused", 10_000, "paused on a");
-    const owner = async () => (await b.db.query<{ o: string | null }>(`SELECT lease_owner AS o FROM runs WHERE id = $1`, [runId]))[0].o;
-    const first = await owner();
+    const start = () => svcA.runs.create({ user: "bud-dave", model: "svc/echo", prompt: TWO_TURNS, tools: [weather], budget: { maxTokens: 1 } }).runId;
+    const [early, late] = [await start(), await start()];
+    for (const id of [early, late]) await pollUntil(() => svcB.runs.get(id), (r) => r.status === "paused", 10_000, "paused on a");
+    const owner = async (id: string) => (await b.db.query<{ o: string | null }>(`SELECT lease_owner AS o FROM runs WHERE id = $1`, [id]))[0].o;
+    const first = await owner(late);
     await a.close();
-    await pollUntil(owner, (o) => o !== null && o !== first, 15_000, "b took the run over");
-    expect((await svcB.runs.get(runId)).status).toBe("paused");
-    await svcB.runs.raiseBudget(runId, { maxTokens: 10_000 });
-    const done = await pollUntil(() => svcB.runs.get(runId), (r) => r.status === "completed", 15_000, "completed on b");
-    expect(done).toMatchObject({ turns: 2, output: "It is sunny." });
-    const kinds = (await b.db.query<{ kind: string }>(`SELECT kind FROM run_events WHERE run_id = $1 ORDER BY seq`, [runId])).map((r) => r.kind);
-    expect(kinds.filter((k) => k === "run_paused")).toHaveLength(1);
-    expect(kinds.filter((k) => k === "run_resumed")).toHaveLength(1);
-    const seqs = await seqsOf(b, runId);
-    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+    // Raised at once, while its lease (1 s) still names the instance that is gone: nobody hears the wake.
+    await svcB.runs.raiseBudget(early, { maxTokens: 10_000 });
+    await pollUntil(() => owner(late), (o) => o !== null && o !== first, 15_000, "b took the run over");
+    expect((await svcB.runs.get(late)).status).toBe("paused");
+    await svcB.runs.raiseBudget(late, { maxTokens: 10_000 });
+    for (const id of [early, late]) {
+      const done = await pollUntil(() => svcB.runs.get(id), (r) => r.status === "completed", 15_000, "completed on b");
+      expect(done).toMatchObject({ turns: 2, output: "It is sunny.", pausedAt: null });
+      const kinds = (await b.db.query<{ kind: string }>(`SELECT kind FROM run_events WHERE run_id = $1 ORDER BY seq`, [id])).map((r) => r.kind);
+      expect(kinds.filter((k) => k === "run_paused")).toHaveLength(1);
+      expect(kinds.filter((k) => k === "run_resumed")).toHaveLength(1);
+      const seqs = await seqsOf(b, id);
+      expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+    }
   });
 });

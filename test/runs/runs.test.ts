@@ -264,7 +264,7 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
       expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
       const rows = await usageRows(runId);
       expect(rows.map((r) => r.kind).sort()).toEqual(["run", "tokens", "tokens"]);
-      // The ceiling is kept with the run's row (svc_start_run writes it), where an instance driving it elsewhere (or taking it over) reads it.
+      // The ceiling the run started under is kept with its row (svc_start_run writes it); between turns the driver reads the plan as it is now.
       const [stored] = await server.db.query<{ ceiling: string | null }>(`SELECT request->>'spendCeilingMicros' AS ceiling FROM runs WHERE id = $1`, [runId]);
       expect(stored.ceiling).toBe("1000");
     } finally {
