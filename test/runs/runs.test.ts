@@ -399,4 +399,37 @@ onEachDatabase("runs through the SDK on $db.name", (db) => {
     const stored = await server.db.prisma.toolCall.findFirstOrThrow({ where: { runId, callId } });
     expect(stored.result).toBe("fine");
   });
+  // Last: it moves the server's clock into the next month.
+  it("a tokens plan that stops at its allowance pauses the run between turns; the next window resumes it (new_period), looked at when a plan changes", async () => {
+    const tenant = { appId: server.dev.appId, environment: server.dev.environment };
+    const [used] = await server.db.query<{ t: string | number | null }>(
+      `SELECT sum(u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens) AS t FROM usage_rows u JOIN end_users e ON e.id = u.end_user_id
+        WHERE e.external_id = 'alice' AND u.period = $1`,
+      [server.clock.now().toISOString().slice(0, 7)],
+    );
+    // One token left this month, and the plan stops there.
+    await server.db.prisma.plan.create({ data: { id: "plan_tokstop", ...tenant, slug: "tokstop", name: "Tokens, stops", allowanceUnit: "tokens", allowance: BigInt(used.t ?? 0) + 1n, overage: false } });
+    await svc.users.setPlan("alice", "tokstop");
+    try {
+      const run = svc.runs.create({ user: "alice", prompt: "weather", tools: [{ name: "weather", run: async () => "sunny" }] });
+      const events: RunEvent[] = [];
+      const reading = (async () => {
+        for await (const e of run) events.push(e);
+      })();
+      const runId = await run.runId;
+      await pollUntil(() => svc.runs.get(runId), (r) => r.status === "paused", 15_000, "the run paused");
+      const pause = events.find((e) => e.kind === "run_paused");
+      expect(pause).toMatchObject({ limit: "allowance", allowance: { unit: "tokens", reached: true, remaining: 0 } });
+      // The first of next month: the window the allowance is whole again in. A plan changed (any plan) makes paused runs look at once.
+      const resetsAt = Date.parse((pause as { allowance: { resetsAt: string } }).allowance.resetsAt);
+      server.clock.advance((resetsAt - server.clock.now().getTime()) / 1000 + 1);
+      await svc.plans.update("tokstop", { name: "Tokens, stops (renamed)" });
+      const result = await run.result();
+      await reading;
+      expect(result.status).toBe("completed");
+      expect(events.find((e) => e.kind === "run_resumed")).toMatchObject({ limit: "allowance", reason: "new_period" });
+    } finally {
+      await svc.users.setPlan("alice", null);
+    }
+  });
 });
