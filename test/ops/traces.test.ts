@@ -183,7 +183,8 @@ onEachDatabase("traces of runs on $db.name", (db) => {
     );
     for (const [i, m] of machine.entries()) {
       expect(m.startMs).toBeGreaterThanOrEqual(chats[i].startMs);
-      expect(m.endMs).toBeLessThanOrEqual(chats[i].endMs + 5);
+      // Re-made from the machine's own durations after its job's sending: under load the worker ends its span a little after the service saw `done`.
+      expect(m.endMs).toBeLessThanOrEqual(chats[i].endMs + 50);
       expect(attr(m, "gen_ai.response.time_to_first_chunk")).toEqual(expect.any(Number));
     }
 

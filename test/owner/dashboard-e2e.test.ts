@@ -605,14 +605,18 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     await context.addCookies(await page.context().cookies());
     const p = await context.newPage();
     const loaded: { chunk: string; raw: number; gzip: number; cacheControl: string | undefined }[] = [];
+    // Each chunk's body is read after its response: the network may be idle before the last read is in.
+    const reading: Promise<unknown>[] = [];
+    const settled = () => Promise.all(reading);
     p.on("response", (r) => {
       const m = /\/dashboard\/assets\/(.+)-[\w-]{8}\.js$/.exec(new URL(r.url()).pathname);
-      if (m) void r.body().then((b) => loaded.push({ chunk: m[1], raw: b.length, gzip: gzipSync(b, { level: 9 }).length, cacheControl: r.headers()["cache-control"] }));
+      if (m) reading.push(r.body().then((b) => loaded.push({ chunk: m[1], raw: b.length, gzip: gzipSync(b, { level: 9 }).length, cacheControl: r.headers()["cache-control"] })));
     });
     try {
       await p.goto(`${server.url}${envPath("runs")}`);
       await p.getByRole("heading", { level: 1, name: /Runs/ }).waitFor({ timeout: 30_000 });
       await p.waitForLoadState("networkidle");
+      await settled();
       const first = loaded.map((l) => l.chunk).sort();
       expect(first).toEqual(["Runs", "index", "query", "react", "rolldown-runtime", "schema", "shared"]);
       for (const l of loaded) expect(l.cacheControl, l.chunk).toBe("public, max-age=31536000, immutable");
@@ -623,6 +627,7 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
       await p.getByRole("navigation", { name: "Sections" }).getByRole("link", { name: "Usage" }).click();
       await p.getByRole("heading", { level: 1, name: /Usage/ }).waitFor({ timeout: 30_000 });
       await p.waitForLoadState("networkidle");
+      await settled();
       expect(loaded.slice(before).map((l) => l.chunk).sort()).toEqual(["Chart", "Usage"]);
       // A page's chunk gone (a newer build replaced it while the tab was open): said in words inside the frame, with a reload.
       await p.route("**/dashboard/assets/Plans-*.js", (route) => route.fulfill({ status: 404, contentType: "application/json", body: '{"error":{"code":"not_found"}}' }));
