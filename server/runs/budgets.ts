@@ -5,7 +5,7 @@ import { periodOf } from "../ledger/metering.js";
 import { userPlanSql } from "../ledger/functions.js";
 import type { RunEngine } from "./engine.js";
 import { budgetNote, budgetStanding, readLimits, type Budget, type BudgetStanding, type LimitsRead } from "./limits.js";
-import { ACTIVE_STATUSES_SQL } from "./run-rows.js";
+import { ACTIVE_STATUSES, ACTIVE_STATUSES_SQL } from "./run-rows.js";
 
 /**
  * A run's own budget: what the app caps it at (`budget` on `POST /v1/runs`), and
@@ -29,16 +29,18 @@ export class RunBudgets {
   }
 
   /** Replaces the fields given; 409 `run_finished` once the run has ended. Answers the budget against what the run used. */
-  async raise(runId: string, change: Budget, now: Date): Promise<{ runId: string; status: string; budget: BudgetStanding }> {
+  async raise(run: { id: string; status: string }, change: Budget, now: Date): Promise<{ runId: string; status: string; budget: BudgetStanding }> {
+    const runId = run.id;
     const given = Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined));
     const rows = await this.db.query<{ status: string }>(
       `UPDATE runs SET budget = COALESCE(budget, request->'budget', '{}'::jsonb) || $2::jsonb
         WHERE id = $1 AND status IN (${ACTIVE_STATUSES_SQL}) RETURNING status::text AS status`,
       [runId, JSON.stringify(given)],
     );
+    // The caller found the run: not updated, it had ended (as it was found, or meanwhile).
     if (!rows[0]) {
-      const [run] = await this.db.query<{ status: string }>(`SELECT status::text AS status FROM runs WHERE id = $1`, [runId]);
-      throw new ApiError("run_finished", `Run ${runId} has already ended (${run?.status ?? "gone"}): its budget can no longer change.`);
+      const when = (ACTIVE_STATUSES as readonly string[]).includes(run.status) ? "just now" : run.status;
+      throw new ApiError("run_finished", `Run ${runId} has already ended (${when}): its budget can no longer change.`);
     }
     await this.engine.wake(runId);
     const read = await readLimits(this.db, runId, periodOf(now));

@@ -268,8 +268,8 @@ export class RunService {
 
   /** `POST /v1/runs/:id/budget`: the run's budget replaced field by field; a run paused at it is woken to look again. */
   async raiseBudget(tenant: Tenant, runId: string, body: z.infer<typeof RaiseBudgetRequest>) {
-    await this.find(tenant, runId, body.user);
-    return this.budgets.raise(runId, { maxMicros: body.maxMicros, maxTokens: body.maxTokens }, this.clock.now());
+    const run = await this.find(tenant, runId, body.user);
+    return this.budgets.raise(run, { maxMicros: body.maxMicros, maxTokens: body.maxTokens }, this.clock.now());
   }
 
   /** Asks the driver to stop; what was produced stays produced. */

@@ -47,4 +47,3 @@ export async function userStanding(db: Sql, tenant: Tenant, endUserId: string, n
   ]);
   return standingOf(plans[0] ?? null, sum);
 }
-
