@@ -131,7 +131,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   let workers: WorkerHub | null = null;
   const metrics = new Metrics({ db, openStreams: () => streamSlots.total(), machinesOnline: () => workers?.machinesOnline ?? 0 });
   const webhooks = new Webhooks(db, clock, config, outbox, logger, outage, (outcome) => metrics.webhookAttempt(outcome));
-  const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds);
+  const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds, undefined, logger);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
   const runStore = new RunStore(db, instance);
@@ -146,6 +146,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     (client, version) => workerUpdateFor(urls.base, client, version),
     config.runMachineGraceSeconds,
     (machineId, jobIds) => runStore.liveJobs(machineId, jobIds),
+    { sql: db, clock },
   );
   const runBus = new RunBus();
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });

@@ -4,6 +4,7 @@ import type { Clock } from "../clock.js";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { environmentCurrency } from "../ledger/usage-summary.js";
+import { machineOnlineSql } from "../machines/liveness.js";
 
 const DAY_MS = 86_400_000;
 
@@ -48,7 +49,7 @@ export async function overviewOf(db: Database, clock: Clock, tenant: Tenant, hea
     ),
     db.query<{ paired: number; online: number }>(
       `SELECT count(*)::int AS paired,
-              count(*) FILTER (WHERE connected_instance IS NOT NULL AND last_heartbeat_at > $3)::int AS online
+              count(*) FILTER (WHERE ${machineOnlineSql("machines", "$3")})::int AS online
          FROM machines WHERE ${env} AND revoked_at IS NULL`,
       [...t, seen],
     ),

@@ -2,35 +2,42 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { isDatabaseUnavailable } from "../db/outage.js";
 
-/** How long heartbeats gather before one statement writes them all. */
+/** How long heartbeats gather before one statement writes what changed. */
 export const HEARTBEAT_FLUSH_MS = 1000;
+
+/** A connected machine's `last_heartbeat_at` is written at most this often (its connect and disconnect write it too). */
+export const LAST_SEEN_WRITE_MS = 5 * 60_000;
 
 interface Beat {
   instance: string;
   /** When its last heartbeat came. */
   at: Date;
-  /** The runtimes it said are busy, sorted, as one key. */
+  /** The runtimes it said are busy, sorted. */
   busy: string[];
-  waiters: ((r: { revoked: boolean }) => void)[];
-  fail: ((err: unknown) => void)[];
 }
 
 /**
- * Heartbeats written in batches: each beat is kept in memory, and one statement
- * per `flushMs` writes `last_heartbeat_at` for every machine that beat since
- * (10,000 idle machines beating every 10 s: one statement a second, not 1,000).
- * It answers every beat, after that write, whether its machine was revoked (a
- * revocation missed by its notification shows there). A runtime's busy flag is
- * written only when what the machine says changed, in one statement too.
+ * Heartbeats kept in memory, written only when something changed. A machine's
+ * liveness lives with its connection (liveness.ts): a heartbeat re-arms the
+ * connection's silence timer and writes nothing, so 10,000 idle machines
+ * beating every 10 s write no row for it. What is written, in at most two
+ * statements per `flushMs` for all machines:
+ *  - a runtime's busy flag, when what the machine says changed;
+ *  - the coarse last-seen (`last_heartbeat_at`), at most once per
+ *    `LAST_SEEN_WRITE_MS` per machine (10,000 machines: about 33 rows a second).
  *
- * A write that meets the database unreachable answers its beats "not revoked"
- * (the connections stay open) and is tried again at the next flush; a beat then
- * writes the time it came, never a later one.
+ * A write that meets the database unreachable is kept and tried again at the
+ * next flush (a newer beat of the same machine wins); a beat then writes the
+ * time it came, never a later one.
  */
 export class HeartbeatBatch {
   private pending = new Map<string, Beat>();
   /** What each machine's runtimes were last written as busy (the key of `Beat.busy`); none: unknown, written at its next beat. */
   private readonly busyWritten = new Map<string, string>();
+  /** When each connected machine's last-seen was last written (its connect wrote it). */
+  private readonly seenWritten = new Map<string, number>();
+  /** When each connected machine was last heard (its disconnect writes it as its last-seen). */
+  private readonly heard = new Map<string, Date>();
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private stopped = false;
@@ -39,35 +46,48 @@ export class HeartbeatBatch {
     private readonly sql: Sql,
     private readonly clock: Clock,
     private readonly flushMs = HEARTBEAT_FLUSH_MS,
+    private readonly lastSeenWriteMs = LAST_SEEN_WRITE_MS,
+    /** A write that failed for another reason than an outage (it is tried again at the next flush too). */
+    private readonly failed: (err: unknown) => void = () => {},
   ) {}
 
-  beat(machineId: string, instance: string, busy: string[]): Promise<{ revoked: boolean }> {
-    if (this.stopped) return Promise.resolve({ revoked: false });
-    return new Promise((resolve, reject) => {
-      const had = this.pending.get(machineId);
-      const sorted = [...new Set(busy)].sort();
-      if (had) {
-        had.instance = instance;
-        had.at = this.clock.now();
-        had.busy = sorted;
-        had.waiters.push(resolve);
-        had.fail.push(reject);
-      } else this.pending.set(machineId, { instance, at: this.clock.now(), busy: sorted, waiters: [resolve], fail: [reject] });
-      this.schedule();
-    });
+  /** A heartbeat: kept in memory; written only when its busy runtimes changed or its last-seen is due. */
+  beat(machineId: string, instance: string, busy: string[]): void {
+    if (this.stopped) return;
+    const at = this.clock.now();
+    this.heard.set(machineId, at);
+    const sorted = busy.length === 0 ? busy : [...new Set(busy)].sort();
+    const seenDue = at.getTime() - (this.seenWritten.get(machineId) ?? 0) >= this.lastSeenWriteMs;
+    const busyChanged = this.busyWritten.get(machineId) !== JSON.stringify(sorted);
+    if (!seenDue && !busyChanged && !this.pending.has(machineId)) return;
+    this.pending.set(machineId, { instance, at, busy: sorted });
+    this.schedule();
   }
 
-  /** The machine's runtimes were written (connected, disconnected, advertised): its next beat writes its busy flags again. */
-  forget(machineId: string): void {
+  /** The machine's connection was just written (its runtimes, or it connected at `connectedAt`): its next beat writes its busy flags again. */
+  forget(machineId: string, connectedAt?: Date): void {
     this.busyWritten.delete(machineId);
+    if (connectedAt) {
+      this.seenWritten.set(machineId, connectedAt.getTime());
+      this.heard.set(machineId, connectedAt);
+    }
   }
 
-  /** No more writes: pending beats are answered "not revoked" and dropped; resolves once a write under way ended. */
+  /** Its connection ended: when it was last heard (null: not here), and nothing more kept for it. */
+  disconnected(machineId: string): Date | null {
+    const heard = this.heard.get(machineId) ?? null;
+    this.busyWritten.delete(machineId);
+    this.seenWritten.delete(machineId);
+    this.heard.delete(machineId);
+    this.pending.delete(machineId);
+    return heard;
+  }
+
+  /** No more writes: pending beats are dropped; resolves once a write under way ended. */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    for (const b of this.pending.values()) for (const w of b.waiters) w({ revoked: false });
     this.pending.clear();
     await this.flushing;
   }
@@ -76,7 +96,7 @@ export class HeartbeatBatch {
     if (this.timer || this.flushing || this.stopped) return;
     this.timer = setTimeout(() => {
       this.timer = null;
-      this.flushing = this.flush().finally(() => {
+      this.flushing = this.flush().catch(this.failed).finally(() => {
         this.flushing = null;
         if (this.pending.size > 0) this.schedule();
       });
@@ -84,45 +104,36 @@ export class HeartbeatBatch {
     this.timer.unref();
   }
 
-  /** Writes every pending beat in one statement (and the busy flags that changed in another), then answers them. */
+  /** Writes the last-seen times due (one statement) and the busy flags that changed (another). */
   private async flush(): Promise<void> {
     const batch = this.pending;
     this.pending = new Map();
     if (batch.size === 0) return;
-    const ids = [...batch.keys()];
-    const beats = [...batch.values()];
-    let revoked: Set<string>;
+    const seen = [...batch].filter(([id, b]) => b.at.getTime() - (this.seenWritten.get(id) ?? 0) >= this.lastSeenWriteMs);
     try {
-      // The machines still held by the beat's instance and not removed get their beat's time; the answer names those removed (or gone).
-      const rows = await this.sql.query<{ id: string }>(
-        `WITH beat AS (SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS b(id, instance, at)),
-              moved AS (UPDATE machines m SET last_heartbeat_at = GREATEST(m.last_heartbeat_at, beat.at)
-                          FROM beat WHERE m.id = beat.id AND m.connected_instance = beat.instance AND m.revoked_at IS NULL RETURNING m.id)
-         SELECT beat.id FROM beat LEFT JOIN machines m ON m.id = beat.id WHERE m.id IS NULL OR m.revoked_at IS NOT NULL`,
-        [ids, beats.map((b) => b.instance), beats.map((b) => b.at.toISOString())],
-        { prepared: true },
-      );
-      revoked = new Set(rows.map((r) => r.id));
+      if (seen.length > 0) {
+        // Only the machines still held by the beat's instance: one held elsewhere by now is that instance's to write.
+        await this.sql.query(
+          `UPDATE machines m SET last_heartbeat_at = GREATEST(m.last_heartbeat_at, beat.at)
+             FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS beat(id, instance, at)
+            WHERE m.id = beat.id AND m.connected_instance = beat.instance AND m.revoked_at IS NULL`,
+          [seen.map(([id]) => id), seen.map(([, b]) => b.instance), seen.map(([, b]) => b.at.toISOString())],
+          { prepared: true },
+        );
+        for (const [id, b] of seen) if (this.heard.has(id)) this.seenWritten.set(id, b.at.getTime());
+      }
       await this.writeBusy(batch);
     } catch (err) {
-      if (isDatabaseUnavailable(err)) {
-        // Kept for the next flush (a newer beat of the same machine, come meanwhile, wins); the connections stay.
-        for (const [id, b] of batch) {
-          for (const w of b.waiters) w({ revoked: false });
-          if (!this.pending.has(id) && !this.stopped) this.pending.set(id, { ...b, waiters: [], fail: [] });
-        }
-        return;
-      }
-      for (const b of beats) for (const f of b.fail) f(err);
-      return;
+      // Kept for the next flush (a newer beat of the same machine, come meanwhile, wins), unless its connection ended meanwhile.
+      for (const [id, b] of batch) if (!this.pending.has(id) && !this.stopped && this.heard.has(id)) this.pending.set(id, b);
+      if (!isDatabaseUnavailable(err)) throw err;
     }
-    for (const [id, b] of batch) for (const w of b.waiters) w({ revoked: revoked.has(id) });
   }
 
   /** The busy flags of the machines whose busy runtimes changed since last written (idle machines: nothing). */
   private async writeBusy(batch: Map<string, Beat>): Promise<void> {
     const changed: { id: string; busy: string[] }[] = [];
-    for (const [id, b] of batch) if (this.busyWritten.get(id) !== JSON.stringify(b.busy)) changed.push({ id, busy: b.busy });
+    for (const [id, b] of batch) if (this.heard.has(id) && this.busyWritten.get(id) !== JSON.stringify(b.busy)) changed.push({ id, busy: b.busy });
     if (changed.length === 0) return;
     await this.sql.query(
       `UPDATE runtimes r SET busy = (b.busy ? r.name)

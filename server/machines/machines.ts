@@ -10,11 +10,15 @@ import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { runtimeCost, type Billing } from "../ledger/metering.js";
 import { HEARTBEAT_FLUSH_MS, HeartbeatBatch } from "./heartbeats.js";
+import { machineOnlineSql } from "./liveness.js";
+import type { Logger } from "../logger.js";
 
 /**
- * A machine counts as online while its connection's heartbeats keep coming: one
- * that vanished without a goodbye goes offline once this much time passes
- * (`WORKER_HEARTBEAT_TIMEOUT_SECONDS` may shorten it, never lengthen it).
+ * A machine counts as online while an instance that is alive holds its connection
+ * (liveness.ts), and an instance closes a connection silent for this long: one
+ * that vanished without a goodbye goes offline once this much time passes, and
+ * so do the machines of an instance that died (`WORKER_HEARTBEAT_TIMEOUT_SECONDS`
+ * may shorten it, never lengthen it).
  */
 export const HEARTBEAT_TIMEOUT_SECONDS = 45;
 
@@ -49,8 +53,9 @@ export class MachineService {
     /** Heartbeats older than this: offline (the connection's holder closes it then too). */
     private readonly heartbeatTimeoutSeconds = HEARTBEAT_TIMEOUT_SECONDS,
     heartbeatFlushMs = HEARTBEAT_FLUSH_MS,
+    log?: Logger,
   ) {
-    this.beats = new HeartbeatBatch(db, clock, heartbeatFlushMs);
+    this.beats = new HeartbeatBatch(db, clock, heartbeatFlushMs, undefined, (err) => log?.error({ err }, "heartbeat write failed"));
     this.windows = facts ? new WindowFacts(facts, clock) : null;
   }
 
@@ -60,7 +65,8 @@ export class MachineService {
       include: { runtimes: { orderBy: { name: "asc" } } },
       orderBy: { createdAt: "asc" },
     });
-    return rows.map((m) => this.view(m, m.runtimes));
+    const holders = await this.holders(rows);
+    return rows.map((m) => this.view(m, m.runtimes, holders));
   }
 
   /** A machine of the tenant by its id, removed ones too (a run's machine may have been removed since); null when unknown. */
@@ -69,7 +75,7 @@ export class MachineService {
       where: { id: machineId, appId: tenant.appId, environment: tenant.environment },
       include: { runtimes: { orderBy: { name: "asc" } } },
     });
-    return m ? this.view(m, m.runtimes) : null;
+    return m ? this.view(m, m.runtimes, await this.holders([m])) : null;
   }
 
   /** The machines of the app's user `externalId` (none when the app has no such user yet). */
@@ -98,14 +104,14 @@ export class MachineService {
    * online through a live connection, or offline, and since when its last connection was held.
    */
   async markConnected(machineId: string, instance: string): Promise<{ connectedAt: Date; wasOnline: boolean; previousConnectedAt: Date | null } | null> {
-    this.beats.forget(machineId);
     const now = this.clock.now();
-    const staleBefore = new Date(now.getTime() - this.heartbeatTimeoutSeconds * 1000);
-    const rows = await this.prisma.$queryRaw<{ was_online: boolean; previous_connected_at: Date | null }[]>`
-      WITH old AS (SELECT id, connected_instance, connected_at, last_heartbeat_at FROM machines WHERE id = ${machineId} AND revoked_at IS NULL FOR UPDATE)
-      UPDATE machines m SET connected_instance = ${instance}, connected_at = ${now}, last_heartbeat_at = ${now} FROM old WHERE m.id = old.id
-      RETURNING (old.connected_instance IS NOT NULL AND old.last_heartbeat_at > ${staleBefore}) AS was_online,
-                CASE WHEN old.connected_instance IS NOT NULL THEN old.connected_at END AS previous_connected_at`;
+    this.beats.forget(machineId, now);
+    const rows = await this.db.query<{ was_online: boolean; previous_connected_at: Date | null }>(
+      `WITH old AS (SELECT id, connected_instance, connected_at, ${machineOnlineSql("machines", "$3")} AS was_online FROM machines WHERE id = $1 AND revoked_at IS NULL FOR UPDATE)
+       UPDATE machines m SET connected_instance = $2, connected_at = $4, last_heartbeat_at = $4 FROM old WHERE m.id = old.id
+       RETURNING old.was_online, CASE WHEN old.connected_instance IS NOT NULL THEN old.connected_at END AS previous_connected_at`,
+      [machineId, instance, this.onlineCutoff(), now],
+    );
     const r = rows[0];
     return r ? { connectedAt: now, wasOnline: r.was_online, previousConnectedAt: r.previous_connected_at ? new Date(r.previous_connected_at) : null } : null;
   }
@@ -149,13 +155,25 @@ export class MachineService {
   }
 
   /**
-   * A heartbeat: alive now, with these runtimes busy. Says whether the machine is
-   * still paired (a revocation missed by its notification shows here). Written
-   * with every other machine's beats of the same second in one statement
-   * (HeartbeatBatch): it resolves after that write, within about a second.
+   * A heartbeat: alive now, with these runtimes busy. Nothing is written unless
+   * the busy runtimes changed or its coarse last-seen is due (HeartbeatBatch); a
+   * revocation missed by its notification shows at the instance's beat (liveness.ts).
    */
-  heartbeat(machineId: string, instance: string, busy: string[]): Promise<{ revoked: boolean }> {
-    return this.beats.beat(machineId, instance, busy);
+  heartbeat(machineId: string, instance: string, busy: string[]): void {
+    this.beats.beat(machineId, instance, busy);
+  }
+
+  /** The oldest `alive_at` of an instance whose machines still read online. */
+  onlineCutoff(): Date {
+    return new Date(this.clock.now().getTime() - this.heartbeatTimeoutSeconds * 1000);
+  }
+
+  /** When each instance holding one of these machines' connections last said it is alive (none connected: no statement). */
+  private async holders(machines: { connectedInstance: string | null }[]): Promise<Map<string, Date>> {
+    const ids = [...new Set(machines.flatMap((m) => (m.connectedInstance ? [m.connectedInstance] : [])))];
+    if (ids.length === 0) return new Map();
+    const rows = await this.db.query<{ id: string; alive_at: Date | string }>(`SELECT id, alive_at FROM server_instances WHERE id = ANY($1::text[])`, [ids]);
+    return new Map(rows.map((r) => [r.id, new Date(r.alive_at)]));
   }
 
   /** No more heartbeat writes (the instance is shutting down); resolves once one under way ended. */
@@ -166,9 +184,11 @@ export class MachineService {
 
   /** The connection closed: offline at once, unless another instance holds a newer connection. Returns when the ended connection began (null: nothing went offline). */
   async markDisconnected(machineId: string, instance: string): Promise<Date | null> {
-    this.beats.forget(machineId);
+    // Last seen: when it was last heard here.
+    const heard = this.beats.disconnected(machineId) ?? this.clock.now();
     const rows = await this.prisma.$queryRaw<{ connected_at: Date | null }[]>`
-      UPDATE machines SET connected_instance = NULL WHERE id = ${machineId} AND connected_instance = ${instance} RETURNING connected_at`;
+      UPDATE machines SET connected_instance = NULL, last_heartbeat_at = GREATEST(last_heartbeat_at, ${heard})
+       WHERE id = ${machineId} AND connected_instance = ${instance} RETURNING connected_at`;
     await this.prisma.runtime.updateMany({ where: { machineId }, data: { busy: false } });
     return rows[0] ? new Date(rows[0].connected_at ?? 0) : null;
   }
@@ -180,12 +200,15 @@ export class MachineService {
    */
   async markAllDisconnected(machineIds: string[], instance: string): Promise<Map<string, Date>> {
     if (machineIds.length === 0) return new Map();
-    for (const id of machineIds) this.beats.forget(id);
+    const now = this.clock.now();
+    const heard = machineIds.map((id) => (this.beats.disconnected(id) ?? now).toISOString());
     const rows = await this.db.query<{ id: string; connected_at: Date | string | null }>(
-      `WITH gone AS (UPDATE machines SET connected_instance = NULL WHERE id = ANY($1::text[]) AND connected_instance = $2 RETURNING id, connected_at),
+      `WITH gone AS (UPDATE machines m SET connected_instance = NULL, last_heartbeat_at = GREATEST(m.last_heartbeat_at, h.at)
+                       FROM unnest($1::text[], $3::timestamptz[]) AS h(id, at)
+                      WHERE m.id = h.id AND m.connected_instance = $2 RETURNING m.id, m.connected_at),
             idle AS (UPDATE runtimes SET busy = false WHERE machine_id = ANY($1::text[]) AND busy)
        SELECT id, connected_at FROM gone`,
-      [machineIds, instance],
+      [machineIds, instance, heard],
     );
     return new Map(rows.map((r) => [r.id, new Date(r.connected_at ?? 0)]));
   }
@@ -227,11 +250,11 @@ export class MachineService {
     return user?.id ?? null;
   }
 
-  private view(m: MachineRow, runtimes: RuntimeRow[]): z.infer<typeof MachineView> {
-    const connected =
-      m.connectedInstance !== null &&
-      m.lastHeartbeatAt !== null &&
-      this.clock.now().getTime() - m.lastHeartbeatAt.getTime() < this.heartbeatTimeoutSeconds * 1000;
+  private view(m: MachineRow, runtimes: RuntimeRow[], holders: Map<string, Date>): z.infer<typeof MachineView> {
+    // Online while a live instance holds its connection; seen as recently as that instance last said it is alive (a dead one: when it died).
+    const holder = m.connectedInstance !== null ? holders.get(m.connectedInstance) : undefined;
+    const connected = holder !== undefined && holder > this.onlineCutoff();
+    const lastSeen = holder !== undefined && (m.lastHeartbeatAt === null || holder > m.lastHeartbeatAt) ? holder : m.lastHeartbeatAt;
     const runtimeViews = runtimes.map((r) => {
       const cost = runtimeCost(r.kind, r.billing as Billing | null);
       return {
@@ -255,7 +278,7 @@ export class MachineService {
       client: m.client,
       state: !connected ? "offline" : runtimeViews.some((r) => r.state === "busy") ? "busy" : "online",
       pairedAt: m.createdAt.toISOString(),
-      lastSeenAt: m.lastHeartbeatAt?.toISOString() ?? null,
+      lastSeenAt: lastSeen?.toISOString() ?? null,
       runtimes: runtimeViews,
     };
   }

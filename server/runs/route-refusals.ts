@@ -3,6 +3,7 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
+import { machineOnlineSql } from "../machines/liveness.js";
 import { runtimeCost, type Billing } from "../ledger/metering.js";
 import type { RuntimeLimits } from "@svc/contract";
 import { modelServed, spentWindow, windowWords, type FullRuntime } from "./routing.js";
@@ -17,13 +18,14 @@ import { modelServed, spentWindow, windowWords, type FullRuntime } from "./routi
 export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, user: string, model: string, prefer: RouteKind[]): Promise<string> {
   const now = clock.now().getTime();
   const machines = await sql.query<{ id: string; hostname: string; last_heartbeat_at: Date | null; connected: boolean }>(
-    `SELECT id, hostname, COALESCE(last_heartbeat_at, connected_at) AS last_heartbeat_at, connected_instance IS NOT NULL AS connected FROM machines
+    // Last seen: its last-seen write, or, when its instance stopped (died) holding it, when that instance was last alive.
+    `SELECT id, hostname, GREATEST(COALESCE(last_heartbeat_at, connected_at), (SELECT si.alive_at FROM server_instances si WHERE si.id = machines.connected_instance)) AS last_heartbeat_at, ${machineOnlineSql("machines", "$4")} AS connected FROM machines
       WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND revoked_at IS NULL ORDER BY last_heartbeat_at DESC NULLS LAST`,
-    [tenant.appId, tenant.environment, endUserId],
+    [tenant.appId, tenant.environment, endUserId, new Date(now - HEARTBEAT_TIMEOUT_SECONDS * 1000)],
   );
   const models = `GET /v1/models?user=${encodeURIComponent(user)} lists what it can ask for`;
   if (machines.length === 0) return `${user} has no machine paired (pair one through the connect page: POST /v1/end_users/session gives its URL)`;
-  const online = machines.filter((m) => m.connected && m.last_heartbeat_at && now - new Date(m.last_heartbeat_at).getTime() < HEARTBEAT_TIMEOUT_SECONDS * 1000);
+  const online = machines.filter((m) => m.connected);
   if (online.length === 0) {
     const last = machines[0];
     const seen = last.last_heartbeat_at ? `last seen ${ago(now - new Date(last.last_heartbeat_at).getTime())} ago (${last.hostname})` : `never connected (${last.hostname})`;

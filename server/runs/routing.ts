@@ -2,6 +2,7 @@ import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
+import { machineOnlineSql } from "../machines/liveness.js";
 import type { RouteKind, RuntimeKind, RuntimeLimits, UsageWindow } from "@svc/contract";
 import { costClassOf, runtimeCost, type Billing, type CostClassValue } from "../ledger/metering.js";
 
@@ -122,8 +123,8 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
 
 /**
  * The runtimes a run of this user could reach now: only machines of this user,
- * of this app and environment, not removed, connected with a heartbeat inside
- * the timeout. Idle runtimes and the freshest machines first.
+ * of this app and environment, not removed, connected to an instance that is
+ * alive. Idle runtimes and the most recently connected machines first.
  */
 export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string): Promise<Candidate[]> {
   const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
@@ -135,8 +136,8 @@ export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, 
                  AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent')))::int END AS active
        FROM machines m JOIN runtimes r ON r.machine_id = m.id AND r.supported
       WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
-        AND m.revoked_at IS NULL AND m.connected_instance IS NOT NULL AND m.last_heartbeat_at > $4
-      ORDER BY r.busy, m.last_heartbeat_at DESC`,
+        AND m.revoked_at IS NULL AND ${machineOnlineSql("m", "$4")}
+      ORDER BY r.busy, m.connected_at DESC`,
     [tenant.appId, tenant.environment, endUserId, since],
   );
 }

@@ -3,6 +3,7 @@ import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { HEARTBEAT_TIMEOUT_SECONDS } from "../machines/machines.js";
+import { machineOnlineSql } from "../machines/liveness.js";
 import type { WebhookFacts } from "./facts.js";
 
 /** How far back a lapsed connection is still reported (older ones were reported then, or their app had no endpoint). */
@@ -10,9 +11,9 @@ const LOOKBACK_SECONDS = 3600;
 
 /**
  * `machine.offline` for connections that ended without a goodbye anywhere: the
- * instance holding them died, so no close was seen. A machine whose heartbeats
- * stopped for longer than the heartbeat timeout is offline (GET /v1/machines
- * says so too); its connection is named by `connected_at`, the same key the
+ * instance holding them died, so no close was seen. A machine whose instance
+ * stopped saying it is alive for longer than the heartbeat timeout is offline
+ * (GET /v1/machines says so too, liveness.ts); its connection is named by `connected_at`, the same key the
  * holding instance would have used, so a fact seen both ways is sent once.
  * Reads only: the machine's row is the machines service's.
  */
@@ -48,7 +49,8 @@ export class PresenceSweep {
     const rows = await this.db.query<{ id: string; app_id: string; environment: Environment; end_user_id: string; connected_at: Date }>(
       `SELECT m.id, m.app_id, m.environment, m.end_user_id, m.connected_at FROM machines m
         WHERE m.connected_instance IS NOT NULL AND m.revoked_at IS NULL AND m.connected_at IS NOT NULL
-          AND m.last_heartbeat_at < $1 AND m.last_heartbeat_at > $2
+          AND NOT ${machineOnlineSql("m", "$1")}
+          AND COALESCE((SELECT si.alive_at FROM server_instances si WHERE si.id = m.connected_instance), m.last_heartbeat_at) > $2
           AND EXISTS (SELECT 1 FROM webhook_endpoints e WHERE e.app_id = m.app_id AND e.environment = m.environment
                          AND e.disabled_at IS NULL AND 'machine.offline' = ANY(e.event_types))
         LIMIT 500`,

@@ -323,11 +323,9 @@ export class WorkerConnection {
       case "runtimes":
         this.advertise(message.payload.runtimes);
         return this.machines.setRuntimes(this.identity, message.payload.runtimes);
-      case "heartbeat": {
-        const { revoked } = await this.machines.heartbeat(this.identity.machineId, this.instance, message.payload.busy);
-        if (revoked) this.close(WORKER_CLOSE.revoked, "this machine was removed");
-        return;
-      }
+      case "heartbeat":
+        // Kept in memory: written only when its busy runtimes changed (liveness lives with this connection).
+        return this.machines.heartbeat(this.identity.machineId, this.instance, message.payload.busy);
       case "jobs_held": {
         // The jobs a reconnecting worker kept: those whose run goes on are resumed by whichever driver takes the run; the others stop now.
         const ids = message.payload.jobs.map((j) => j.jobId);

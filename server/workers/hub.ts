@@ -8,7 +8,9 @@ import { answerOnSocket } from "../http/client-error.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
-import type { Notifications } from "../db/open.js";
+import type { Notifications, Sql } from "../db/open.js";
+import type { Clock } from "../clock.js";
+import { InstanceBeat, instanceBeatMsFor } from "../machines/liveness.js";
 import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
 import type { Tenant } from "../keys/keys.js";
 import { WorkerConnection, type JobListener, type UpdateFor } from "./connection.js";
@@ -79,14 +81,28 @@ export class WorkerHub {
     private readonly jobGraceSeconds = 0,
     /** Of the jobs a reconnecting worker kept, those whose run goes on. */
     private readonly liveJobs?: (machineId: string, jobIds: string[]) => Promise<Set<string>>,
-  ) {}
+    /** This instance's beat, which keeps its machines online (liveness.ts); none: a hub without a database of its own (never in the service). */
+    liveness?: { sql: Sql; clock: Clock },
+  ) {
+    this.beat = liveness
+      ? new InstanceBeat(liveness.sql, liveness.clock, instance, instanceBeatMsFor(heartbeatTimeoutMs), () => [...this.all].map((c) => c.identity.machineId), (ids) => this.removed(ids), log)
+      : null;
+  }
+
+  private readonly beat: InstanceBeat | null;
+
+  /** Machines removed (or gone) whose connections are still open here: closed. */
+  private removed(machineIds: string[]): void {
+    const ids = new Set(machineIds);
+    for (const conn of this.all) if (ids.has(conn.identity.machineId)) conn.close(WORKER_CLOSE.revoked, "this machine was removed");
+  }
 
   /** Takes the upgrade requests of `server` for the worker path. */
   async attach(server: Server): Promise<void> {
+    // Alive before the first machine connects here: it reads online from its first write.
+    await this.beat?.start();
     server.on("upgrade", (req, socket, head) => void this.upgrade(req, socket, head).catch((err) => (this.log.error({ err }, "worker upgrade failed"), socket.destroy())));
-    this.stopListening = await this.notifications.listen(MACHINE_REVOKED_CHANNEL, (machineId) => {
-      for (const conn of this.all) if (conn.identity.machineId === machineId) conn.close(WORKER_CLOSE.revoked, "this machine was removed");
-    });
+    this.stopListening = await this.notifications.listen(MACHINE_REVOKED_CHANNEL, (machineId) => this.removed([machineId]));
   }
 
   /** Is this machine's worker connected to this instance right now? */
@@ -159,6 +175,7 @@ export class WorkerHub {
     // From here on `close` marks its machines offline itself; a socket closing meanwhile starts no write the database's close would cut.
     this.closing = true;
     await this.stopListening?.();
+    await this.beat?.stop();
     for (const conn of this.all) conn.close(WORKER_CLOSE.goingAway, "the server is shutting down");
     await this.machines.stopHeartbeats();
     // Every machine held here offline in one statement (10,000 of them: not 10,000 writes before the process may exit).

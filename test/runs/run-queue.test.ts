@@ -120,6 +120,8 @@ onEachDatabase("a full machine queues on $db.name", (db) => {
     const second = await startRun({ user, prompt: "two", ...hw });
     const third = await startRun({ user, prompt: "three", ...hw });
     expect([second.status, third.status]).toEqual([200, 200]);
+    // Each run's wait is stored by its own flush: wait for both (the third's may land before the second's).
+    await pollUntil(() => getRun(second.runId!), (r) => r.status === "queued", 5000, "the second run queued");
     await pollUntil(() => getRun(third.runId!), (r) => r.status === "queued", 5000, "the third run queued");
     expect((await storedKinds(second.runId!)).find((e) => e.kind === "run_queued")).toMatchObject({ place: 1 });
     expect((await storedKinds(third.runId!)).find((e) => e.kind === "run_queued")).toMatchObject({ place: 2 });

@@ -48,21 +48,27 @@ describe("one server", () => {
   afterAll(() => server?.close());
 
   it("a worker that vanishes without a goodbye goes offline after the heartbeat timeout, and online again when it speaks", async () => {
-    const m = await pairViaApi(server, server.dev, "vanish", settings());
-    const w = start(m.home);
-    await w.waitFor(/Connected/);
-    await eventually(async () => (await stateOf(server, server.dev.appKey, "vanish", m.machineId)) === "online");
-    // Frozen, not closed: the socket stays open, only the heartbeats stop.
-    process.kill(-w.child.pid!, "SIGSTOP");
+    // A server of its own with a 3 s heartbeat timeout: the silence is real time (the connection's own timer), not the clock's.
+    const quick = await startTestServer({ kind: "pglite", dataDir: null }, { WORKER_HEARTBEAT_TIMEOUT_SECONDS: "3" }, { runningClock: true });
     try {
-      server.clock.advance(44);
-      expect(await stateOf(server, server.dev.appKey, "vanish", m.machineId)).toBe("online");
-      server.clock.advance(2);
-      expect(await stateOf(server, server.dev.appKey, "vanish", m.machineId)).toBe("offline");
+      const m = await pairViaApi(quick, quick.dev, "vanish", settings());
+      const w = start(m.home);
+      await w.waitFor(/Connected/);
+      await eventually(async () => (await stateOf(quick, quick.dev.appKey, "vanish", m.machineId)) === "online");
+      // Frozen, not closed: the socket stays open on its side, only the heartbeats stop.
+      process.kill(-w.child.pid!, "SIGSTOP");
+      try {
+        // Still online a second in (a beat every second, the timeout 3 s), offline once the timeout passed.
+        await new Promise((r) => setTimeout(r, 1_000));
+        expect(await stateOf(quick, quick.dev.appKey, "vanish", m.machineId)).toBe("online");
+        await eventually(async () => (await stateOf(quick, quick.dev.appKey, "vanish", m.machineId)) === "offline", 8_000, "offline after the heartbeat timeout");
+      } finally {
+        process.kill(-w.child.pid!, "SIGCONT");
+      }
+      await eventually(async () => (await stateOf(quick, quick.dev.appKey, "vanish", m.machineId)) === "online", 15_000, "online once it speaks again");
     } finally {
-      process.kill(-w.child.pid!, "SIGCONT");
+      await quick.close();
     }
-    await eventually(async () => (await stateOf(server, server.dev.appKey, "vanish", m.machineId)) === "online", 15_000, "online after the next heartbeat");
   });
 
   it("one start per machine: a second one on the same pairing refuses, and a dead one's lock is taken over", async () => {

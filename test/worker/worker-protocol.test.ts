@@ -33,7 +33,7 @@ interface Refusal {
 }
 
 interface MachineList {
-  data: { id: string; state: string; runtimes: { name: string; models: string[]; state: string }[] }[];
+  data: { id: string; state: string; lastSeenAt: string | null; runtimes: { name: string; models: string[]; state: string }[] }[];
 }
 
 /** A well-formed pairing token nobody was given. */
@@ -293,7 +293,8 @@ describe("worker heartbeats on a server of its own", () => {
   const open: WebSocket[] = [];
 
   beforeAll(async () => {
-    server = await startTestServer({ kind: "pglite", dataDir: null }, {}, { runningClock: true });
+    // A 3 s heartbeat timeout: a silent connection is dropped within seconds of real time.
+    server = await startTestServer({ kind: "pglite", dataDir: null }, { WORKER_HEARTBEAT_TIMEOUT_SECONDS: "3" }, { runningClock: true });
   });
   afterEach(() => closeAll(open));
   afterAll(async () => {
@@ -301,25 +302,33 @@ describe("worker heartbeats on a server of its own", () => {
     removeTempDirs();
   });
 
-  it("live state follows the last heartbeat: silent past 45 s is offline though the socket is open; a heartbeat brings it back", async () => {
+  it("live state follows the connection: online while heartbeats come (they write nothing to its row); silent past the timeout, closed (4003) and offline at once, last seen when last heard", async () => {
     const m = await pairViaApi(server, server.dev, "heartbeat-user");
     const stateOf = async () => ((await (await server.fetch("/v1/machines", { headers: bearer(m.session) })).json()) as MachineList).data.find((x) => x.id === m.machineId)!;
+    const row = () => server.db.prisma.machine.findUniqueOrThrow({ where: { id: m.machineId } });
     const c = await connectTo(server, open, m.token);
     c.send(HELLO);
     await c.next("welcome");
     expect((await stateOf()).state).toBe("online");
+    const connectedRow = await row();
 
-    server.clock.advance(46);
-    const silent = await stateOf();
-    expect(silent.state).toBe("offline");
+    // Beats for 2.5 s: online throughout, the row untouched (its liveness is the connection's, held by a live instance).
+    let lastBeat = 0;
+    for (let i = 0; i < 5; i++) {
+      c.send(heartbeat());
+      lastBeat = server.clock.now().getTime();
+      await new Promise((r) => setTimeout(r, 500));
+      expect((await stateOf()).state).toBe("online");
+    }
+    expect((await row()).lastHeartbeatAt).toEqual(connectedRow.lastHeartbeatAt);
+
+    // Then silence: closed for it, offline, last seen when last heard.
+    const closed = await c.closed;
+    expect(closed.code).toBe(WORKER_CLOSE.heartbeatTimeout);
+    const silent = await until(stateOf, (s) => s.state === "offline");
     expect(silent.runtimes[0].state).toBe("offline");
-    expect(c.ws.readyState).toBe(WebSocket.OPEN);
-    expect((await server.db.prisma.machine.findUniqueOrThrow({ where: { id: m.machineId } })).connectedInstance).toBe(server.services.workers.instance);
-
-    c.send(heartbeat());
-    await until(stateOf, (s) => s.state === "online");
-    expect(c.ws.readyState).toBe(WebSocket.OPEN);
-    expect(c.pending).toEqual([]);
+    expect(Math.abs(new Date(silent.lastSeenAt!).getTime() - lastBeat)).toBeLessThan(100);
+    expect((await row()).connectedInstance).toBeNull();
   });
 });
 
