@@ -127,5 +127,6 @@ export async function throughput(loop: Loop, opts: { warmSeconds: number; second
   const a = cpuFrom ?? cpu();
   const b = cpuUntil ?? cpu();
   const cpuPerRun = Object.fromEntries(Object.entries(b).map(([k, v]) => [k, (v - a[k]) / runs]));
-  return { perSecond: runs / seconds, runs, samples, cpuPerRun };
+  // completed: every run the loops finished, warm-up and the window's last ones included (nothing is in flight after them).
+  return { perSecond: runs / seconds, runs, completed, samples, cpuPerRun };
 }

@@ -36,7 +36,8 @@ export class EventStreamWriter implements Flow {
     res.once("close", () => clearInterval(this.keepAlive));
   }
 
-  write(frame: string): void {
+  /** A frame: a string, or bytes encoded once and shared by every reader of the same event (runEventFrameBytes). */
+  write(frame: string | Buffer): void {
     if (!this.ended) this.out.write(frame);
   }
 
@@ -79,6 +80,21 @@ export function runEventFrame(e: StoredEvent): string {
   return `id: ${e.seq}\nevent: ${e.kind}\ndata: ${jsonOf(e)}\n\n`;
 }
 
+/** Each event's frame, encoded once. */
+const frameBytes = new WeakMap<StoredEvent, Buffer>();
+
+/**
+ * `runEventFrame` as bytes, encoded once per event and shared: the bus hands the
+ * same event to every reader of the run on this instance, so 50 readers of a
+ * live run hold (and write) one copy of each frame, not 50, and a reader that
+ * never reads holds references, not copies, up to its cap.
+ */
+export function runEventFrameBytes(e: StoredEvent): Buffer {
+  let bytes = frameBytes.get(e);
+  if (bytes === undefined) frameBytes.set(e, (bytes = Buffer.from(runEventFrame(e))));
+  return bytes;
+}
+
 /**
  * A run's events as `text/event-stream`; a client that leaves stops the reading,
  * never the run. A reader too slow for STREAM_BUFFER_CAP_BYTES is closed with
@@ -92,7 +108,7 @@ export function runEventStream(store: RunStore, bus: RunBus, log: Logger, runId:
     log,
     runId,
     after,
-    (e) => writer.write(runEventFrame(e)),
+    (e) => writer.write(runEventFrameBytes(e)),
     (why) => {
       if (why === "slow_reader") log.info({ runId, after }, "closed a slow reader of a run's stream");
       writer.end(why === "slow_reader" ? SLOW_READER_COMMENT : undefined);
