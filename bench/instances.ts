@@ -28,7 +28,9 @@
  * SVC_BENCH_WARM_SECONDS (warm-up before each, default 3), SVC_BENCH_PARALLEL (runs
  * in flight, default 16), SVC_BENCH_RUNS (runs per side for (b), default 150),
  * SVC_BENCH_POSTGRES_URL (admin URL, default postgres://postgres@127.0.0.1:5432/postgres;
- * a scratch database is created and dropped), SVC_BENCH_LOG_LEVEL (the instances', default
+ * a scratch database is created and dropped), SVC_BENCH_POOLER=pgbouncer (the instances'
+ * pools go through a PgBouncer of the bench's own in transaction mode, SVC_BENCH_POOL_SIZE
+ * server connections, default 20; their LISTEN and the first start's lock on the direct URL), SVC_BENCH_LOG_LEVEL (the instances', default
  * info), SVC_BENCH_STRICT=1 (exit 1 on a miss).
  */
 import os from "node:os";
@@ -38,6 +40,7 @@ import { serviceLoop, throughput, warmUp, ROUND_TRIPS, type Loop, type Samples }
 import { groupCpuMs, pairMachine, percentile, pidCpuMs, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, tempDir, type Child } from "./lib.js";
 import { pollUntil, startServerProcess, type ServerProcess } from "../test/helpers/process.js";
 import { startBalancer, type Balancer } from "../test/helpers/balancer.js";
+import { startPgBouncer, type PgBouncer } from "../test/helpers/pgbouncer.js";
 
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
 const WARM_SECONDS = Number(process.env.SVC_BENCH_WARM_SECONDS ?? 3);
@@ -48,6 +51,10 @@ const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_
 const USER = "bench-user";
 /** How long the three instances are watched idle. */
 const IDLE_SECONDS = 3;
+const POOLER = process.env.SVC_BENCH_POOLER === "pgbouncer";
+const POOLER_SIZE = Number(process.env.SVC_BENCH_POOL_SIZE ?? 20);
+/** The bench's PgBouncer, when SVC_BENCH_POOLER=pgbouncer. */
+let bouncer: PgBouncer | null = null;
 
 /** Issue 19: 3 instances cost at most 10 % more server CPU per run than 1; another instance adds ≤ 1 ms per round trip. */
 const TARGET = { cpuRatio: 1.1, addedMedianMs: 1 };
@@ -61,7 +68,8 @@ process.on("exit", () => {
 /** An instance on the shared database; the first one migrates it and prints the dev app (SVC_DEV_APP=1), the others do not. */
 async function instance(databaseUrl: string, name: string, first: boolean): Promise<ServerProcess & { name: string }> {
   const s = await startServerProcess(tempDir("svc-bench-inst-"), {
-    DATABASE_URL: databaseUrl,
+    DATABASE_URL: bouncer ? bouncer.through(databaseUrl) : databaseUrl,
+    DATABASE_DIRECT_URL: bouncer ? databaseUrl : "",
     SVC_DEV_APP: first ? "1" : "",
     LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info",
     // 64 streams at once for one app would be refused by the default cap.
@@ -231,6 +239,11 @@ async function main(): Promise<void> {
     return;
   }
   cleanups.push(() => scratch.drop());
+  if (POOLER) {
+    bouncer = await startPgBouncer({ poolSize: POOLER_SIZE, upstream: POSTGRES_URL });
+    cleanups.push(() => bouncer!.stop());
+    process.stdout.write(`  the instances' pools go through PgBouncer (transaction mode, ${POOLER_SIZE} server connections)\n`);
+  }
   cleanups.push(async () => removeTempDirs());
   const model: Child = spawnNode(["--import", "tsx", "bench/model-standin.ts"]);
   cleanups.push(async () => model.stop());

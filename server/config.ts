@@ -13,6 +13,11 @@ const Env = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
     .optional(),
+  DATABASE_DIRECT_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
+    .optional(),
+  DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
   SVC_DATA_DIR: z.string().min(1).default(".data"),
   PUBLIC_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -72,7 +77,7 @@ export interface Config {
   port: number;
   host: string;
   /** `pglite` in a data folder unless DATABASE_URL names a Postgres. */
-  database: { kind: "pglite"; dataDir: string } | { kind: "postgres"; url: string };
+  database: { kind: "pglite"; dataDir: string } | { kind: "postgres"; url: string; directUrl?: string; poolSize?: number };
   /** The data folder: PGlite's files, the lock, the admin socket. */
   dataDir: string;
   /** Public base URL without the `/v1` (e.g. `https://svc.example.com`). */
@@ -185,11 +190,16 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   const otelProblems: string[] = [];
   const telemetry = parseTelemetry(cleaned, otelProblems);
   if (otelProblems.length) throw new ConfigError(otelProblems);
+  if (e.DATABASE_DIRECT_URL && !e.DATABASE_URL) {
+    throw new ConfigError(["DATABASE_DIRECT_URL: a direct connection is for a DATABASE_URL that goes through a pooler (PgBouncer in transaction mode); set DATABASE_URL too, or leave DATABASE_DIRECT_URL out"]);
+  }
   const dataDir = path.resolve(e.SVC_DATA_DIR);
   return {
     port: e.PORT,
     host: e.HOST,
-    database: e.DATABASE_URL ? { kind: "postgres", url: e.DATABASE_URL } : { kind: "pglite", dataDir: path.join(dataDir, "pglite") },
+    database: e.DATABASE_URL
+      ? { kind: "postgres", url: e.DATABASE_URL, poolSize: e.DATABASE_POOL_SIZE, ...(e.DATABASE_DIRECT_URL ? { directUrl: e.DATABASE_DIRECT_URL } : {}) }
+      : { kind: "pglite", dataDir: path.join(dataDir, "pglite") },
     dataDir,
     publicUrl: e.PUBLIC_URL ? e.PUBLIC_URL.replace(/\/+$/, "") : null,
     logLevel: e.LOG_LEVEL,

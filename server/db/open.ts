@@ -109,10 +109,16 @@ export interface Database extends Sql, Notifications {
   close(): Promise<void>;
 }
 
-export type DatabaseTarget = { kind: "pglite"; dataDir: string | null } | { kind: "postgres"; url: string };
+/**
+ * Postgres: `url` for the pool (`poolSize` connections at most). `directUrl`: `url`
+ * goes through a pooler in transaction mode (PgBouncer), and this is a direct
+ * connection to the same database for what needs a session of its own: LISTEN and
+ * the session-level advisory lock of migrations and the first start.
+ */
+export type DatabaseTarget = { kind: "pglite"; dataDir: string | null } | { kind: "postgres"; url: string; directUrl?: string; poolSize?: number };
 
 export async function openDatabase(target: DatabaseTarget): Promise<Database> {
-  return target.kind === "pglite" ? openPGlite(target.dataDir) : openPostgres(target.url);
+  return target.kind === "pglite" ? openPGlite(target.dataDir) : openPostgres(target);
 }
 
 /** `dataDir: null` is an in-memory database (tests). */
@@ -161,9 +167,14 @@ async function openPGlite(dataDir: string | null): Promise<Database> {
   };
 }
 
-async function openPostgres(url: string): Promise<Database> {
+async function openPostgres(target: { url: string; directUrl?: string; poolSize?: number }): Promise<Database> {
+  const { url } = target;
+  // Through a pooler in transaction mode each statement may run on another server connection: no named
+  // statements (PgBouncer keeps them only from 1.21, with max_prepared_statements), and sessions on the direct URL.
+  const pooled = target.directUrl !== undefined;
+  const sessionUrl = target.directUrl ?? url;
   // A database that does not answer (a partition, not a refusal) fails a request after 10 s (503) instead of holding it.
-  const pool = new ScopedPool({ connectionString: url, max: 10, connectionTimeoutMillis: 10_000, Client: CountingClient });
+  const pool = new ScopedPool({ connectionString: url, max: target.poolSize ?? 10, connectionTimeoutMillis: 10_000, Client: CountingClient });
   // An idle connection that breaks (Postgres restarted, the database dropped, the
   // network cut) is thrown away by the pool and replaced on the next query; without a
   // listener its error would crash the process.
@@ -171,19 +182,21 @@ async function openPostgres(url: string): Promise<Database> {
   // Fail fast with the driver's own message when Postgres is unreachable.
   await pool.query("select 1");
   const prisma = new PrismaClient({ adapter: new PrismaPg(pool) });
-  const over = (client: pg.Pool | pg.PoolClient): Sql => ({
+  const over = (client: pg.Pool | pg.PoolClient | pg.Client): Sql => ({
     exec: async (text) => {
       await client.query(text);
     },
     query: async <T>(text: string, params: unknown[] = [], options?: QueryOptions) =>
-      (await (options?.prepared ? client.query({ name: statementName(text), text, values: params }) : client.query(text, params))).rows as T[],
+      (await (options?.prepared && !pooled ? client.query({ name: statementName(text), text, values: params }) : client.query(text, params))).rows as T[],
   });
+  const listener = new Listener(sessionUrl);
   return {
     kind: "postgres",
     prisma,
     ...over(pool),
     poolStats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount }),
     exclusive: async (lockKey, fn) => {
+      if (pooled) return exclusiveOn(sessionUrl, lockKey, (c) => fn(over(c)));
       const client = await pool.connect();
       try {
         await client.query("SELECT pg_advisory_lock($1)", [lockKey]);
@@ -196,7 +209,7 @@ async function openPostgres(url: string): Promise<Database> {
         client.release();
       }
     },
-    listen: (channel, fn, resumed) => listenOn(url, channel, fn, resumed),
+    listen: (channel, fn, resumed) => listener.listen(channel, fn, resumed),
     notify: async (channel, payload) => {
       await pool.query("SELECT pg_notify($1, $2)", [channel, payload]);
     },
@@ -208,46 +221,116 @@ async function openPostgres(url: string): Promise<Database> {
   };
 }
 
+/** `exclusive` on a direct connection of its own (through a transaction-mode pooler a session-level lock would not hold). */
+async function exclusiveOn<T>(url: string, lockKey: number, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 10_000 });
+  client.on("error", () => {});
+  await client.connect();
+  try {
+    await client.query("SELECT pg_advisory_lock($1)", [lockKey]);
+    return await fn(client);
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
 /**
- * LISTEN on a connection of its own, held for as long as someone listens. When
- * that connection breaks (Postgres restarted, the backend terminated) it is
- * opened again with backoff; what was sent in between is lost, which is why
- * the listener is told (`resumed`), and every listener here has a polling or
- * heartbeat fallback.
+ * LISTEN for every channel of this process on one connection of its own, held
+ * for as long as someone listens (an instance's channels share it: Postgres
+ * connections grow by one per instance, not one per channel). When that
+ * connection breaks (Postgres restarted, the backend terminated) it is opened
+ * again with backoff and listens to every channel again; what was sent in
+ * between is lost, which is why the listeners are told (`resumed`), and every
+ * listener here has a polling or heartbeat fallback.
  */
-async function listenOn(url: string, channel: string, fn: (payload: string) => void, resumed?: () => void): Promise<() => Promise<void>> {
-  let stopped = false;
-  let client: pg.Client | null = null;
-  let retry: NodeJS.Timeout | null = null;
-  const open = async () => {
-    const c = new pg.Client({ connectionString: url });
+class Listener {
+  private client: pg.Client | null = null;
+  private opening: Promise<pg.Client> | null = null;
+  /** The channels the current connection listens on. */
+  private listened = new Set<string>();
+  private readonly channels = new Map<string, Set<(payload: string) => void>>();
+  private readonly resumers = new Set<() => void>();
+  private retry: NodeJS.Timeout | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly url: string) {}
+
+  async listen(channel: string, fn: (payload: string) => void, resumed?: () => void): Promise<() => Promise<void>> {
+    let set = this.channels.get(channel);
+    if (!set) this.channels.set(channel, (set = new Set()));
+    set.add(fn);
+    if (resumed) this.resumers.add(resumed);
+    const stop = async () => {
+      set.delete(fn);
+      if (resumed) this.resumers.delete(resumed);
+      if (set.size > 0 || this.channels.get(channel) !== set) return;
+      this.channels.delete(channel);
+      if (this.channels.size === 0) return this.close();
+      const client = this.client;
+      if (client && this.listened.delete(channel)) await (this.queue = this.queue.catch(() => {}).then(() => client.query(`UNLISTEN ${pg.escapeIdentifier(channel)}`))).catch(() => {});
+    };
+    try {
+      const client = this.client ?? (await (this.opening ??= this.open()));
+      if (!this.listened.has(channel)) {
+        this.listened.add(channel);
+        // One statement at a time on the connection (listens made together are queued here, not in the driver).
+        await (this.queue = this.queue.catch(() => {}).then(() => client.query(`LISTEN ${pg.escapeIdentifier(channel)}`)));
+      }
+    } catch (err) {
+      await stop();
+      throw err;
+    }
+    return stop;
+  }
+
+  private async open(): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString: this.url });
     c.on("error", () => {});
     c.on("notification", (n) => {
-      if (n.channel === channel) fn(n.payload ?? "");
+      for (const fn of this.channels.get(n.channel) ?? []) fn(n.payload ?? "");
     });
     c.on("end", () => {
-      if (!stopped && client === c) reopen(250);
+      if (this.client !== c) return;
+      this.client = null;
+      if (this.channels.size > 0) this.reopen(250);
     });
-    client = c;
-    await c.connect();
-    await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
-  };
-  const reopen = (delayMs: number) => {
-    client = null;
-    if (retry) return;
-    retry = setTimeout(() => {
-      retry = null;
-      open().then(
-        () => resumed?.(),
-        () => !stopped && reopen(Math.min(delayMs * 2, 10_000)),
+    try {
+      await c.connect();
+      const listened = new Set(this.channels.keys());
+      for (const channel of listened) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      this.listened = listened;
+      this.client = c;
+      return c;
+    } catch (err) {
+      await c.end().catch(() => {});
+      throw err;
+    } finally {
+      this.opening = null;
+    }
+  }
+
+  private reopen(delayMs: number): void {
+    if (this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      // Nobody listens any more, or a `listen` meanwhile opened it again.
+      if (this.channels.size === 0 || this.client) return;
+      (this.opening ??= this.open()).then(
+        () => {
+          for (const resumed of this.resumers) resumed();
+        },
+        () => this.reopen(Math.min(delayMs * 2, 10_000)),
       );
     }, delayMs);
-    retry.unref();
-  };
-  await open();
-  return async () => {
-    stopped = true;
-    if (retry) clearTimeout(retry);
-    await client?.end().catch(() => {});
-  };
+    this.retry.unref();
+  }
+
+  private async close(): Promise<void> {
+    if (this.retry) clearTimeout(this.retry);
+    this.retry = null;
+    const c = this.client ?? (await this.opening?.catch(() => null)) ?? null;
+    this.client = null;
+    this.listened = new Set();
+    await c?.end().catch(() => {});
+  }
 }

@@ -12,15 +12,22 @@ describe("configuration", () => {
 
   it("switches to Postgres with DATABASE_URL and honours the public URL", () => {
     const c = parseConfig({ DATABASE_URL: "postgres://u@db:5432/svc", PUBLIC_URL: "https://svc.example.com/", PORT: "8080", SVC_DATA_DIR: "/var/svc" });
-    expect(c.database).toEqual({ kind: "postgres", url: "postgres://u@db:5432/svc" });
+    expect(c.database).toEqual({ kind: "postgres", url: "postgres://u@db:5432/svc", poolSize: 10 });
     expect(c.dataDir).toBe("/var/svc");
     expect(baseUrlOf(c, 8080)).toBe("https://svc.example.com");
+  });
+
+  it("takes a pooler's URL with a direct one beside it, and the pool's size", () => {
+    const c = parseConfig({ DATABASE_URL: "postgres://u@pgbouncer:6432/svc", DATABASE_DIRECT_URL: "postgres://u@db:5432/svc", DATABASE_POOL_SIZE: "4" });
+    expect(c.database).toEqual({ kind: "postgres", url: "postgres://u@pgbouncer:6432/svc", directUrl: "postgres://u@db:5432/svc", poolSize: 4 });
   });
 
   it.each([
     [{ PORT: "abc" }, /PORT/],
     [{ PORT: "70000" }, /PORT/],
     [{ DATABASE_URL: "mysql://x" }, /DATABASE_URL.*postgres/],
+    [{ DATABASE_DIRECT_URL: "postgres://u@db:5432/svc" }, /DATABASE_DIRECT_URL.*set DATABASE_URL too/],
+    [{ DATABASE_URL: "postgres://u@db/svc", DATABASE_POOL_SIZE: "0" }, /DATABASE_POOL_SIZE/],
     [{ PUBLIC_URL: "not a url" }, /PUBLIC_URL/],
     [{ LOG_LEVEL: "loud" }, /LOG_LEVEL/],
     [{ MAX_BODY_BYTES: "10" }, /MAX_BODY_BYTES/],

@@ -228,7 +228,8 @@ describe("a first start that fails", () => {
     const dev = next.banner();
     expect(dev, `no dev-app banner after a failed first start:\n${next.output()}`).not.toBeNull();
     await passes(await next.fetch("/v1/plans", { headers: bearer(dev!.appKey) }));
-  });
+    // Two starts of the built server, one to its failure: 15 s alone, past 30 s beside the heaviest suites.
+  }, 90_000);
 });
 
 describe("a data folder with a long path", () => {
