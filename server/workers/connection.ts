@@ -1,5 +1,5 @@
 import type { WebSocket } from "ws";
-import { parseFrame, serverMessage, WORKER_CLOSE, WORKER_FEATURES, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type JobSpanRecord, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
+import { parseFrame, serverMessage, workerMessage, WORKER_CLOSE, WORKER_FEATURES, WORKER_MAX_FRAME_BYTES, WorkerMessage, type JobEvent, type JobSpanRecord, type RuntimeAdvert, type ServerMessage } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import { jobFailed } from "../errors.js";
 import type { MachineIdentity, MachineService } from "../machines/machines.js";
@@ -12,6 +12,11 @@ export const HEARTBEAT_SECONDS = 10;
 export type UpdateFor = (client: string, version: string) => Extract<ServerMessage, { type: "welcome" }>["payload"]["update"];
 
 export const heartbeatSecondsFor = (timeoutMs: number) => Math.max(1, Math.min(HEARTBEAT_SECONDS, Math.floor(timeoutMs / 4000)));
+
+/** The frame an idle worker sends every heartbeat, and what it parses to. */
+const IDLE_HEARTBEAT_MESSAGE = workerMessage("heartbeat", { busy: Object.freeze([]) as unknown as string[] });
+const IDLE_HEARTBEAT_FRAME = JSON.stringify(IDLE_HEARTBEAT_MESSAGE);
+const IDLE_HEARTBEAT = { ok: true as const, message: IDLE_HEARTBEAT_MESSAGE as WorkerMessage };
 /** Bad frames a connection may send before it is closed. */
 const MAX_BAD_FRAMES = 10;
 /** A cancelled job keeps its slot until the worker says it stopped, or this long. */
@@ -280,7 +285,8 @@ export class WorkerConnection {
     if (!this.bytes.take(size)) return this.flooded(`bytes (more than ${this.bytes.perSecond} per second, and as many per job running)`);
     try {
       if (text === null) return this.refuse("binary frames are not part of the protocol; send JSON text");
-      const parsed = parseFrame(WorkerMessage, text);
+      // An idle machine's heartbeat, byte for byte as svc-worker sends it (most frames of an idle fleet): the same message, without parsing it again.
+      const parsed = text === IDLE_HEARTBEAT_FRAME ? IDLE_HEARTBEAT : parseFrame(WorkerMessage, text);
       if (!parsed.ok) return this.refuse(parsed.reason);
       const type = parsed.message.type;
       if (type === "heartbeat" || type === "runtimes" || type === "error" || type === "runtime_limits" || type === "jobs_held") {
