@@ -352,7 +352,7 @@ onPostgres("a run across three instances (A starts it, B holds the worker, C tak
     const listening = async () =>
       Number((await withClient(databaseUrl, (cl) => cl.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'", [datname]))).rows[0].n);
     const before = await listening();
-    expect(before).toBeGreaterThanOrEqual(9); // three channels of runs per instance, at least
+    expect(before).toBeGreaterThanOrEqual(3); // one per instance, every channel of it on that connection
 
     // Cut every LISTEN backend of this database every 10 ms for the whole run: whatever is
     // notified meanwhile is lost (each reopens 250 ms after its cut at the earliest).
