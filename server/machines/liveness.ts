@@ -18,9 +18,6 @@ import { isDatabaseUnavailable } from "../db/outage.js";
 export const machineOnlineSql = (m: string, cutoff: string) =>
   `(${m}.connected_instance IS NOT NULL AND EXISTS (SELECT 1 FROM server_instances si WHERE si.id = ${m}.connected_instance AND si.alive_at > ${cutoff}))`;
 
-/** How often an instance says it is alive: a quarter of the heartbeat timeout, 10 s at most, 1 s at least (as a worker's heartbeats). */
-export const instanceBeatMsFor = (heartbeatTimeoutMs: number) => Math.max(1, Math.min(10, Math.floor(heartbeatTimeoutMs / 4000))) * 1000;
-
 /** Instance rows silent for this long are removed when an instance starts (nothing reads them: their machines went offline long ago). */
 const PRUNE_AFTER_DAYS = 7;
 

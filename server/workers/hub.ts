@@ -10,10 +10,10 @@ import { randomId } from "../crypto.js";
 import type { Logger } from "../logger.js";
 import type { Notifications, Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
-import { InstanceBeat, instanceBeatMsFor } from "../machines/liveness.js";
+import { InstanceBeat } from "../machines/liveness.js";
 import { HEARTBEAT_TIMEOUT_SECONDS, MACHINE_REVOKED_CHANNEL, type MachineIdentity, type MachineService } from "../machines/machines.js";
 import type { Tenant } from "../keys/keys.js";
-import { WorkerConnection, type JobListener, type UpdateFor } from "./connection.js";
+import { heartbeatSecondsFor, WorkerConnection, type JobListener, type UpdateFor } from "./connection.js";
 import type { ConnectionLimits } from "./limits.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 
@@ -81,11 +81,11 @@ export class WorkerHub {
     private readonly jobGraceSeconds = 0,
     /** Of the jobs a reconnecting worker kept, those whose run goes on. */
     private readonly liveJobs?: (machineId: string, jobIds: string[]) => Promise<Set<string>>,
-    /** This instance's beat, which keeps its machines online (liveness.ts); none: a hub without a database of its own (never in the service). */
+    /** This instance's beat, which keeps its machines online (liveness.ts), as often as its workers beat; none: a hub without a database of its own (never in the service). */
     liveness?: { sql: Sql; clock: Clock },
   ) {
     this.beat = liveness
-      ? new InstanceBeat(liveness.sql, liveness.clock, instance, instanceBeatMsFor(heartbeatTimeoutMs), () => [...this.all].map((c) => c.identity.machineId), (ids) => this.removed(ids), log)
+      ? new InstanceBeat(liveness.sql, liveness.clock, instance, heartbeatSecondsFor(heartbeatTimeoutMs) * 1000, () => [...this.all].map((c) => c.identity.machineId), (ids) => this.removed(ids), log)
       : null;
   }
 
