@@ -30,6 +30,7 @@ import { MachineService } from "./machines/machines.js";
 import { WorkerHub } from "./workers/hub.js";
 import { randomId } from "./crypto.js";
 import { RunStore } from "./runs/store.js";
+import type { RunStream } from "./bus/run-stream.js";
 import { RunBus } from "./runs/bus.js";
 import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
@@ -121,7 +122,7 @@ export interface AppDeps {
   metricsToken?: string | null;
 }
 
-export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger): Services {
+export function createServices(db: Database, clock: Clock, config: Config, urls: PublicUrls, logger: Logger, stream: RunStream | null = null): Services {
   // The database unreachable: logged once per outage, whether a request or a background task (the run engine, the webhook dispatcher) met it.
   const outage = new DatabaseOutage(() => db.query("SELECT 1"), logger);
   const limiter = new RateLimiter(db.prisma, clock);
@@ -134,7 +135,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   const machines = new MachineService(db.prisma, clock, db, webhooks.facts, config.workerHeartbeatTimeoutSeconds, undefined, logger);
   // Each process is one instance: a machine's row names the instance holding its connection, a run's the one driving it.
   const instance = randomId("inst_", 12);
-  const runStore = new RunStore(db, instance);
+  const runStore = new RunStore(db, instance, stream);
   workers = new WorkerHub(
     machines,
     db,
@@ -148,7 +149,8 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     (machineId, jobIds) => runStore.liveJobs(machineId, jobIds),
     { sql: db, clock },
   );
-  const runBus = new RunBus();
+  // On the bus, this instance receives a run's live events only while it has a reader of that run.
+  const runBus = new RunBus(stream);
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts, config.runLimits.queuePerMachine);
   const plans = new PlanService(db, clock);
@@ -165,7 +167,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     users,
     reports: new LedgerReports(db, clock),
     directory: new UserDirectory(db, clock, users, machines),
-    runInspector: new RunInspector(db, runs, machines),
+    runInspector: new RunInspector(db, runs, machines, runStore),
     insights: new Insights(db, clock, new RequestLog(db, clock, logger, config.requestLogRetentionDays), config.workerHeartbeatTimeoutSeconds),
     clock,
     logger,

@@ -18,6 +18,11 @@ const Env = z.object({
     .regex(/^postgres(ql)?:\/\//, "must be a postgres:// or postgresql:// URL")
     .optional(),
   DATABASE_POOL_SIZE: z.coerce.number().int().min(1).max(200).default(10),
+  NATS_URL: z
+    .string()
+    .regex(/^(nats|tls):\/\/[^\s]+$/, "must be a nats:// or tls:// URL (several, comma-separated, for a cluster)")
+    .optional(),
+  NATS_STREAM: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, "must be 1-64 letters, digits, _ or - (a JetStream stream name)").default("svc_runs"),
   SVC_DATA_DIR: z.string().min(1).default(".data"),
   PUBLIC_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
@@ -78,6 +83,8 @@ export interface Config {
   host: string;
   /** `pglite` in a data folder unless DATABASE_URL names a Postgres. */
   database: { kind: "pglite"; dataDir: string } | { kind: "postgres"; url: string; directUrl?: string; poolSize?: number };
+  /** The run bus (`NATS_URL`): runs' events on NATS JetStream, in this stream; null: in Postgres (`run_events`). */
+  nats: { url: string; stream: string } | null;
   /** The data folder: PGlite's files, the lock, the admin socket. */
   dataDir: string;
   /** Public base URL without the `/v1` (e.g. `https://svc.example.com`). */
@@ -193,6 +200,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   if (e.DATABASE_DIRECT_URL && !e.DATABASE_URL) {
     throw new ConfigError(["DATABASE_DIRECT_URL: a direct connection is for a DATABASE_URL that goes through a pooler (PgBouncer in transaction mode); set DATABASE_URL too, or leave DATABASE_DIRECT_URL out"]);
   }
+  if (e.NATS_URL && !e.DATABASE_URL) {
+    throw new ConfigError(["NATS_URL: the run bus is for several instances sharing one Postgres; set DATABASE_URL too, or leave NATS_URL out (the embedded database keeps run events itself)"]);
+  }
   const dataDir = path.resolve(e.SVC_DATA_DIR);
   return {
     port: e.PORT,
@@ -200,6 +210,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     database: e.DATABASE_URL
       ? { kind: "postgres", url: e.DATABASE_URL, poolSize: e.DATABASE_POOL_SIZE, ...(e.DATABASE_DIRECT_URL ? { directUrl: e.DATABASE_DIRECT_URL } : {}) }
       : { kind: "pglite", dataDir: path.join(dataDir, "pglite") },
+    nats: e.NATS_URL ? { url: e.NATS_URL, stream: e.NATS_STREAM } : null,
     dataDir,
     publicUrl: e.PUBLIC_URL ? e.PUBLIC_URL.replace(/\/+$/, "") : null,
     logLevel: e.LOG_LEVEL,

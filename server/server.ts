@@ -18,6 +18,7 @@ import { routeFallback } from "./http/fallback.js";
 import { errorHandler } from "./http/errors.js";
 import { answerClientError, answerConnect, answerExpectation, edgeGuard } from "./http/client-error.js";
 import { startTracing } from "./telemetry/tracing.js";
+import { RunStream } from "./bus/run-stream.js";
 
 export interface StartOptions {
   config: Config;
@@ -75,7 +76,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     if (applied.length) logger.info({ applied }, "migrations applied");
 
     const urls = new PublicUrls(config);
-    const services = createServices(db, clock, config, urls, logger);
+    // The run bus (NATS_URL): connected before anything drives a run; a lost link after start is an outage (runs wait, readers retry).
+    let onBusReconnect = () => {};
+    const stream = config.nats ? await RunStream.open({ ...config.nats, instance: `pid ${process.pid}`, logger }, () => onBusReconnect()) : null;
+    if (stream) cleanup.push(() => stream.close());
+    const services = createServices(db, clock, config, urls, logger, stream);
+    onBusReconnect = () => services.runBus.wakeAll();
     // Last before the database closes: webhook facts still being recorded (machines going offline at shutdown).
     cleanup.push(() => services.webhooks.facts.drain());
     // Closed once the listener has: the requests answered until then are written.
@@ -127,7 +133,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       const link = await services.owners.operatorSignInLink().catch((err) => void logger.error({ err }, "could not make the dashboard's sign-in link"));
       (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url, link ? signInLinkUrl(url, link.token) : undefined));
     }
-    logger.info({ url, database: db.kind }, "listening");
+    logger.info({ url, database: db.kind, runBus: stream ? "nats" : "database" }, "listening");
     return { url, metricsUrl, db, services, close };
   } catch (err) {
     await close();

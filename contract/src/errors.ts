@@ -77,6 +77,7 @@ export const ERROR_CODES = {
   not_configured: { status: 501, type: "api_error", message: "This feature is not configured on this service: its operator must set it up; retrying will not help." },
   service_unavailable: { status: 503, type: "api_error", message: "The service is not available right now." },
   database_unavailable: { status: 503, type: "api_error", message: "The service's database is unreachable for a moment; retry after the time in Retry-After." },
+  bus_unavailable: { status: 503, type: "api_error", message: "The service's run bus (NATS) is unreachable for a moment: runs go on and nothing is lost; retry after the time in Retry-After." },
 } as const satisfies Record<string, { status: number; type: string; message: string }>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -61,7 +61,8 @@ export type ErrorCode =
   | "internal_error"
   | "not_implemented"
   | "service_unavailable"
-  | "database_unavailable";
+  | "database_unavailable"
+  | "bus_unavailable";
 
 /** The error envelope every endpoint answers errors in. */
 export interface ErrorEnvelope {

@@ -1,5 +1,6 @@
 import type { NextFunction, Request, Response } from "express";
 import { ApiError } from "../errors.js";
+import { isBusUnavailable } from "../bus/run-stream.js";
 import { isDatabaseUnavailable, nothingSent, OUTAGE_RETRY_AFTER_SECONDS, type DatabaseOutage } from "../db/outage.js";
 
 /** Maps body-parser's failures to the envelope's codes. */
@@ -56,7 +57,9 @@ export function errorHandler(outage: DatabaseOutage | null = null) {
   // Express recognises error middleware by its four parameters.
   return (err: unknown, req: Request, res: Response, _next: NextFunction) => {
     let apiError = err instanceof ApiError ? err : (fromBodyParser(err as { type?: string }) ?? fromHttpError(err as { status?: unknown }));
-    if (!apiError && isDatabaseUnavailable(err)) {
+    if (!apiError && isBusUnavailable(err)) {
+      apiError = new ApiError("bus_unavailable", undefined, { headers: { "Retry-After": String(OUTAGE_RETRY_AFTER_SECONDS) } });
+    } else if (!apiError && isDatabaseUnavailable(err)) {
       // Logged once per outage (by the outage record), not per request.
       outage?.report(err, req.id);
       apiError = databaseUnavailable(nothingSent());
@@ -65,7 +68,7 @@ export function errorHandler(outage: DatabaseOutage | null = null) {
       apiError = new ApiError("internal_error", `Something went wrong on our side; quote request id ${req.id} to support.`);
     } else if (apiError.status === 500) {
       req.log.error({ err }, "server error");
-    } else if (apiError.status > 500 && apiError.code !== "database_unavailable") {
+    } else if (apiError.status > 500 && apiError.code !== "database_unavailable" && apiError.code !== "bus_unavailable") {
       // A deliberate 501/502/503 (not built, Stripe not configured or unreachable): the service works as configured, no stack trace needed.
       req.log.warn({ code: apiError.code, reason: apiError.message }, `answered ${apiError.status}`);
     }

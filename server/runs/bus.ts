@@ -1,5 +1,11 @@
 import { jsonOf, type StoredEvent } from "./run-rows.js";
 
+/** The run bus's live side (`RunStream`): a run's events stored by other instances, while this one watches it. */
+export interface RemoteEvents {
+  watch(runId: string, onEvent: (e: StoredEvent) => void): void;
+  unwatch(runId: string): void;
+}
+
 /** Someone reading a run's stream on this instance. */
 export interface RunReader {
   /** An event the driver here just handed over (in order; one seen already is ignored by the reader). */
@@ -26,7 +32,9 @@ interface Recent {
  * instance. The driver publishes its events (a run's once stored, a chat's as
  * they are made); events written on another instance arrive with its
  * notification (`stored`), or, when they were too long for it, as a wake, and
- * the reader catches up from the stored rows.
+ * the reader catches up from the stored rows. On the run bus (`NATS_URL`) they
+ * arrive from NATS instead, and only while a reader of the run is here: the
+ * first reader watches the run's subjects, the last one leaving stops.
  *
  * For a run driven here the bus also remembers its last events (bounded), and
  * hands them to a reader that asks once subscribed (`replay`): a reader that comes a moment after
@@ -37,13 +45,21 @@ export class RunBus {
   private readonly readers = new Map<string, Set<RunReader>>();
   private readonly recent = new Map<string, Recent>();
 
+  constructor(private readonly remote: RemoteEvents | null = null) {}
+
   subscribe(runId: string, reader: RunReader): () => void {
     let set = this.readers.get(runId);
-    if (!set) this.readers.set(runId, (set = new Set()));
+    if (!set) {
+      this.readers.set(runId, (set = new Set()));
+      this.remote?.watch(runId, (e) => this.stored(runId, [e]));
+    }
     set.add(reader);
     return () => {
       set.delete(reader);
-      if (set.size === 0 && this.readers.get(runId) === set) this.readers.delete(runId);
+      if (set.size === 0 && this.readers.get(runId) === set) {
+        this.readers.delete(runId);
+        this.remote?.unwatch(runId);
+      }
     };
   }
 

@@ -18,6 +18,11 @@ import { isModelTurn } from "./run-rows.js";
 import { isDatabaseUnavailable, type DatabaseOutage } from "../db/outage.js";
 import { requestScope } from "../request-scope.js";
 
+/** The sweep looks for finished runs left on the run bus every this many passes (about 30 s)... */
+const COMPACT_SWEEP_EVERY = 30;
+/** ...and takes those ended at least this long ago (their driver compacts them itself at their end). */
+const COMPACT_AFTER_MS = 30_000;
+
 export interface EngineOptions {
   leaseSeconds: number;
   /** How long a run waits for its machine to come back (anywhere) before it fails `worker_lost`. */
@@ -46,6 +51,7 @@ export class RunEngine {
   private timers: NodeJS.Timeout[] = [];
   private stops: (() => Promise<void>)[] = [];
   private closing = false;
+  private sweeps = 0;
 
   constructor(
     private readonly store: RunStore,
@@ -111,11 +117,14 @@ export class RunEngine {
     // Its readers here are fed from memory, also one that subscribes a moment after the driver began.
     this.bus.driving(run.id);
     // Outside the request that started it: the run outlives that request, and what fails in it is the run's, not the request's.
+    // A run taken over on the bus first has its last step's events published (its driver may have died before it did).
     void requestScope
-      .exit(() => driver.drive())
+      .exit(() => (created ? Promise.resolve() : this.store.republish(run)).then(() => driver.drive()))
+      .catch((err) => this.log.warn({ err, runId: run.id }, "could not take a run over"))
       .finally(() => {
         this.drivers.delete(run.id);
         this.bus.ended(run.id);
+        this.compact(run.id);
       });
   }
 
@@ -214,7 +223,28 @@ export class RunEngine {
           ? new RunStop("worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
           : new RunStop("worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
       if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
-      void driver.fail(stop).finally(() => this.drivers.delete(run.id));
+      void this.store
+        .republish(run)
+        .then(() => driver.fail(stop))
+        .finally(() => {
+          this.drivers.delete(run.id);
+          this.compact(run.id);
+        });
+    }
+    await this.compactLeftovers(now);
+  }
+
+  /** A run ended here: on the bus, its events move to Postgres (`RunStore.compact`); a run not ended, or not on the bus, is left. */
+  private compact(runId: string): void {
+    if (!this.store.stream) return;
+    void this.store.compact(runId).catch((err) => this.log.warn({ err, runId }, "could not compact a run's events (the sweep tries again)"));
+  }
+
+  /** Every COMPACT_SWEEP_EVERY sweeps: finished runs whose events are still on the bus a while after their end (their driver died first). */
+  private async compactLeftovers(now: Date): Promise<void> {
+    if (!this.store.stream || ++this.sweeps % COMPACT_SWEEP_EVERY !== 0) return;
+    for (const id of await this.store.uncompacted(new Date(now.getTime() - COMPACT_AFTER_MS), 50)) {
+      if (!(await this.store.compact(id))) this.log.warn({ runId: id }, "a finished run's events are missing from the run bus: left there");
     }
   }
 

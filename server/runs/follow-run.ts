@@ -1,6 +1,7 @@
 import { isFinalRunEvent } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import { isDatabaseUnavailable } from "../db/outage.js";
+import { isBusUnavailable } from "../bus/run-stream.js";
 import type { RunBus } from "./bus.js";
 import type { RunStore } from "./store.js";
 import { jsonOf, type StoredEvent } from "./run-rows.js";
@@ -146,8 +147,8 @@ export function followRun(
         if (!page.more && !behind) return;
       }
     } catch (err) {
-      // The database away (an outage is logged once, elsewhere): the reader stays, and reads again in a second.
-      if (!isDatabaseUnavailable(err)) log.warn({ err, runId }, "could not read a run's events");
+      // The database or the run bus away (an outage is logged once, elsewhere): the reader stays, and reads again in a second.
+      if (!isDatabaseUnavailable(err) && !isBusUnavailable(err)) log.warn({ err, runId }, "could not read a run's events");
       setTimeout(() => wake(), RETRY_READ_MS).unref();
     } finally {
       reading = false;

@@ -5,6 +5,7 @@ import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
 import { usageOfRun } from "../ledger/usage.js";
 import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
+import type { RunStore } from "./store.js";
 import type { RunService } from "./runs.js";
 import { runView } from "./run-view.js";
 
@@ -94,6 +95,7 @@ export class RunInspector {
     private readonly db: Database,
     private readonly runs: RunService,
     private readonly machines: MachineService,
+    private readonly store: RunStore,
   ) {}
 
   async list(tenant: Tenant, q: z.infer<typeof OwnerRunQuery>): Promise<z.infer<typeof OwnerRunPage>> {
@@ -117,6 +119,13 @@ export class RunInspector {
     return { data: page.map(runView), hasMore, nextCursor: hasMore && last ? encodeCursor(last.createdAt, last.id) : null };
   }
 
+  /** A run's events (the first MAX_INSPECTED_EVENTS): from the run bus while they are there, else from `run_events`. */
+  private async events(runId: string): Promise<{ seq: number; kind: string; data: Record<string, unknown>; created_at: Date | string }[]> {
+    const streamed = await this.store.streamedEvents(runId, MAX_INSPECTED_EVENTS);
+    if (streamed) return streamed.map((e) => ({ seq: e.seq, kind: e.kind, data: e.data as unknown as Record<string, unknown>, created_at: e.at ?? new Date() }));
+    return this.db.query(`SELECT seq, kind, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq LIMIT ${MAX_INSPECTED_EVENTS}`, [runId]);
+  }
+
   /**
    * The run, its stored events, its approvals and who decided them, the calls of the app's tools with the app's
    * answers (each cut at MAX_INSPECTED_PAYLOAD_BYTES: an answer can be large), its ledger rows, its machine, and
@@ -125,10 +134,7 @@ export class RunInspector {
   async get(tenant: Tenant, runId: string): Promise<z.infer<typeof OwnerRunDetail>> {
     const record = await this.runs.find(tenant, runId);
     const [events, approvals, toolCalls, ledger, machine] = await Promise.all([
-      this.db.query<{ seq: number; kind: string; data: Record<string, unknown>; created_at: Date | string }>(
-        `SELECT seq, kind, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq LIMIT ${MAX_INSPECTED_EVENTS}`,
-        [runId],
-      ),
+      this.events(runId),
       this.db.query<ApprovalRow>(
         `SELECT approval_id, kind, request, decision, decided_by, reason, created_at, answered_at FROM approvals WHERE run_id = $1 ORDER BY created_at, approval_id`,
         [runId],

@@ -128,11 +128,11 @@ export async function wakePausedRuns(db: Sql, tenant: Tenant, user: string | nul
 /** A user's runs paused now, oldest first, each with what its `run_paused` said (the components' upgrade notice). */
 export async function pausedRunsOf(db: Sql, tenant: Tenant, endUserId: string): Promise<{ runId: string; limit: Limit; message: string; pausedAt: string; expiresAt: string }[]> {
   const rows = await db.query<{ id: string; data: { limit: Limit; message: string; pausedAt: string; expiresAt: string } }>(
-    `SELECT r.id, e.data FROM runs r
-       CROSS JOIN LATERAL (SELECT data FROM run_events WHERE run_id = r.id AND kind = 'run_paused' ORDER BY seq DESC LIMIT 1) e
+    `SELECT r.id, COALESCE(r.pause, e.data) AS data FROM runs r
+       LEFT JOIN LATERAL (SELECT data FROM run_events WHERE r.pause IS NULL AND run_id = r.id AND kind = 'run_paused' ORDER BY seq DESC LIMIT 1) e ON true
       WHERE r.app_id = $1 AND r.environment = $2::"Environment" AND r.end_user_id = $3 AND r.status = 'paused'
       ORDER BY r.paused_at, r.id LIMIT 20`,
     [tenant.appId, tenant.environment, endUserId],
   );
-  return rows.map((r) => ({ runId: r.id, limit: r.data.limit, message: r.data.message, pausedAt: r.data.pausedAt, expiresAt: r.data.expiresAt }));
+  return rows.filter((r) => r.data).map((r) => ({ runId: r.id, limit: r.data.limit, message: r.data.message, pausedAt: r.data.pausedAt, expiresAt: r.data.expiresAt }));
 }

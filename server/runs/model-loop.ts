@@ -134,8 +134,9 @@ export class ModelRunDriver extends RunDriver {
     const { limit, message } = verdict.holds!;
     const pausedAt = this.deps.clock.now();
     const paused = { limit, message, allowance: verdict.allowance, budget: verdict.budget, pausedAt: pausedAt.toISOString(), expiresAt: new Date(pausedAt.getTime() + this.deps.limits.pauseMaxMs).toISOString() };
-    this.emit("run_paused", { ...paused, resume: RESUME[limit] });
-    await this.flush({ status: "paused" });
+    const data = { ...paused, resume: RESUME[limit] };
+    this.emit("run_paused", data);
+    await this.flush({ status: "paused", pause: { kind: "run_paused", ...data } });
     this.run = { ...this.run, status: "paused", paused_at: pausedAt };
     void this.deps.facts?.runPaused(this.run, paused);
     return { limit, window: verdict.allowance.period, pausedAt };

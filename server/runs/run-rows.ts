@@ -107,6 +107,8 @@ export interface RunPatch {
   stopReason?: string;
   error?: { code: string; message: string };
   finished?: boolean;
+  /** The run paused: its `run_paused` event's data, kept on its row (`lastPause` reads it there, wherever its events are). */
+  pause?: RunEventOf<"run_paused">;
 }
 
 export interface NewToolCall {

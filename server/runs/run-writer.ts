@@ -12,8 +12,14 @@ interface Step {
   endUserId: string;
   now: Date;
   w: Writes;
-  resolve: (owned: boolean) => void;
+  resolve: (written: Written) => void;
   reject: (err: unknown) => void;
+}
+
+/** How a step went: `owned`, written (false: the lease was lost, nothing written); `streamed`, its events go to the run bus (`runs.outbox` holds them until published). */
+export interface Written {
+  owned: boolean;
+  streamed: boolean;
 }
 
 /** The most steps one statement carries. */
@@ -53,13 +59,15 @@ export class RunWriter {
     private readonly db: Database,
     private readonly instance: string,
     /** Statements in flight at once (Postgres: a few connections; PGlite: one, it runs one at a time anyway). */
+    /** Run events go to NATS JetStream (`RunStream`), not to `run_events`. */
+    bus = false,
     private readonly maxInFlight = db.kind === "postgres" ? 4 : 1,
   ) {
-    this.sql = stepStatement(db.kind);
+    this.sql = stepStatement(db.kind, bus);
   }
 
-  write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
+  write(runId: string, endUserId: string, now: Date, w: Writes): Promise<Written> {
+    return new Promise<Written>((resolve, reject) => {
       this.queue.push({ runId, endUserId, now, w, resolve, reject });
       if (!this.scheduled) {
         this.scheduled = true;
@@ -100,15 +108,15 @@ export class RunWriter {
   private async send(batch: Step[]): Promise<void> {
     try {
       const owned = await this.statement(batch);
-      for (const s of batch) s.resolve(owned.has(s.runId));
+      for (const s of batch) s.resolve(writtenOf(owned, s.runId));
     } catch (err) {
       if (batch.length === 1) batch[0].reject(err);
-      else for (const s of batch) await this.statement([s]).then((owned) => s.resolve(owned.has(s.runId)), s.reject);
+      else for (const s of batch) await this.statement([s]).then((owned) => s.resolve(writtenOf(owned, s.runId)), s.reject);
     }
   }
 
-  /** The steps in one statement; the ids of the runs whose lease this instance holds. */
-  private async statement(steps: Step[]): Promise<Set<string>> {
+  /** The steps in one statement; the runs whose lease this instance holds, each with whether its events are streamed. */
+  private async statement(steps: Step[]): Promise<Map<string, boolean>> {
     const now = steps.reduce((t, s) => (s.now > t ? s.now : t), steps[0].now);
     const rows = steps.map(({ runId, w }, ord) => {
       const p = w.patch ?? {};
@@ -127,39 +135,49 @@ export class RunWriter {
         stop_reason: p.stopReason ?? null,
         error: p.error ?? null,
         finished: p.finished === true,
+        pause: p.pause ?? null,
         events: w.events?.length ? w.events : null,
         tool_calls: w.toolCalls?.length ? w.toolCalls : null,
         approvals: w.approvals?.length ? w.approvals : null,
         usage: w.usage?.length ? w.usage.map((u, n) => ({ ...u, n })) : null,
       };
     });
-    const result = await this.db.query<{ id: string }>(
+    const result = await this.db.query<{ id: string; streamed: boolean }>(
       this.sql,
       // The run ids apart ($4): the rows are found by their key in any plan (a generic plan over `IN (SELECT … FROM x)` scanned the table).
       [JSON.stringify(rows), this.instance, now, steps.map((s) => s.runId)],
       { prepared: true },
     );
-    return new Set(result.map((r) => r.id));
+    return new Map(result.map((r) => [r.id, r.streamed]));
   }
 }
 
-/** The statement writing a batch of steps ($1 the steps as JSON, $2 this instance, $3 now, $4 the run ids). */
-function stepStatement(kind: Database["kind"]): string {
+const writtenOf = (owned: Map<string, boolean>, runId: string): Written => ({ owned: owned.has(runId), streamed: owned.get(runId) === true });
+
+/**
+ * The statement writing a batch of steps ($1 the steps as JSON, $2 this instance, $3 now, $4 the run ids).
+ * `bus`: a run's events go to the run bus, published once this commits; the statement keeps the step's
+ * events on the run's row (`outbox`, replacing the step before's, published already) and neither
+ * inserts them nor notifies. A run begun before the bus was configured (events stored in Postgres
+ * already) keeps them there to its end.
+ */
+function stepStatement(kind: Database["kind"], bus: boolean): string {
   // Readers on other instances learn of new events by a notification (Postgres only: an embedded
   // database has one instance, whose readers hear the driver directly). The payload names the
   // writer, whose own readers heard the events already, and carries the events when they are
   // short (`notices.ts`), so the readers elsewhere need not read them back.
   const payload = `r.id || ' ' || $2 || CASE WHEN octet_length(r.events::text) <= ${NOTICE_EVENTS_BYTES} THEN ' ' || r.events::text ELSE '' END`;
-  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL)` : "NULL";
+  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL AND NOT r.streamed)` : "NULL";
+  const streamed = bus ? "(o.events_in_stream OR o.stored_seq = 0)" : "false";
   return `WITH x AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, agent_state jsonb, output text,
-           add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
-       o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq FROM runs
+           add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, pause jsonb, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
+       o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq, events_in_stream FROM runs
               WHERE id = ANY($4::text[]) AND lease_owner = $2 ORDER BY id FOR UPDATE),
-       r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, x.* FROM o JOIN x ON x.run_id = o.id
+       r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, ${streamed} AS streamed, x.* FROM o JOIN x ON x.run_id = o.id
               WHERE x.first_seq IS NULL OR o.stored_seq < x.first_seq),
        ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
-         SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, $3 FROM r, jsonb_to_recordset(r.events) AS e(seq int, kind text, data jsonb) RETURNING 1),
+         SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, $3 FROM r, jsonb_to_recordset(r.events) AS e(seq int, kind text, data jsonb) WHERE NOT r.streamed RETURNING 1),
        tc AS (INSERT INTO tool_calls (run_id, app_id, environment, call_id, name, arguments, deadline_at, created_at)
          SELECT r.id, r.app_id, r.environment, t.call_id, t.name, t.arguments, t.deadline_at, $3
            FROM r, jsonb_to_recordset(r.tool_calls) AS t(call_id text, name text, arguments jsonb, deadline_at timestamptz)
@@ -190,7 +208,10 @@ function stepStatement(kind: Database["kind"]): string {
            stop_reason = COALESCE(r.stop_reason, runs.stop_reason),
            error = COALESCE(r.error, runs.error),
            finished_at = CASE WHEN r.finished THEN $3 ELSE runs.finished_at END,
-           lease_expires_at = CASE WHEN r.finished THEN NULL ELSE runs.lease_expires_at END
+           lease_expires_at = CASE WHEN r.finished THEN NULL ELSE runs.lease_expires_at END,
+           pause = COALESCE(r.pause, runs.pause),
+           events_in_stream = r.streamed,
+           outbox = CASE WHEN r.streamed AND r.events IS NOT NULL THEN r.events ELSE runs.outbox END
          FROM r WHERE runs.id = r.id RETURNING 1)
-       SELECT o.id, ${notify} AS notified FROM o`;
+       SELECT o.id, ${streamed} AS streamed, ${notify} AS notified FROM o`;
 }

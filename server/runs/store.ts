@@ -4,6 +4,7 @@ import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
 import { readLimits, type Limit, type LimitsRead } from "./limits.js";
 import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
+import { BusUnavailable, type RunStream, type TimedEvent } from "../bus/run-stream.js";
 import { ACTIVE_STATUSES_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
 
 /**
@@ -33,23 +34,121 @@ const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_
 
 const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at`;
 
+/** A compaction moves this many events from the stream to `run_events` per statement. */
+const COMPACT_PAGE = 500;
+
 export class RunStore {
   private readonly writer: RunWriter;
 
   constructor(
     private readonly db: Database,
     readonly instance: string,
+    /** The run bus (`NATS_URL`): runs' events go to its stream, not to `run_events`, until they end. */
+    readonly stream: RunStream | null = null,
   ) {
-    this.writer = new RunWriter(db, instance);
+    this.writer = new RunWriter(db, instance, stream !== null);
   }
 
   /**
    * Writes a step of a run (group-committed with the steps of other runs, see
    * `RunWriter`), only while this instance holds the run's lease. False: the
-   * lease was lost and nothing was written.
+   * lease was lost and nothing was written. On the bus the step's events are
+   * published once it is committed, and the write returns once they are stored
+   * there (the run's next step waits for it: only its last step's events can be
+   * unpublished, and they are on its row, `outbox`, for a takeover to publish).
    */
-  write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
-    return this.writer.write(runId, endUserId, now, w);
+  async write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
+    const { owned, streamed } = await this.writer.write(runId, endUserId, now, w);
+    if (owned && streamed && w.events?.length && this.stream) await this.stream.append(runId, w.events);
+    return owned;
+  }
+
+  /**
+   * A run taken over on the bus: its last step's events (on its row) are published, in case its
+   * driver died between that step's commit and its publish (a publish made already is the same
+   * event again: nothing doubles). Before the new driver's first write replaces them.
+   */
+  async republish(run: RunRow): Promise<void> {
+    if (!this.stream) return;
+    const rows = await this.db.query<{ outbox: StoredEvent[] | null }>(`SELECT outbox FROM runs WHERE id = $1 AND events_in_stream`, [run.id]);
+    const outbox = rows[0]?.outbox;
+    if (outbox?.length) await this.stream.append(run.id, outbox);
+  }
+
+  /**
+   * Moves a finished run's events from the stream into `run_events` (a page at a time,
+   * each insert idempotent), marks the run as stored there, then purges its subjects.
+   * A run still active, or stored there already, is left as it is. False: the stream
+   * lacked an event (a later sweep tries again).
+   */
+  async compact(runId: string): Promise<boolean> {
+    if (!this.stream) return true;
+    const rows = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(
+      `SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL`,
+      [runId],
+    );
+    const run = rows[0];
+    if (!run) return true;
+    const outbox = new Map<number, TimedEvent>((run.outbox ?? []).map((e) => [e.seq, e]));
+    for (let from = 1; from <= run.last_seq; from += COMPACT_PAGE) {
+      const to = Math.min(run.last_seq, from + COMPACT_PAGE - 1);
+      const got = await this.stream.read(runId, from, to);
+      const events: TimedEvent[] = [];
+      for (let seq = from; seq <= to; seq++) {
+        const e = got[seq - from] ?? outbox.get(seq);
+        if (!e) return false;
+        events.push({ seq, kind: e.kind, data: e.data, at: e.at });
+      }
+      await this.db.query(
+        `INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
+         SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, COALESCE(e.at, r.finished_at, now())
+           FROM runs r, jsonb_to_recordset($2::jsonb) AS e(seq int, kind text, data jsonb, at timestamptz) WHERE r.id = $1
+         ON CONFLICT DO NOTHING`,
+        [runId, JSON.stringify(events)],
+      );
+    }
+    await this.db.query(`UPDATE runs SET events_in_stream = false, outbox = NULL WHERE id = $1`, [runId]);
+    await this.stream.purge(runId).catch(() => {}); // left behind: replaced or purged by a later compaction's purge of the same run
+    return true;
+  }
+
+  /** Finished runs whose events are still in the stream (their driver died before compacting them), oldest first. */
+  async uncompacted(before: Date, limit: number): Promise<string[]> {
+    const rows = await this.db.query<{ id: string }>(`SELECT id FROM runs WHERE events_in_stream AND finished_at < $1 ORDER BY finished_at LIMIT $2`, [before, limit]);
+    return rows.map((r) => r.id);
+  }
+
+  /**
+   * All of a run's events while they are in the stream (its last step's from its row); null when they are in
+   * `run_events`. Read at a takeover (`streamedText`, `restarts`) and by an inspection of a live run.
+   */
+  async streamedEvents(runId: string, max = Number.MAX_SAFE_INTEGER): Promise<TimedEvent[] | null> {
+    if (!this.stream) return null;
+    const rows = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(`SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream`, [runId]);
+    const run = rows[0];
+    if (!run) return null;
+    return this.fromStream(runId, run, 0, Math.min(run.last_seq, max), Number.MAX_SAFE_INTEGER);
+  }
+
+  /** Events after `after` up to `to` of a run on the stream (its last step's from its row), about `maxBytes` of them; null: compacted meanwhile. */
+  private async fromStream(runId: string, run: { last_seq: number; outbox: StoredEvent[] | null }, after: number, to: number, maxBytes: number): Promise<TimedEvent[] | null> {
+    const outbox = new Map((run.outbox ?? []).map((e) => [e.seq, e]));
+    const firstOutbox = run.outbox?.[0]?.seq ?? to + 1;
+    const got = after + 1 <= Math.min(to, firstOutbox - 1) ? await this.stream!.read(runId, after + 1, Math.min(to, firstOutbox - 1)) : [];
+    const events: TimedEvent[] = [];
+    let bytes = 0;
+    for (let seq = after + 1; seq <= to && (events.length === 0 || bytes < maxBytes); seq++) {
+      const e = outbox.get(seq) ?? got[seq - after - 1];
+      if (!e) {
+        // Not in the stream: compacted (and purged) since the row was read, or NATS lost it.
+        const still = await this.db.query(`SELECT 1 FROM runs WHERE id = $1 AND events_in_stream`, [runId]);
+        if (still.length === 0) return null;
+        throw new BusUnavailable(`event ${seq} of run ${runId} is not in the stream yet`);
+      }
+      events.push(e);
+      bytes += Buffer.byteLength(JSON.stringify(e.data));
+    }
+    return events;
   }
 
   /**
@@ -127,12 +226,16 @@ export class RunStore {
 
   /** The text a run streamed so far (its stored `text_delta` events, in order): an agent run taken over after a lost link goes on from it. */
   async streamedText(runId: string): Promise<string> {
+    const streamed = await this.streamedEvents(runId);
+    if (streamed) return streamed.filter((e) => e.data.kind === "text_delta").map((e) => (e.data as { text: string }).text).join("");
     const rows = await this.db.query<{ text: string | null }>(`SELECT string_agg(data->>'text', '' ORDER BY seq) AS text FROM run_events WHERE run_id = $1 AND kind = 'text_delta'`, [runId]);
     return rows[0]?.text ?? "";
   }
 
   /** How many times turn `turn` of the run was announced restarted (read at a takeover only). */
   async restarts(runId: string, turn: number): Promise<number> {
+    const streamed = await this.streamedEvents(runId);
+    if (streamed) return streamed.filter((e) => e.data.kind === "turn_restarted" && e.data.turn === turn).length;
     const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM run_events WHERE run_id = $1 AND kind = 'turn_restarted' AND (data->>'turn')::int = $2`, [runId, turn], { prepared: true });
     return rows[0]?.n ?? 0;
   }
@@ -175,7 +278,9 @@ export class RunStore {
   /** A run's last pause, as its `run_paused` event said it: the limit, and the plan window it began in. */
   async lastPause(runId: string): Promise<{ limit: Limit; period: string } | null> {
     const rows = await this.db.query<{ limit: Limit; period: string }>(
-      `SELECT data->>'limit' AS limit, data->'allowance'->>'period' AS period FROM run_events WHERE run_id = $1 AND kind = 'run_paused' ORDER BY seq DESC LIMIT 1`,
+      `SELECT d->>'limit' AS limit, d->'allowance'->>'period' AS period FROM (
+         SELECT COALESCE(r.pause, (SELECT data FROM run_events WHERE run_id = r.id AND kind = 'run_paused' ORDER BY seq DESC LIMIT 1)) AS d FROM runs r WHERE r.id = $1) p
+        WHERE d IS NOT NULL`,
       [runId],
     );
     return rows[0] ?? null;
@@ -196,6 +301,14 @@ export class RunStore {
    * holds one page at a time). `more`: events after the page are stored already.
    */
   async eventPage(runId: string, after: number, limit: number, maxBytes: number): Promise<{ events: StoredEvent[]; more: boolean }> {
+    if (this.stream) {
+      const runs = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(`SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream`, [runId], { prepared: true });
+      const run = runs[0];
+      if (run) {
+        const events = after >= run.last_seq ? [] : await this.fromStream(runId, run, after, Math.min(run.last_seq, after + limit), maxBytes);
+        if (events) return { events, more: (events.at(-1)?.seq ?? after) < run.last_seq };
+      }
+    }
     const rows = await this.db.query<StoredEvent & { fetched: number }>(
       `SELECT seq, kind, data, fetched FROM (
          SELECT seq, kind, data, row_number() OVER w AS n, count(*) OVER ()::int AS fetched,
@@ -212,9 +325,12 @@ export class RunStore {
 
   /** Whether a run is still active, and its last stored event (a finished run's last event is its final one). */
   async runEnd(runId: string): Promise<{ active: boolean; last: StoredEvent | null }> {
+    // On the bus the last event is on the run's row (its last step's events, `outbox`).
     const rows = await this.db.query<{ active: boolean; seq: number | null; kind: RunEvent["kind"] | null; data: RunEvent | null }>(
-      `SELECT r.status IN (${ACTIVE_STATUSES_SQL}) AS active, e.seq, e.kind, e.data
-         FROM runs r LEFT JOIN LATERAL (SELECT seq, kind, data FROM run_events WHERE run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
+      `SELECT r.status IN (${ACTIVE_STATUSES_SQL}) AS active, COALESCE(e.seq, (o.e->>'seq')::int) AS seq, COALESCE(e.kind, o.e->>'kind') AS kind, COALESCE(e.data, o.e->'data') AS data
+         FROM runs r
+         LEFT JOIN LATERAL (SELECT seq, kind, data FROM run_events WHERE NOT r.events_in_stream AND run_id = r.id ORDER BY seq DESC LIMIT 1) e ON true
+         LEFT JOIN LATERAL (SELECT r.outbox->-1 AS e WHERE r.events_in_stream) o ON true
         WHERE r.id = $1`,
       [runId],
       { prepared: true },
