@@ -22,12 +22,21 @@ describe("configuration", () => {
     expect(c.database).toEqual({ kind: "postgres", url: "postgres://u@pgbouncer:6432/svc", directUrl: "postgres://u@db:5432/svc", poolSize: 4 });
   });
 
+  it("takes the run bus's NATS URL and stream beside a Postgres; none by default", () => {
+    expect(parseConfig({ DATABASE_URL: "postgres://u@db/svc", NATS_URL: "nats://nats:4222", NATS_STREAM: "runs-eu" }).nats).toEqual({ url: "nats://nats:4222", stream: "runs-eu" });
+    expect(parseConfig({ DATABASE_URL: "postgres://u@db/svc", NATS_URL: "nats://a:4222,nats://b:4222" }).nats).toEqual({ url: "nats://a:4222,nats://b:4222", stream: "svc_runs" });
+    expect(parseConfig({ DATABASE_URL: "postgres://u@db/svc" }).nats).toBeNull();
+  });
+
   it.each([
     [{ PORT: "abc" }, /PORT/],
     [{ PORT: "70000" }, /PORT/],
     [{ DATABASE_URL: "mysql://x" }, /DATABASE_URL.*postgres/],
     [{ DATABASE_DIRECT_URL: "postgres://u@db:5432/svc" }, /DATABASE_DIRECT_URL.*set DATABASE_URL too/],
     [{ DATABASE_URL: "postgres://u@db/svc", DATABASE_POOL_SIZE: "0" }, /DATABASE_POOL_SIZE/],
+    [{ NATS_URL: "nats://nats:4222" }, /NATS_URL.*set DATABASE_URL too/],
+    [{ DATABASE_URL: "postgres://u@db/svc", NATS_URL: "http://nats:4222" }, /NATS_URL.*nats:\/\//],
+    [{ DATABASE_URL: "postgres://u@db/svc", NATS_URL: "nats://n:4222", NATS_STREAM: "a.b" }, /NATS_STREAM/],
     [{ PUBLIC_URL: "not a url" }, /PUBLIC_URL/],
     [{ LOG_LEVEL: "loud" }, /LOG_LEVEL/],
     [{ MAX_BODY_BYTES: "10" }, /MAX_BODY_BYTES/],

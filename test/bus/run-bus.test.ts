@@ -1,0 +1,131 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { onPostgres } from "../helpers/databases.js";
+import { pollUntil, removeTempDirs, runServerToExit, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
+import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
+import { pairViaApi, type WorkerProcess } from "../helpers/worker.js";
+import { freePort } from "../helpers/balancer.js";
+import { startNats, type Nats } from "../helpers/nats.js";
+import { answerer, count, expectStored, expectWhole, instance, reattach, startRun, startWorker, stopWorkers, tagged, waitFrames, workers, type Keys, type Reader } from "../helpers/instances.js";
+
+/**
+ * The run bus (NATS JetStream, `NATS_URL`) with real server processes on one Postgres, a
+ * real worker and a NATS server of the test's own: a run's live events reach only the
+ * instances reading it; NATS stopped for 5 s under load, every run completes, nothing lost
+ * or doubled; NATS unreachable at start, the instance says so and does not start.
+ */
+
+let model: ModelStandIn;
+
+beforeAll(async () => {
+  model = await startModelStandIn();
+});
+afterAll(async () => {
+  for (const w of workers) w.stop();
+  await stopAll();
+  await model?.close();
+  removeTempDirs();
+});
+
+/** Messages NATS delivered to each instance's connection (named `svc pid <pid>`) so far. */
+async function deliveredTo(nats: Nats, ...servers: ServerProcess[]): Promise<number[]> {
+  const res = await fetch(`${nats.monitorUrl}/connz?limit=1024`);
+  const { connections } = (await res.json()) as { connections: { name?: string; out_msgs: number }[] };
+  return servers.map((s) => connections.find((c) => c.name === `svc pid ${s.child.pid}`)?.out_msgs ?? Number.NaN);
+}
+
+onPostgres("the NATS run bus (A holds the worker, B reads, C does neither)", (postgres) => {
+  let nats: Nats;
+  let a: ServerProcess;
+  let b: ServerProcess;
+  let c: ServerProcess;
+  let keys: Keys;
+  let databaseUrl: string;
+  let drop: () => Promise<void>;
+  let worker: WorkerProcess;
+  let machineId: string;
+  const user = "rider";
+
+  beforeAll(async () => {
+    nats = await startNats();
+    const made = await postgres.create();
+    drop = made.drop;
+    databaseUrl = (made.target as { url: string }).url;
+    const env = { NATS_URL: nats.url };
+    a = await instance(databaseUrl, env);
+    keys = a.banner()!;
+    b = await instance(databaseUrl, env);
+    c = await instance(databaseUrl, env);
+    // A high cap: the 20 runs of the outage test run at once.
+    const m = await pairViaApi(a, keys, user, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false }, maxConcurrentJobs: 24 });
+    machineId = m.machineId;
+    worker = startWorker(m.home);
+    await worker.waitFor(/Connected/);
+    await pollUntil(async () => a.logs().some((l) => l.msg === "worker online" && l.machineId === m.machineId), (ok) => ok, 10_000, "the worker online on A");
+  });
+  afterAll(async () => {
+    await stopWorkers(databaseUrl, machineId);
+    await Promise.all([a, b, c].map((s) => s?.stop()));
+    await drop?.();
+    await nats?.stop();
+  });
+
+  it("a run driven on A and read on B: B receives its events from NATS, C (no reader) receives none of them", async () => {
+    const [, bBefore, cBefore] = await deliveredTo(nats, a, b, c);
+    expect(Number.isNaN(cBefore)).toBe(false);
+    const answers = answerer(keys, () => c);
+    const onA = await startRun(a, keys, { user, prompt: `Weather in Oslo? [slow] ${tagged()}`, tools: [{ name: "weather" }] }, answers.onFrame);
+    await waitFrames(onA, (fs) => fs.some((f) => f.event === "run_started"));
+    // B attaches from the start (Last-Event-ID 0): the stored events from the stream, the rest live.
+    const onB = await reattach(b, keys, onA.runId, "0");
+    await Promise.all([onA.ended, onB.ended]);
+    await answers.allTaken();
+    expectWhole(onA.frames);
+    expect(onB.frames.map((f) => `${f.id}:${f.event}`)).toEqual(onA.frames.map((f) => `${f.id}:${f.event}`));
+    const [, bAfter, cAfter] = await deliveredTo(nats, a, b, c);
+    // B: the events it read live (at least the second turn's many text deltas), plus its reads' answers.
+    expect(bAfter - bBefore).toBeGreaterThanOrEqual(count(onA.frames, "text_delta") / 2);
+    // C took the answer (a Postgres write and wake) and read nothing: NATS sent it nothing.
+    expect(cAfter - cBefore).toBe(0);
+    await expectStored(databaseUrl, onA.runId, onA.frames.length, 2);
+  }, 60_000);
+
+  it("NATS stopped for 5 s while 20 runs go on (streamed on B, answered on C): every run completes, every event once, in order, the ledger exact", async () => {
+    const answers = answerer(keys, () => c);
+    const started = await Promise.all(Array.from({ length: 20 }, () => startRun(a, keys, { user, prompt: `Weather? [slow] ${tagged()}`, tools: [{ name: "weather" }] }, answers.onFrame)));
+    // Each run also read on B from the start: those events come over NATS.
+    const onB: Reader[] = await Promise.all(started.map(async (r) => (await waitFrames(r, (fs) => fs.length > 0), reattach(b, keys, r.runId, "0"))));
+    // Mid-way (the runs have begun streaming), NATS goes away for 5 s, then comes back on the same port and store.
+    await waitFrames(started[0], (fs) => fs.some((f) => f.event === "tool_call"));
+    await nats.stop();
+    const stoppedAt = Date.now();
+    await new Promise((r) => setTimeout(r, 5000));
+    await nats.start();
+    await Promise.all([...started, ...onB].map((r) => r.ended));
+    expect(Date.now() - stoppedAt).toBeGreaterThan(5000);
+    await answers.allTaken();
+    expect(answers.answers).toHaveLength(20);
+    for (const [i, r] of started.entries()) {
+      expect(r.broken, r.runId).toBeNull();
+      expectWhole(r.frames);
+      expect(onB[i].broken, r.runId).toBeNull();
+      expect(onB[i].frames.map((f) => `${f.id}:${f.event}`), r.runId).toEqual(r.frames.map((f) => `${f.id}:${f.event}`));
+    }
+    for (const r of started) await expectStored(databaseUrl, r.runId, r.frames.length, 2);
+    // The outage was seen, and said once per instance, not once per run.
+    expect(a.logs().filter((l) => String(l.msg).startsWith("NATS unreachable")).length).toBeGreaterThanOrEqual(1);
+    expect(a.logs().filter((l) => String(l.msg).startsWith("NATS unreachable")).length).toBeLessThanOrEqual(3);
+  }, 120_000);
+
+  it("NATS unreachable at start: the instance says which URL and how to go on, and does not start (control: the same instance starts with NATS up)", async () => {
+    const dead = `nats://127.0.0.1:${await freePort()}`;
+    const out = await runServerToExit(tempDir("svc-nats-down-"), { DATABASE_URL: databaseUrl, NATS_URL: dead }, 30_000);
+    expect(out.code).not.toBe(0);
+    expect(out.stdout + out.stderr).toContain(`NATS_URL: could not connect to ${dead}`);
+    expect(out.stdout + out.stderr).not.toMatch(/\n\s+at /);
+    const up = await instance(databaseUrl, { NATS_URL: nats.url });
+    expect(up.logs().find((l) => l.msg === "listening")).toMatchObject({ runBus: "nats" });
+    await up.stop();
+  }, 60_000);
+});
+
+
