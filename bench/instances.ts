@@ -31,7 +31,9 @@
  * a scratch database is created and dropped), SVC_BENCH_POOLER=pgbouncer (the instances'
  * pools go through a PgBouncer of the bench's own in transaction mode, SVC_BENCH_POOL_SIZE
  * server connections, default 20; their LISTEN and the first start's lock on the direct URL), SVC_BENCH_LOG_LEVEL (the instances', default
- * info), SVC_BENCH_STRICT=1 (exit 1 on a miss).
+ * info), SVC_BENCH_BUS=nats (run events on the NATS run bus, `NATS_URL`, on a nats-server of the bench's
+ * own with JetStream; each phase then prints the NATS messages per run, in and out, from its /varz),
+ * SVC_BENCH_STRICT=1 (exit 1 on a miss).
  */
 import os from "node:os";
 import pg from "pg";
@@ -41,6 +43,7 @@ import { groupCpuMs, pairMachine, percentile, pidCpuMs, removeTempDirs, scratchP
 import { pollUntil, startServerProcess, type ServerProcess } from "../test/helpers/process.js";
 import { startBalancer, type Balancer } from "../test/helpers/balancer.js";
 import { startPgBouncer, type PgBouncer } from "../test/helpers/pgbouncer.js";
+import { startNats, type Nats } from "../test/helpers/nats.js";
 
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
 const WARM_SECONDS = Number(process.env.SVC_BENCH_WARM_SECONDS ?? 3);
@@ -53,6 +56,8 @@ const USER = "bench-user";
 const IDLE_SECONDS = 3;
 const POOLER = process.env.SVC_BENCH_POOLER === "pgbouncer";
 const POOLER_SIZE = Number(process.env.SVC_BENCH_POOL_SIZE ?? 20);
+/** The bench's NATS server, when SVC_BENCH_BUS=nats. */
+let nats: Nats | null = null;
 /** The bench's PgBouncer, when SVC_BENCH_POOLER=pgbouncer. */
 let bouncer: PgBouncer | null = null;
 
@@ -71,6 +76,7 @@ async function instance(databaseUrl: string, name: string, first: boolean): Prom
     DATABASE_URL: bouncer ? bouncer.through(databaseUrl) : databaseUrl,
     DATABASE_DIRECT_URL: bouncer ? databaseUrl : "",
     SVC_DEV_APP: first ? "1" : "",
+    NATS_URL: nats?.url ?? "",
     LOG_LEVEL: process.env.SVC_BENCH_LOG_LEVEL ?? "info",
     // 64 streams at once for one app would be refused by the default cap.
     MAX_STREAMS_PER_APP: "100000",
@@ -116,6 +122,15 @@ interface Phase {
   pgConnections: number;
   /** Transactions Postgres committed on the database per run completed in the window. */
   pgCommitsPerRun: number;
+  /** Messages NATS took in and sent out per run completed (the run bus only). */
+  natsMsgsPerRun: number;
+}
+
+/** NATS's count of messages in and out so far (0 without the bus). */
+async function natsMessages(): Promise<number> {
+  if (!nats) return 0;
+  const v = await nats.varz();
+  return v.in_msgs + v.out_msgs;
 }
 
 /** What Postgres says of the bench's database: its open connections and the transactions committed so far. */
@@ -143,10 +158,12 @@ async function cpuPhase(label: string, running: (ServerProcess & { name: string 
     process.stdout.write(`  ${label}: ${PARALLEL} runs in flight through the balancer, ${WARM_SECONDS} s warm-up + ${SECONDS} s...\n`);
     // The commits counted over the whole phase (warm-up included: its runs are counted too), read again once the statistics are flushed.
     const pg0 = await postgresSays(POSTGRES_URL, database);
+    const nats0 = await natsMessages();
     const t = await throughput(loop, { warmSeconds: WARM_SECONDS, seconds: SECONDS, parallel: PARALLEL, cpu });
     const pgAtEnd = await postgresSays(POSTGRES_URL, database);
     await new Promise((r) => setTimeout(r, 1_500));
     const pg1 = await postgresSays(POSTGRES_URL, database);
+    const nats1 = await natsMessages();
     const perInstance = Object.fromEntries(running.map((s) => [s.name, t.cpuPerRun[s.name]]));
     const connections = Object.fromEntries(running.map((s) => [s.name, balancer.forwarded.get(Number(new URL(s.url).port)) ?? 0]));
     return {
@@ -161,6 +178,7 @@ async function cpuPhase(label: string, running: (ServerProcess & { name: string 
       loadP99: percentile(t.samples, 99),
       pgConnections: pgAtEnd.connections,
       pgCommitsPerRun: (pg1.commits - pg0.commits) / t.completed,
+      natsMsgsPerRun: (nats1 - nats0) / t.completed,
     };
   } finally {
     await balancer.close();
@@ -207,6 +225,7 @@ function table(phases: Phase[], rt: { same: Samples; cross: Samples }, idle: num
     line(`  connections the balancer gave each instance`, (p) => each(p.connections, 0)),
     line(`  Postgres connections to the database (all instances)`, (p) => String(p.pgConnections), [phases.map((p) => f(p.pgConnections / Object.keys(p.perInstance).length, 1)).join(", ") + " per instance", "", ""]),
     line(`  Postgres transactions committed per run`, (p) => f(p.pgCommitsPerRun, 1)),
+    ...(nats ? [line(`  NATS messages per run (in + out)`, (p) => f(p.natsMsgsPerRun, 1))] : []),
     [`  idle, no run: CPU ms per second, each instance`, "", idle.map((n) => f(n, 1)).join(" / "), ...phases.slice(2).map(() => ""), "", "", ""],
     ["", "same instance", "other instance", ...phases.slice(2).map(() => ""), "", "", ""],
     [`tool round trip median, ms (app on A, run on W / all on W)`, f(sameMed), f(crossMed), ...phases.slice(2).map(() => ""), `+${f(crossMed - sameMed)}`, `≤ +${TARGET.addedMedianMs}`, crossMed - sameMed <= TARGET.addedMedianMs ? "PASS" : "MISS"],
@@ -243,6 +262,11 @@ async function main(): Promise<void> {
     bouncer = await startPgBouncer({ poolSize: POOLER_SIZE, upstream: POSTGRES_URL });
     cleanups.push(() => bouncer!.stop());
     process.stdout.write(`  the instances' pools go through PgBouncer (transaction mode, ${POOLER_SIZE} server connections)\n`);
+  }
+  if (process.env.SVC_BENCH_BUS === "nats") {
+    nats = await startNats();
+    cleanups.push(() => nats!.stop());
+    process.stdout.write(`  run events on the NATS run bus (${nats.url}, JetStream)\n`);
   }
   cleanups.push(async () => removeTempDirs());
   const model: Child = spawnNode(["--import", "tsx", "bench/model-standin.ts"]);

@@ -79,8 +79,9 @@ export class RunStream {
         if (s.type === "disconnect") bus.lost(new Error(`disconnected from ${s.server}`));
         if (s.type === "reconnect") {
           bus.back();
-          // Live messages sent while the link was down were missed: every reader here looks.
-          onReconnect();
+          // Live messages sent while the link was down were missed: every reader here looks, once the
+          // server has its subscriptions again (a flush answers after them), so nothing falls between.
+          void nc.flush().then(onReconnect, onReconnect);
         }
       }
     })().catch(() => {});
@@ -137,8 +138,12 @@ export class RunStream {
     await this.jsm.streams.purge(this.options.stream, { filter: this.subject(runId, ">") });
   }
 
-  /** Live events of a run as they are stored by other instances (this instance's own are not echoed). */
-  watch(runId: string, onEvent: (e: StoredEvent) => void): void {
+  /**
+   * Live events of a run as they are stored by other instances (this instance's own are not echoed).
+   * `onReady` once the server has the subscription: an event published before then was committed
+   * before then, so a read made after `onReady` finds it (the reader reads once more then).
+   */
+  watch(runId: string, onEvent: (e: StoredEvent) => void, onReady: () => void): void {
     if (this.subscriptions.has(runId)) return;
     const prefix = this.subject(runId, "").length;
     const sub = this.nc.subscribe(this.subject(runId, "*"), {
@@ -155,6 +160,8 @@ export class RunStream {
       },
     });
     this.subscriptions.set(runId, sub);
+    // NATS away: the readers look anyway (and read again each second until it is back).
+    void this.nc.flush().then(onReady, onReady);
   }
 
   unwatch(runId: string): void {

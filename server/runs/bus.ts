@@ -1,8 +1,9 @@
+import { isFinalRunEvent } from "@svc/contract";
 import { jsonOf, type StoredEvent } from "./run-rows.js";
 
 /** The run bus's live side (`RunStream`): a run's events stored by other instances, while this one watches it. */
 export interface RemoteEvents {
-  watch(runId: string, onEvent: (e: StoredEvent) => void): void;
+  watch(runId: string, onEvent: (e: StoredEvent) => void, onReady: () => void): void;
   unwatch(runId: string): void;
 }
 
@@ -22,7 +23,7 @@ export const RECENT_BYTES = 256 * 1024;
 const KEPT_AFTER_END_MS = 10_000;
 
 interface Recent {
-  events: { e: StoredEvent; size: number }[];
+  events: { e: StoredEvent; size: number; at: Date }[];
   bytes: number;
   timer: NodeJS.Timeout | null;
 }
@@ -44,6 +45,10 @@ interface Recent {
 export class RunBus {
   private readonly readers = new Map<string, Set<RunReader>>();
   private readonly recent = new Map<string, Recent>();
+  /** Runs whose events this instance receives from the run bus (a reader here, the run driven elsewhere). */
+  private readonly watched = new Set<string>();
+  /** Of those, the runs whose subscription NATS has not confirmed yet: their readers read once it has (`wake`). */
+  private readonly confirming = new Set<string>();
 
   constructor(private readonly remote: RemoteEvents | null = null) {}
 
@@ -51,16 +56,55 @@ export class RunBus {
     let set = this.readers.get(runId);
     if (!set) {
       this.readers.set(runId, (set = new Set()));
-      this.remote?.watch(runId, (e) => this.stored(runId, [e]));
+      // A run driven here feeds its readers itself; one driven elsewhere is heard from the run bus.
+      if (!this.drivenHere(runId)) this.watch(runId);
     }
     set.add(reader);
     return () => {
       set.delete(reader);
       if (set.size === 0 && this.readers.get(runId) === set) {
         this.readers.delete(runId);
-        this.remote?.unwatch(runId);
+        this.confirming.delete(runId);
+        if (this.watched.delete(runId)) this.remote!.unwatch(runId);
       }
     };
+  }
+
+  private drivenHere(runId: string): boolean {
+    const r = this.recent.get(runId);
+    return r !== undefined && r.timer === null;
+  }
+
+  private watch(runId: string): void {
+    if (!this.remote || this.watched.has(runId)) return;
+    this.watched.add(runId);
+    this.confirming.add(runId);
+    // Once NATS has the subscription the readers look once: what was published just before it was stored before it.
+    this.remote.watch(
+      runId,
+      (e) => this.stored(runId, [e]),
+      () => {
+        this.confirming.delete(runId);
+        this.wake(runId);
+      },
+    );
+  }
+
+  /** Will this run's readers here be woken once NATS confirms their subscription (so a first read now would be made twice)? */
+  confirmingWatch(runId: string): boolean {
+    return this.confirming.has(runId);
+  }
+
+  /**
+   * All the events of a run driven here, with when each was made, when the bus still remembers every one
+   * of them (a run of at most RECENT_EVENTS events and about RECENT_BYTES, driven here from its start)
+   * and its driver here stored its final event (a final event is handed over only once stored, so all
+   * before it were stored by this driver too; a driver that lost the run has none).
+   */
+  remembered(runId: string): { e: StoredEvent; at: Date }[] | null {
+    const events = this.recent.get(runId)?.events;
+    if (!events?.length || events[0].e.seq !== 1 || events.at(-1)!.e.seq !== events.length || !isFinalRunEvent(events.at(-1)!.e.kind)) return null;
+    return events;
   }
 
   /** Hands a reader (just subscribed) what the bus remembers of the run: its last events, in order. */
@@ -75,20 +119,22 @@ export class RunBus {
     this.recent.set(runId, { events: [], bytes: 0, timer: null });
   }
 
-  /** The run's driver here is done: what it remembers goes a little later. */
+  /** The run's driver here is done: what it remembers goes a little later. Readers still here (the run moved on) hear it from the run bus. */
   ended(runId: string): void {
+    if (this.readers.has(runId)) this.watch(runId);
     const r = this.recent.get(runId);
     if (!r || r.timer) return;
     r.timer = setTimeout(() => this.recent.get(runId) === r && this.recent.delete(runId), KEPT_AFTER_END_MS);
     r.timer.unref();
   }
 
-  publish(runId: string, events: StoredEvent[]): void {
+  /** A run's events, made here by its driver at `at`, for its readers here. */
+  publish(runId: string, events: StoredEvent[], at = new Date()): void {
     const r = this.recent.get(runId);
     if (r) {
       for (const e of events) {
         const size = Buffer.byteLength(jsonOf(e)) + 32;
-        r.events.push({ e, size });
+        r.events.push({ e, size, at });
         r.bytes += size;
       }
       while (r.events.length > RECENT_EVENTS || (r.bytes > RECENT_BYTES && r.events.length > 1)) r.bytes -= r.events.shift()!.size;

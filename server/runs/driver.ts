@@ -285,7 +285,7 @@ export abstract class RunDriver {
   protected emit<K extends RunEvent["kind"]>(kind: K, data: Omit<RunEventOf<K>, "kind">): void {
     const event: StoredEvent = { seq: ++this.seq, kind, data: { kind, ...data } as RunEventOf<K> };
     this.buffer.push(event);
-    if (this.relayFirst && !isFinalRunEvent(kind)) this.deps.bus.publish(this.run.id, [event]);
+    if (this.relayFirst && !isFinalRunEvent(kind)) this.deps.bus.publish(this.run.id, [event], this.deps.clock.now());
   }
 
   /**
@@ -321,7 +321,7 @@ export abstract class RunDriver {
       }
       if (place) this.checkpointStored(place);
       const unseen = this.relayFirst ? events.filter((e) => isFinalRunEvent(e.kind)) : events;
-      if (unseen.length) this.deps.bus.publish(this.run.id, unseen);
+      if (unseen.length) this.deps.bus.publish(this.run.id, unseen, this.deps.clock.now());
       // Its tokens and charges may cross the plan's thresholds; a run the start found nothing to limit (a runs plan counted there, no plan) crosses none here.
       if (patch?.finished && this.run.request.unlimited !== true) void this.deps.facts?.checkThresholds({ appId: this.run.app_id, environment: this.run.environment }, this.run.end_user_id, this.deps.clock.now());
       if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });

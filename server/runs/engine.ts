@@ -237,7 +237,7 @@ export class RunEngine {
   /** A run ended here: on the bus, its events move to Postgres (`RunStore.compact`); a run not ended, or not on the bus, is left. */
   private compact(runId: string): void {
     if (!this.store.stream) return;
-    void this.store.compact(runId).catch((err) => this.log.warn({ err, runId }, "could not compact a run's events (the sweep tries again)"));
+    void this.store.compact(runId, this.bus.remembered(runId)).catch((err) => this.log.warn({ err, runId }, "could not compact a run's events (the sweep tries again)"));
   }
 
   /** Every COMPACT_SWEEP_EVERY sweeps: finished runs whose events are still on the bus a while after their end (their driver died first). */

@@ -214,7 +214,8 @@ export function followRun(
   const unsubscribe = bus.subscribe(runId, reader);
   // What the run's driver here made lately comes from memory (a reader past it reads the rest from the rows).
   bus.replay(runId, reader);
-  if (readFirst && !done) void catchUp();
+  // On the run bus a reader of a run driven elsewhere reads once NATS has its subscription (it is woken then), not twice.
+  if (readFirst && !done && !bus.confirmingWatch(runId)) void catchUp();
   return () => finish("stopped");
 }
 

@@ -39,6 +39,8 @@ const COMPACT_PAGE = 500;
 
 export class RunStore {
   private readonly writer: RunWriter;
+  /** Runs whose last step's events are being published to the run bus. */
+  private readonly appending = new Map<string, Promise<void>>();
 
   constructor(
     private readonly db: Database,
@@ -53,14 +55,28 @@ export class RunStore {
    * Writes a step of a run (group-committed with the steps of other runs, see
    * `RunWriter`), only while this instance holds the run's lease. False: the
    * lease was lost and nothing was written. On the bus the step's events are
-   * published once it is committed, and the write returns once they are stored
-   * there (the run's next step waits for it: only its last step's events can be
-   * unpublished, and they are on its row, `outbox`, for a takeover to publish).
+   * published once it is committed (the write returns at the commit: the readers
+   * here have them at once, and the publish's acknowledgement is off the run's
+   * path); the run's next step is committed only once they are stored there, so
+   * only its last step's events can be unpublished, and they are on its row
+   * (`outbox`) for a takeover to publish.
    */
   async write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
+    await this.published(runId);
     const { owned, streamed } = await this.writer.write(runId, endUserId, now, w);
-    if (owned && streamed && w.events?.length && this.stream) await this.stream.append(runId, w.events);
+    if (owned && streamed && w.events?.length && this.stream) {
+      const p: Promise<void> = this.stream
+        .append(runId, w.events)
+        .catch(() => {}) // closing: the instance taking the run over publishes them
+        .finally(() => this.appending.get(runId) === p && this.appending.delete(runId));
+      this.appending.set(runId, p);
+    }
     return owned;
+  }
+
+  /** Resolves once the run's last step written here is stored on the run bus (at once without the bus). */
+  published(runId: string): Promise<void> {
+    return this.appending.get(runId) ?? Promise.resolve();
   }
 
   /**
@@ -81,8 +97,25 @@ export class RunStore {
    * A run still active, or stored there already, is left as it is. False: the stream
    * lacked an event (a later sweep tries again).
    */
-  async compact(runId: string): Promise<boolean> {
+  async compact(runId: string, remembered: { e: StoredEvent; at: Date }[] | null = null): Promise<boolean> {
     if (!this.stream) return true;
+    await this.published(runId);
+    // Every event of the run still in its driver's memory (most runs): one statement, nothing read back from the stream.
+    if (remembered) {
+      const events = remembered.map(({ e, at }) => ({ seq: e.seq, kind: e.kind, data: e.data, at }));
+      const done = await this.db.query(
+        `WITH r AS (SELECT id, app_id, environment FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL AND last_seq = $3 FOR UPDATE),
+              ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
+                SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, e.at FROM r, jsonb_to_recordset($2::jsonb) AS e(seq int, kind text, data jsonb, at timestamptz)
+                ON CONFLICT DO NOTHING)
+         UPDATE runs SET events_in_stream = false, outbox = NULL FROM r WHERE runs.id = r.id RETURNING 1`,
+        [runId, JSON.stringify(events), events.length],
+      );
+      if (done.length === 1) {
+        await this.stream.purge(runId).catch(() => {});
+        return true;
+      }
+    }
     const rows = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(
       `SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL`,
       [runId],

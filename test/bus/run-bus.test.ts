@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { onPostgres } from "../helpers/databases.js";
-import { pollUntil, removeTempDirs, runServerToExit, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
+import { removeTempDirs, runServerToExit, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { pairViaApi, type WorkerProcess } from "../helpers/worker.js";
 import { freePort } from "../helpers/balancer.js";
 import { startNats, type Nats } from "../helpers/nats.js";
-import { answerer, count, expectStored, expectWhole, instance, reattach, startRun, startWorker, stopWorkers, tagged, waitFrames, workers, type Keys, type Reader } from "../helpers/instances.js";
+import { answerer, connectWorker, count, expectStored, expectWhole, instance, reattach, startRun, stopWorkers, tagged, waitFrames, workers, type Keys, type Reader } from "../helpers/instances.js";
 
 /**
  * The run bus (NATS JetStream, `NATS_URL`) with real server processes on one Postgres, a
@@ -58,9 +58,7 @@ onPostgres("the NATS run bus (A holds the worker, B reads, C does neither)", (po
     // A high cap: the 20 runs of the outage test run at once.
     const m = await pairViaApi(a, keys, user, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false }, maxConcurrentJobs: 24 });
     machineId = m.machineId;
-    worker = startWorker(m.home);
-    await worker.waitFor(/Connected/);
-    await pollUntil(async () => a.logs().some((l) => l.msg === "worker online" && l.machineId === m.machineId), (ok) => ok, 10_000, "the worker online on A");
+    worker = await connectWorker(a, m.home, machineId, "A");
   });
   afterAll(async () => {
     await stopWorkers(databaseUrl, machineId);

@@ -185,3 +185,11 @@ export async function compacted(databaseUrl: string, runId: string): Promise<voi
   const inStream = () => withClient(databaseUrl, async (c) => (await c.query<{ s: boolean }>("SELECT events_in_stream AS s FROM runs WHERE id = $1", [runId])).rows[0]?.s);
   await pollUntil(inStream, (s) => s === false, 20_000, `run ${runId}'s events compacted into Postgres`);
 }
+
+/** `svc-worker start` for a paired machine, once its instance (`on`) has it online. */
+export async function connectWorker(on: ServerProcess, home: string, machineId: string, name = "the instance"): Promise<WorkerProcess> {
+  const worker = startWorker(home);
+  await worker.waitFor(/Connected/);
+  await pollUntil(async () => on.logs().some((l) => l.msg === "worker online" && l.machineId === machineId), (ok) => ok, 10_000, `the worker online on ${name}`);
+  return worker;
+}

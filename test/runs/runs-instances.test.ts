@@ -8,7 +8,7 @@ import { pairViaApi, type WorkerProcess } from "../helpers/worker.js";
 import { freePort, startBalancer, type Balancer } from "../helpers/balancer.js";
 import { natsAvailable, startNats, type Nats } from "../helpers/nats.js";
 import {
-  answerer, claimedBy, count, expectStored, expectWhole, getRun, headers, instance, post, reattach, startRun, startWorker, stopWorkers, tagged, toolSaid, waitFrames, workers, type Keys,
+  answerer, claimedBy, connectWorker, count, expectStored, expectWhole, getRun, headers, instance, post, reattach, startRun, startWorker, stopWorkers, tagged, toolSaid, waitFrames, workers, type Keys,
 } from "../helpers/instances.js";
 
 /**
@@ -74,9 +74,7 @@ for (const bus of BUSES) {
       // Paired through B: its credentials name B, so the worker's connection is held there.
       const m = await pairViaApi(b, keys, user, settings());
       machineId = m.machineId;
-      worker = startWorker(m.home);
-      await worker.waitFor(/Connected/);
-      await pollUntil(async () => b.logs().some((l) => l.msg === "worker online" && l.machineId === m.machineId), (ok) => ok, 10_000, "the worker online on B");
+      worker = await connectWorker(b, m.home, machineId, "B");
     });
     afterAll(async () => {
       await stopWorkers(databaseUrl, machineId);
