@@ -81,7 +81,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     const stream = config.nats ? await RunStream.open({ ...config.nats, instance: `pid ${process.pid}`, logger }, () => onBusReconnect()) : null;
     if (stream) cleanup.push(() => stream.close());
     const services = createServices(db, clock, config, urls, logger, stream);
-    onBusReconnect = () => services.runBus.wakeAll();
+    onBusReconnect = () => services.runEngine.linkBack();
     // Last before the database closes: webhook facts still being recorded (machines going offline at shutdown).
     cleanup.push(() => services.webhooks.facts.drain());
     // Closed once the listener has: the requests answered until then are written.

@@ -16,6 +16,9 @@ export class BusUnavailable extends Error {
   }
 }
 
+/** What instances tell each other on the bus: a wake of a run's driver, or a run to drive. */
+export type SignalChannel = "input" | "dispatch";
+
 /** An event as the stream holds it: with the time it was stored (an event not published yet has none). */
 export type TimedEvent = StoredEvent & { at?: Date };
 
@@ -131,6 +134,29 @@ export class RunStream {
       if (got.some((m) => m === null)) break;
     }
     return out;
+  }
+
+  /**
+   * Tells one instance something, on a core subject of its own (`<stream>.input.<instance>`: a wake of a
+   * run it drives, with the answer; `<stream>.dispatch.<instance>`: a run to drive). Nothing is kept:
+   * one lost (NATS away, the instance gone) is made up by the drivers' polls and the engine's sweep.
+   */
+  signal(instance: string, channel: SignalChannel, payload: string): void {
+    try {
+      this.nc.publish(`${this.options.stream}.${channel}.${instance}`, payload);
+    } catch {
+      // closed or draining: the poll makes up for it
+    }
+  }
+
+  /** This instance's signals of a channel (see `signal`). Returns how to stop. */
+  listen(instance: string, channel: SignalChannel, handler: (payload: string) => void): () => void {
+    const sub = this.nc.subscribe(`${this.options.stream}.${channel}.${instance}`, {
+      callback: (err, msg) => {
+        if (!err) handler(msg.string());
+      },
+    });
+    return () => sub.unsubscribe();
   }
 
   /** Drops a run's events from the stream (once they are compacted into Postgres). */

@@ -73,10 +73,7 @@ export class RunEngine {
     this.stops.push(
       await this.notifications.listen(
         RUN_INPUT_CHANNEL,
-        (payload) => {
-          const { runId, answer } = readWake(payload);
-          this.drivers.get(runId)?.wake(answer);
-        },
+        (payload) => this.onWake(payload),
         () => this.wakeDrivers(),
       ),
       // Readers are woken by this notification only (never by a timer): when its connection was lost, every reader here looks once.
@@ -102,6 +99,14 @@ export class RunEngine {
         () => void this.claim().catch(() => {}),
       ),
     );
+    // On the run bus, wakes and dispatch come to this instance alone, on subjects of its own (the
+    // notifications above stay for runs' wakes sent by plan changes, and for a deployment's switch).
+    const stream = this.store.stream;
+    if (stream) {
+      for (const stop of [stream.listen(this.instance, "input", (payload) => this.onWake(payload)), stream.listen(this.instance, "dispatch", (runId) => void this.claim(runId).catch(() => {}))]) {
+        this.stops.push(async () => stop());
+      }
+    }
     const leaseMs = this.options.leaseSeconds * 1000;
     this.every(leaseMs / 3, () => this.renew());
     this.every(Math.min(leaseMs / 3, 1000), () => this.sweep());
@@ -136,11 +141,20 @@ export class RunEngine {
     return agent ? new AgentRunDriver(this.deps, run) : new ModelRunDriver(this.deps, run);
   }
 
-  /** Wakes the run's driver: here directly, elsewhere through a notification. */
+  /** A wake for a run driven here, with the answer it carries (when it does). */
+  private onWake(payload: string): void {
+    const { runId, answer } = readWake(payload);
+    this.drivers.get(runId)?.wake(answer);
+  }
+
+  /** Wakes the run's driver: here directly, elsewhere through a notification (on the run bus, to its instance alone). */
   async wake(runId: string, answer?: Answer): Promise<void> {
     const local = this.drivers.get(runId);
     if (local) return local.wake(answer);
-    await this.notifications.notify(RUN_INPUT_CHANNEL, runId);
+    if (!this.store.stream) return this.notifications.notify(RUN_INPUT_CHANNEL, runId);
+    const owner = await this.store.driverOf(runId);
+    // Driven nowhere now: whoever claims it reads its inputs as it starts.
+    if (owner && owner !== this.instance) this.store.stream.signal(owner, "input", runId);
   }
 
   /** Is the run driven here (an answer then wakes it directly; else the answer's statement notifies)? */
@@ -148,9 +162,17 @@ export class RunEngine {
     return this.drivers.has(runId);
   }
 
-  /** Asks the instance holding a machine to drive a new run. */
+  /** Asks the instance holding a machine to drive a new run (on the run bus, on that instance's own subject). */
   async announce(instance: string, runId: string): Promise<void> {
+    if (this.store.stream) return this.store.stream.signal(instance, "dispatch", runId);
     await this.notifications.notify(RUN_DISPATCH_CHANNEL, `${instance} ${runId}`);
+  }
+
+  /** The run bus's link is back after a break: wakes and dispatches sent meanwhile were lost, so every driver and reader here looks once, and runs to drive are claimed. */
+  linkBack(): void {
+    this.bus.wakeAll();
+    this.wakeDrivers();
+    void this.claim().catch(() => {});
   }
 
   /** Is this machine's worker connected to this instance (so its runs are driven here)? */

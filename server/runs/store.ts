@@ -31,6 +31,8 @@ const ACTIVE_RUN_OF_USER = `EXISTS (SELECT 1 FROM runs r JOIN end_users u ON u.i
  * commit, in the same round trip. A driver here is woken directly, with the answer.
  */
 const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_CHANNEL}', $9) END AS woke`;
+/** On the run bus the answer's statement names the run's driver instead, and the wake goes to that instance alone (`RunStream.signal`). */
+const DRIVER_OF_RUN = `CASE WHEN $9::text IS NOT NULL THEN (SELECT lease_owner FROM runs WHERE id = $1) END AS owner`;
 
 const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at`;
 
@@ -373,17 +375,29 @@ export class RunStore {
     return { active: r.active, last: r.seq === null ? null : { seq: r.seq, kind: r.kind!, data: r.data! } };
   }
 
+  /** On the run bus: wakes the run's driver on its instance (named by the answer's statement), with the answer. */
+  private wakeDriver(owner: string | null | undefined, wake: string | null): void {
+    if (this.stream && owner && wake && owner !== this.instance) this.stream.signal(owner, "input", wake);
+  }
+
+  /** The instance driving a run now (its lease's holder), or null. */
+  async driverOf(runId: string): Promise<string | null> {
+    const rows = await this.db.query<{ owner: string | null }>(`SELECT lease_owner AS owner FROM runs WHERE id = $1`, [runId]);
+    return rows[0]?.owner ?? null;
+  }
+
   /** Records a tool result once: false when there is no such open call of this tenant's active run. `wake`: see `WAKE_DRIVER`. */
   async answerToolCall(t: Tenant, runId: string, callId: string, result: unknown, isError: boolean, now: Date, user: string | undefined, wake: string | null): Promise<boolean> {
-    const rows = await this.db.query(
+    const rows = await this.db.query<{ owner?: string | null }>(
       `WITH a AS (UPDATE tool_calls SET result = $5::jsonb, is_error = $6, answered_at = $7
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND call_id = $4 AND answered_at IS NULL
           AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1)
-      SELECT ${WAKE_DRIVER} FROM a`,
+      SELECT ${this.stream ? DRIVER_OF_RUN : WAKE_DRIVER} FROM a`,
       [runId, t.appId, t.environment, callId, JSON.stringify(result ?? null), isError, now, user ?? null, wake],
       { prepared: true },
     );
+    this.wakeDriver(rows[0]?.owner, wake);
     return rows.length === 1;
   }
 
@@ -392,15 +406,16 @@ export class RunStore {
    * Who decided is kept: the user the app answered for, else `app`. `wake`: see `WAKE_DRIVER`.
    */
   async answerApproval(t: Tenant, runId: string, approvalId: string, decision: ApprovalDecision, reason: string | null, now: Date, user: string | undefined, wake: string | null): Promise<boolean> {
-    const rows = await this.db.query(
+    const rows = await this.db.query<{ owner?: string | null }>(
       `WITH a AS (UPDATE approvals SET decision = $5, reason = $6, answered_at = $7, decided_by = COALESCE($8, 'app')
         WHERE run_id = $1 AND app_id = $2 AND environment = $3::"Environment" AND approval_id = $4 AND answered_at IS NULL
           AND ${ACTIVE_RUN_OF_USER}
       RETURNING 1)
-      SELECT ${WAKE_DRIVER} FROM a`,
+      SELECT ${this.stream ? DRIVER_OF_RUN : WAKE_DRIVER} FROM a`,
       [runId, t.appId, t.environment, approvalId, decision, reason, now, user ?? null, wake],
       { prepared: true },
     );
+    this.wakeDriver(rows[0]?.owner, wake);
     return rows.length === 1;
   }
 

@@ -1,6 +1,7 @@
+import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { onPostgres } from "../helpers/databases.js";
-import { removeTempDirs, runServerToExit, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
+import { onPostgres, withClient } from "../helpers/databases.js";
+import { pollUntil, removeTempDirs, runServerToExit, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
 import { pairViaApi, type WorkerProcess } from "../helpers/worker.js";
 import { freePort } from "../helpers/balancer.js";
@@ -67,16 +68,37 @@ onPostgres("the NATS run bus (A holds the worker, B reads, C does neither)", (po
     await nats?.stop();
   });
 
-  it("a run driven on A and read on B: B receives its events from NATS, C (no reader) receives none of them", async () => {
+  it("a run driven on A and read on B, answered on C: B receives its events from NATS, C (no reader, no driver) none; the answer wakes A over NATS, no Postgres notification is sent", async () => {
+    // Every run notification Postgres sends meanwhile, heard by a LISTEN of the test's own.
+    const listener = new pg.Client({ connectionString: databaseUrl });
+    listener.on("error", () => {}); // ended by the database's drop should the test fail first
+    await listener.connect();
+    const notified: string[] = [];
+    listener.on("notification", (n) => notified.push(n.channel));
+    for (const channel of ["svc_run_event", "svc_run_input", "svc_run_dispatch"]) await listener.query(`LISTEN ${channel}`);
     const [, bBefore, cBefore] = await deliveredTo(nats, a, b, c);
     expect(Number.isNaN(cBefore)).toBe(false);
     const answers = answerer(keys, () => c);
-    const onA = await startRun(a, keys, { user, prompt: `Weather in Oslo? [slow] ${tagged()}`, tools: [{ name: "weather" }] }, answers.onFrame);
+    let calledAt = 0;
+    let resumedAt = 0;
+    const onA = await startRun(a, keys, { user, prompt: `Weather in Oslo? [slow] ${tagged()}`, tools: [{ name: "weather" }] }, (f, runId) => {
+      if (f.event === "tool_call") calledAt = Date.now();
+      else if (calledAt && !resumedAt) resumedAt = Date.now();
+      answers.onFrame(f, runId);
+    });
     await waitFrames(onA, (fs) => fs.some((f) => f.event === "run_started"));
     // B attaches from the start (Last-Event-ID 0): the stored events from the stream, the rest live.
     const onB = await reattach(b, keys, onA.runId, "0");
     await Promise.all([onA.ended, onB.ended]);
+    // The answer posted on C woke A at once: a lost wake would have waited for the driver's 10 s poll (RUN_POLL_MS).
+    expect(resumedAt - calledAt).toBeLessThan(3_000);
     await answers.allTaken();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(notified).toEqual([]);
+    // Control: the listener hears a notification on those channels when one is sent.
+    await withClient(databaseUrl, (cl) => cl.query("SELECT pg_notify('svc_run_input', 'control')"));
+    await pollUntil(async () => notified.length, (n) => n === 1, 5_000, "the control notification heard");
+    await listener.end();
     expectWhole(onA.frames);
     expect(onB.frames.map((f) => `${f.id}:${f.event}`)).toEqual(onA.frames.map((f) => `${f.id}:${f.event}`));
     const [, bAfter, cAfter] = await deliveredTo(nats, a, b, c);
