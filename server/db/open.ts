@@ -297,7 +297,9 @@ class Listener {
     try {
       await c.connect();
       const listened = new Set(this.channels.keys());
-      for (const channel of listened) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      // Every channel in one round trip: a connection cut again and again (a failover, a pooler restarting) is listening
+      // again as soon as it answers, not after one round trip per channel (each a chance to be cut half-way).
+      if (listened.size) await c.query([...listened].map((channel) => `LISTEN ${pg.escapeIdentifier(channel)}`).join("; "));
       this.listened = listened;
       this.client = c;
       return c;

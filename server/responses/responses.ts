@@ -178,7 +178,8 @@ export class ResponsesService {
       [runIds],
     );
     // Their events stay (a re-attach still ends), emptied: on the run bus, moved to Postgres first (a finished run's are, moments after its end).
-    if (this.store.stream) for (const id of runIds) await this.store.compact(id);
+    const streamed = this.store.streamed;
+    if (streamed) for (const id of runIds) await streamed.compact(id);
     await this.db.query(
       `UPDATE run_events SET data = CASE WHEN kind = 'text_delta' THEN jsonb_set(data, '{text}', '""') ELSE (data - 'toolCalls') || jsonb_build_object('output', '') END
         WHERE run_id = ANY($1::text[]) AND kind IN ('text_delta', 'run_completed', 'run_cancelled', 'run_failed')`,

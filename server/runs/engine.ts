@@ -124,7 +124,7 @@ export class RunEngine {
     // Outside the request that started it: the run outlives that request, and what fails in it is the run's, not the request's.
     // A run taken over on the bus first has its last step's events published (its driver may have died before it did).
     void requestScope
-      .exit(() => (created ? Promise.resolve() : this.store.republish(run)).then(() => driver.drive()))
+      .exit(() => (created || !this.store.streamed ? Promise.resolve() : this.store.streamed.republish(run)).then(() => driver.drive()))
       .catch((err) => this.log.warn({ err, runId: run.id }, "could not take a run over"))
       .finally(() => {
         this.drivers.delete(run.id);
@@ -245,8 +245,7 @@ export class RunEngine {
           ? new RunStop("worker_lost", "The user's machine was removed while the run was on it; the run cannot go on.")
           : new RunStop("worker_lost", `The user's machine was unreachable for longer than the ${this.options.graceSeconds} s it is waited for; the run cannot go on.`);
       if (!run.cancel_requested_at) this.log.warn({ runId: run.id, machineId: run.machine_id }, removed ? "run failed: its machine was removed" : "run orphaned: its machine was connected nowhere for the grace");
-      void this.store
-        .republish(run)
+      void (this.store.streamed?.republish(run) ?? Promise.resolve())
         .then(() => driver.fail(stop))
         .finally(() => {
           this.drivers.delete(run.id);
@@ -258,15 +257,15 @@ export class RunEngine {
 
   /** A run ended here: on the bus, its events move to Postgres (`RunStore.compact`); a run not ended, or not on the bus, is left. */
   private compact(runId: string): void {
-    if (!this.store.stream) return;
-    void this.store.compact(runId, this.bus.remembered(runId)).catch((err) => this.log.warn({ err, runId }, "could not compact a run's events (the sweep tries again)"));
+    void this.store.streamed?.compact(runId, this.bus.remembered(runId)).catch((err) => this.log.warn({ err, runId }, "could not compact a run's events (the sweep tries again)"));
   }
 
   /** Every COMPACT_SWEEP_EVERY sweeps: finished runs whose events are still on the bus a while after their end (their driver died first). */
   private async compactLeftovers(now: Date): Promise<void> {
-    if (!this.store.stream || ++this.sweeps % COMPACT_SWEEP_EVERY !== 0) return;
-    for (const id of await this.store.uncompacted(new Date(now.getTime() - COMPACT_AFTER_MS), 50)) {
-      if (!(await this.store.compact(id))) this.log.warn({ runId: id }, "a finished run's events are missing from the run bus: left there");
+    const streamed = this.store.streamed;
+    if (!streamed || ++this.sweeps % COMPACT_SWEEP_EVERY !== 0) return;
+    for (const id of await streamed.uncompacted(new Date(now.getTime() - COMPACT_AFTER_MS), 50)) {
+      if (!(await streamed.compact(id))) this.log.warn({ runId: id }, "a finished run's events are missing from the run bus: left there");
     }
   }
 

@@ -121,7 +121,7 @@ export class RunInspector {
 
   /** A run's events (the first MAX_INSPECTED_EVENTS): from the run bus while they are there, else from `run_events`. */
   private async events(runId: string): Promise<{ seq: number; kind: string; data: Record<string, unknown>; created_at: Date | string }[]> {
-    const streamed = await this.store.streamedEvents(runId, MAX_INSPECTED_EVENTS);
+    const streamed = await this.store.streamed?.all(runId, MAX_INSPECTED_EVENTS);
     if (streamed) return streamed.map((e) => ({ seq: e.seq, kind: e.kind, data: e.data as unknown as Record<string, unknown>, created_at: e.at ?? new Date() }));
     return this.db.query(`SELECT seq, kind, data, created_at FROM run_events WHERE run_id = $1 ORDER BY seq LIMIT ${MAX_INSPECTED_EVENTS}`, [runId]);
   }

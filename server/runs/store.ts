@@ -4,7 +4,8 @@ import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
 import { readLimits, type Limit, type LimitsRead } from "./limits.js";
 import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
-import { BusUnavailable, type RunStream, type TimedEvent } from "../bus/run-stream.js";
+import type { RunStream } from "../bus/run-stream.js";
+import { StreamedEvents } from "../bus/streamed-events.js";
 import { ACTIVE_STATUSES_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
 
 /**
@@ -36,13 +37,10 @@ const DRIVER_OF_RUN = `CASE WHEN $9::text IS NOT NULL THEN (SELECT lease_owner F
 
 const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at`;
 
-/** A compaction moves this many events from the stream to `run_events` per statement. */
-const COMPACT_PAGE = 500;
-
 export class RunStore {
   private readonly writer: RunWriter;
-  /** Runs whose last step's events are being published to the run bus. */
-  private readonly appending = new Map<string, Promise<void>>();
+  /** Runs' events on the run bus (`NATS_URL`), or null: in `run_events`. */
+  readonly streamed: StreamedEvents | null;
 
   constructor(
     private readonly db: Database,
@@ -51,6 +49,7 @@ export class RunStore {
     readonly stream: RunStream | null = null,
   ) {
     this.writer = new RunWriter(db, instance, stream !== null);
+    this.streamed = stream ? new StreamedEvents(db, stream) : null;
   }
 
   /**
@@ -64,126 +63,10 @@ export class RunStore {
    * (`outbox`) for a takeover to publish.
    */
   async write(runId: string, endUserId: string, now: Date, w: Writes): Promise<boolean> {
-    await this.published(runId);
+    await this.streamed?.published(runId);
     const { owned, streamed } = await this.writer.write(runId, endUserId, now, w);
-    if (owned && streamed && w.events?.length && this.stream) {
-      const p: Promise<void> = this.stream
-        .append(runId, w.events)
-        .catch(() => {}) // closing: the instance taking the run over publishes them
-        .finally(() => this.appending.get(runId) === p && this.appending.delete(runId));
-      this.appending.set(runId, p);
-    }
+    if (owned && streamed && w.events?.length) this.streamed?.committed(runId, w.events);
     return owned;
-  }
-
-  /** Resolves once the run's last step written here is stored on the run bus (at once without the bus). */
-  published(runId: string): Promise<void> {
-    return this.appending.get(runId) ?? Promise.resolve();
-  }
-
-  /**
-   * A run taken over on the bus: its last step's events (on its row) are published, in case its
-   * driver died between that step's commit and its publish (a publish made already is the same
-   * event again: nothing doubles). Before the new driver's first write replaces them.
-   */
-  async republish(run: RunRow): Promise<void> {
-    if (!this.stream) return;
-    const rows = await this.db.query<{ outbox: StoredEvent[] | null }>(`SELECT outbox FROM runs WHERE id = $1 AND events_in_stream`, [run.id]);
-    const outbox = rows[0]?.outbox;
-    if (outbox?.length) await this.stream.append(run.id, outbox);
-  }
-
-  /**
-   * Moves a finished run's events from the stream into `run_events` (a page at a time,
-   * each insert idempotent), marks the run as stored there, then purges its subjects.
-   * A run still active, or stored there already, is left as it is. False: the stream
-   * lacked an event (a later sweep tries again).
-   */
-  async compact(runId: string, remembered: { e: StoredEvent; at: Date }[] | null = null): Promise<boolean> {
-    if (!this.stream) return true;
-    await this.published(runId);
-    // Every event of the run still in its driver's memory (most runs): one statement, nothing read back from the stream.
-    if (remembered) {
-      const events = remembered.map(({ e, at }) => ({ seq: e.seq, kind: e.kind, data: e.data, at }));
-      const done = await this.db.query(
-        `WITH r AS (SELECT id, app_id, environment FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL AND last_seq = $3 FOR UPDATE),
-              ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
-                SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, e.at FROM r, jsonb_to_recordset($2::jsonb) AS e(seq int, kind text, data jsonb, at timestamptz)
-                ON CONFLICT DO NOTHING)
-         UPDATE runs SET events_in_stream = false, outbox = NULL FROM r WHERE runs.id = r.id RETURNING 1`,
-        [runId, JSON.stringify(events), events.length],
-      );
-      if (done.length === 1) {
-        await this.stream.purge(runId).catch(() => {});
-        return true;
-      }
-    }
-    const rows = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(
-      `SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL`,
-      [runId],
-    );
-    const run = rows[0];
-    if (!run) return true;
-    const outbox = new Map<number, TimedEvent>((run.outbox ?? []).map((e) => [e.seq, e]));
-    for (let from = 1; from <= run.last_seq; from += COMPACT_PAGE) {
-      const to = Math.min(run.last_seq, from + COMPACT_PAGE - 1);
-      const got = await this.stream.read(runId, from, to);
-      const events: TimedEvent[] = [];
-      for (let seq = from; seq <= to; seq++) {
-        const e = got[seq - from] ?? outbox.get(seq);
-        if (!e) return false;
-        events.push({ seq, kind: e.kind, data: e.data, at: e.at });
-      }
-      await this.db.query(
-        `INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
-         SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, COALESCE(e.at, r.finished_at, now())
-           FROM runs r, jsonb_to_recordset($2::jsonb) AS e(seq int, kind text, data jsonb, at timestamptz) WHERE r.id = $1
-         ON CONFLICT DO NOTHING`,
-        [runId, JSON.stringify(events)],
-      );
-    }
-    await this.db.query(`UPDATE runs SET events_in_stream = false, outbox = NULL WHERE id = $1`, [runId]);
-    await this.stream.purge(runId).catch(() => {}); // left behind: replaced or purged by a later compaction's purge of the same run
-    return true;
-  }
-
-  /** Finished runs whose events are still in the stream (their driver died before compacting them), oldest first. */
-  async uncompacted(before: Date, limit: number): Promise<string[]> {
-    const rows = await this.db.query<{ id: string }>(`SELECT id FROM runs WHERE events_in_stream AND finished_at < $1 ORDER BY finished_at LIMIT $2`, [before, limit]);
-    return rows.map((r) => r.id);
-  }
-
-  /**
-   * All of a run's events while they are in the stream (its last step's from its row); null when they are in
-   * `run_events`. Read at a takeover (`streamedText`, `restarts`) and by an inspection of a live run.
-   */
-  async streamedEvents(runId: string, max = Number.MAX_SAFE_INTEGER): Promise<TimedEvent[] | null> {
-    if (!this.stream) return null;
-    const rows = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(`SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream`, [runId]);
-    const run = rows[0];
-    if (!run) return null;
-    return this.fromStream(runId, run, 0, Math.min(run.last_seq, max), Number.MAX_SAFE_INTEGER);
-  }
-
-  /** Events after `after` up to `to` of a run on the stream (its last step's from its row), about `maxBytes` of them; null: compacted meanwhile. */
-  private async fromStream(runId: string, run: { last_seq: number; outbox: StoredEvent[] | null }, after: number, to: number, maxBytes: number): Promise<TimedEvent[] | null> {
-    const outbox = new Map((run.outbox ?? []).map((e) => [e.seq, e]));
-    const firstOutbox = run.outbox?.[0]?.seq ?? to + 1;
-    const got = after + 1 <= Math.min(to, firstOutbox - 1) ? await this.stream!.read(runId, after + 1, Math.min(to, firstOutbox - 1)) : [];
-    const events: TimedEvent[] = [];
-    let bytes = 0;
-    for (let seq = after + 1; seq <= to && (events.length === 0 || bytes < maxBytes); seq++) {
-      const e = outbox.get(seq) ?? got[seq - after - 1];
-      if (!e) {
-        // Not in the stream: compacted (and purged) since the row was read, or NATS lost it.
-        const still = await this.db.query(`SELECT 1 FROM runs WHERE id = $1 AND events_in_stream`, [runId]);
-        if (still.length === 0) return null;
-        throw new BusUnavailable(`event ${seq} of run ${runId} is not in the stream yet`);
-      }
-      events.push(e);
-      bytes += Buffer.byteLength(JSON.stringify(e.data));
-    }
-    return events;
   }
 
   /**
@@ -261,7 +144,7 @@ export class RunStore {
 
   /** The text a run streamed so far (its stored `text_delta` events, in order): an agent run taken over after a lost link goes on from it. */
   async streamedText(runId: string): Promise<string> {
-    const streamed = await this.streamedEvents(runId);
+    const streamed = await this.streamed?.all(runId);
     if (streamed) return streamed.filter((e) => e.data.kind === "text_delta").map((e) => (e.data as { text: string }).text).join("");
     const rows = await this.db.query<{ text: string | null }>(`SELECT string_agg(data->>'text', '' ORDER BY seq) AS text FROM run_events WHERE run_id = $1 AND kind = 'text_delta'`, [runId]);
     return rows[0]?.text ?? "";
@@ -269,7 +152,7 @@ export class RunStore {
 
   /** How many times turn `turn` of the run was announced restarted (read at a takeover only). */
   async restarts(runId: string, turn: number): Promise<number> {
-    const streamed = await this.streamedEvents(runId);
+    const streamed = await this.streamed?.all(runId);
     if (streamed) return streamed.filter((e) => e.data.kind === "turn_restarted" && e.data.turn === turn).length;
     const rows = await this.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM run_events WHERE run_id = $1 AND kind = 'turn_restarted' AND (data->>'turn')::int = $2`, [runId, turn], { prepared: true });
     return rows[0]?.n ?? 0;
@@ -336,13 +219,10 @@ export class RunStore {
    * holds one page at a time). `more`: events after the page are stored already.
    */
   async eventPage(runId: string, after: number, limit: number, maxBytes: number): Promise<{ events: StoredEvent[]; more: boolean }> {
-    if (this.stream) {
-      const runs = await this.db.query<{ last_seq: number; outbox: StoredEvent[] | null }>(`SELECT last_seq, outbox FROM runs WHERE id = $1 AND events_in_stream`, [runId], { prepared: true });
-      const run = runs[0];
-      if (run) {
-        const events = after >= run.last_seq ? [] : await this.fromStream(runId, run, after, Math.min(run.last_seq, after + limit), maxBytes);
-        if (events) return { events, more: (events.at(-1)?.seq ?? after) < run.last_seq };
-      }
+    const run = await this.streamed?.row(runId);
+    if (run) {
+      const events = after >= run.last_seq ? [] : await this.streamed!.range(runId, run, after, Math.min(run.last_seq, after + limit), maxBytes);
+      if (events) return { events, more: (events.at(-1)?.seq ?? after) < run.last_seq };
     }
     const rows = await this.db.query<StoredEvent & { fetched: number }>(
       `SELECT seq, kind, data, fetched FROM (

@@ -136,6 +136,25 @@ onPostgres("the NATS run bus (A holds the worker, B reads, C does neither)", (po
     expect(a.logs().filter((l) => String(l.msg).startsWith("NATS unreachable")).length).toBeLessThanOrEqual(3);
   }, 120_000);
 
+  it("a stored response created on B (the run driven on A), read and deleted on C: its run's events compacted into Postgres, then emptied by the delete", async () => {
+    const h = { authorization: `Bearer ${keys.appKey}`, "content-type": "application/json" };
+    const created = await b.fetch("/v1/responses", { method: "POST", headers: h, body: JSON.stringify({ model: "auto", user, input: `Hello ${tagged()}` }) });
+    const response = (await created.json()) as { id: string; status: string; output_text?: string; output: { content?: { text: string }[] }[] };
+    expect(created.status, JSON.stringify(response)).toBe(200);
+    expect(response.status).toBe("completed");
+    const runId = created.headers.get("service-run-id")!;
+    const read = await c.fetch(`/v1/responses/${response.id}`, { headers: h });
+    expect(read.status).toBe(200);
+    expect(((await read.json()) as { output: unknown }).output).toEqual(response.output);
+    const texts = () => withClient(databaseUrl, async (cl) => (await cl.query<{ text: string }>("SELECT data->>'text' AS text FROM run_events WHERE run_id = $1 AND kind = 'text_delta' ORDER BY seq", [runId])).rows.map((r) => r.text).join(""));
+    // Compacted at the run's end: its text is in Postgres (control for the emptying below).
+    await pollUntil(texts, (t) => t === "Hello from the stand-in model.", 10_000, "the response's text compacted into run_events");
+    const deleted = await c.fetch(`/v1/responses/${response.id}`, { method: "DELETE", headers: h });
+    expect(deleted.status).toBe(200);
+    expect(await texts()).toBe("");
+    expect((await c.fetch(`/v1/responses/${response.id}`, { headers: h })).status).toBe(404);
+  });
+
   it("NATS unreachable at start: the instance says which URL and how to go on, and does not start (control: the same instance starts with NATS up)", async () => {
     const dead = `nats://127.0.0.1:${await freePort()}`;
     const out = await runServerToExit(tempDir("svc-nats-down-"), { DATABASE_URL: databaseUrl, NATS_URL: dead }, 30_000);

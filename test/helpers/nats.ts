@@ -26,6 +26,7 @@ export interface Nats {
 }
 
 export async function startNats(): Promise<Nats> {
+  if (!natsAvailable) throw new Error(`${NATS_SERVER} is not installed: apt-get install nats-server (the run bus's suites need it; .ci/run installs it)`);
   const [port, monitor] = [await freePort(), await freePort()];
   const store = tempDir("svc-nats-");
   let child: ChildProcess | null = null;

@@ -237,13 +237,15 @@ for (const bus of BUSES) {
         expect(all.at(-1)?.event, all.map((f) => `${f.id}:${f.event}`).join(" ")).toBe("run_completed");
         await answers.allTaken();
         expectWhole(all);
-        // Each lost wake costs at most a poll (1 s): a few seconds in all, not a lease or an orphan timeout.
+        // Each lost wake is made up when the LISTEN connection comes back (every driver looks once): a few seconds in all, not a lease or an orphan timeout.
         expect(answeredAt - startedAt).toBeLessThan(5_000);
         expect(finishedAt - answeredAt).toBeLessThan(5_000);
         expect(claimedBy(b, stream.runId)).toHaveLength(1);
         for (const s of [a, b, c]) expect(await getRun(s, keys, stream.runId)).toMatchObject({ status: "completed", turns: 2 });
         await expectStored(databaseUrl, stream.runId, all.length, 2);
-        expect(cut).toBeGreaterThan(before);
+        // The cuts went on while the run ran (on the bus it needs no LISTEN at all and may end before another round of them).
+        if (bus.nats) expect(cut).toBeGreaterThanOrEqual(before);
+        else expect(cut).toBeGreaterThan(before);
       } finally {
         cutting = false;
         await cutter;
