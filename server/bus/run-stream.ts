@@ -43,8 +43,8 @@ export interface RunStreamOptions {
  * A run's events on NATS JetStream (`NATS_URL`): one subject per event,
  * `<stream>.ev.<run id>.<seq>`, in one stream that keeps one message per subject
  * (a re-publish, after a takeover or a lost acknowledgement, replaces the same
- * event with itself; the message id `<run id>.<seq>` also drops it within the
- * duplicate window). The SSE id of an event is its seq: a run's ids are
+ * event with itself: no message id is needed to drop it, which spares a header per
+ * event, and live readers ignore an event they have). The SSE id of an event is its seq: a run's ids are
  * contiguous whatever the stream's own sequence. Reads are direct gets by
  * subject (no consumer, nothing kept per reader); live events reach only the
  * instances subscribed to the run's subjects, those with a reader of it.
@@ -103,7 +103,7 @@ export class RunStream {
   async append(runId: string, events: StoredEvent[]): Promise<void> {
     for (;;) {
       try {
-        await Promise.all(events.map((e) => this.js.publish(this.subject(runId, e.seq), jsonOf(e), { msgID: `${runId}.${e.seq}`, timeout: PUBLISH_TIMEOUT_MS })));
+        await Promise.all(events.map((e) => this.js.publish(this.subject(runId, e.seq), jsonOf(e), { timeout: PUBLISH_TIMEOUT_MS })));
         this.back();
         return;
       } catch (err) {
@@ -218,9 +218,9 @@ export class RunStream {
   }
 }
 
-/** The stream, made once: a message per subject (an event), file storage, direct gets, a 2-minute duplicate window. No age limit: a run's events stay until compacted. */
+/** The stream, made once: a message per subject (an event), file storage, direct gets. No age limit: a run's events stay until compacted. */
 async function ensureStream(jsm: JetStreamManager, name: string): Promise<void> {
-  const config = { name, subjects: [`${name}.ev.>`], allow_direct: true, max_msgs_per_subject: 1, duplicate_window: 120_000_000_000 };
+  const config = { name, subjects: [`${name}.ev.>`], allow_direct: true, max_msgs_per_subject: 1 };
   try {
     await jsm.streams.info(name);
   } catch {
