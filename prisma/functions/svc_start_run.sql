@@ -1,7 +1,8 @@
 CREATE OR REPLACE FUNCTION "svc_start_run"(
   p_id TEXT, p_app TEXT, p_env "Environment", p_user TEXT, p_source TEXT, p_model TEXT, p_request JSONB,
   p_hash TEXT, p_repeat_since TIMESTAMPTZ, p_status "RunStatus", p_route TEXT, p_machine TEXT, p_runtime TEXT,
-  p_lease_owner TEXT, p_lease_expires TIMESTAMPTZ, p_now TIMESTAMPTZ, p_cost "CostClass", p_period TEXT
+  p_lease_owner TEXT, p_lease_expires TIMESTAMPTZ, p_now TIMESTAMPTZ, p_cost "CostClass", p_period TEXT,
+  p_routed_on TEXT, p_cap INT, p_expect_free BOOLEAN, p_queue_bound INT
 ) RETURNS TABLE (outcome TEXT, run_id TEXT, run_status TEXT, run_model TEXT, allowance BIGINT, consumed BIGINT, unit TEXT, ceiling BIGINT, spend_period TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -17,6 +18,38 @@ DECLARE
   request JSONB := p_request;
 BEGIN
   PERFORM 1 FROM end_users WHERE id = p_user FOR UPDATE;
+  -- The machine chosen must still be this user's and not removed (on any instance): a run never reaches a machine its user removed.
+  IF p_machine IS NOT NULL AND NOT EXISTS (
+    SELECT 1 FROM machines m WHERE m.id = p_machine AND m.app_id = p_app AND m.environment = p_env AND m.end_user_id = p_user AND m.revoked_at IS NULL
+  ) THEN
+    RETURN QUERY SELECT 'reroute'::text, NULL::text, 'machine_removed'::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;
+    RETURN;
+  END IF;
+  -- Routed in memory on instance p_routed_on, from the machines it holds: right only while the user has no
+  -- machine held anywhere else, the one chosen is held there, and its runtime's slots are as that instance saw
+  -- them (under the user's lock, so concurrent starts count each other). Else the caller routes from the rows.
+  IF p_routed_on IS NOT NULL THEN
+    IF EXISTS (
+      SELECT 1 FROM machines m WHERE m.app_id = p_app AND m.environment = p_env AND m.end_user_id = p_user AND m.revoked_at IS NULL
+         AND m.connected_instance IS NOT NULL AND m.connected_instance <> p_routed_on
+    ) OR (p_machine IS NOT NULL AND NOT EXISTS (SELECT 1 FROM machines m WHERE m.id = p_machine AND m.connected_instance = p_routed_on)) THEN
+      RETURN QUERY SELECT 'reroute'::text, NULL::text, 'machines_elsewhere'::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;
+      RETURN;
+    END IF;
+    IF p_cap IS NOT NULL AND (
+      -- Active: queued or running, or an agent CLI's run waiting (its job stays on the machine), as routing counts them.
+      (p_expect_free AND (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
+                           WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime
+                             AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent'))) >= p_cap)
+      OR (NOT p_expect_free AND (SELECT COALESCE(sum(GREATEST(a.n - r.max_concurrent_jobs, 0)), 0) FROM runtimes r,
+             LATERAL (SELECT count(*) AS n FROM runs x WHERE x.machine_id = r.machine_id AND x.runtime_name = r.name
+                        AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent'))) a
+           WHERE r.machine_id = p_machine AND r.max_concurrent_jobs IS NOT NULL) >= p_queue_bound)
+    ) THEN
+      RETURN QUERY SELECT 'reroute'::text, NULL::text, 'slots_changed'::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;
+      RETURN;
+    END IF;
+  END IF;
   IF p_hash IS NOT NULL THEN
     -- A run that failed or was cancelled served nothing: a retry of it is a new run.
     SELECT r.id, r.status::text AS status, r.model INTO same FROM runs r

@@ -56,12 +56,26 @@ export interface StartRunArgs {
   now: Date;
   costClass: CostClassValue;
   period: string;
+  /** A route chosen in memory from the machines this instance holds, checked in the same statement (`svc_start_run`); none: routed from the rows. */
+  routedHere?: RouteCheck;
+}
+
+/** What a route chosen in memory assumed, for `svc_start_run` to check under the user's lock. */
+export interface RouteCheck {
+  /** The instance that chose it (it holds the machine's connection). */
+  instance: string;
+  /** The chosen runtime's cap (null: none, its slots are not checked). */
+  cap: number | null;
+  /** It had a free slot (else: the run waits for one, its machine's queue below `queueBound`). */
+  expectFree: boolean;
+  queueBound: number;
 }
 
 /** What `svc_start_run` answers: the run started, a repeat found, or why nothing was run. */
 export interface StartRunOutcome {
-  outcome: "started" | "repeat" | "allowance_exhausted" | "spend_ceiling_reached";
+  outcome: "started" | "repeat" | "allowance_exhausted" | "spend_ceiling_reached" | "reroute";
   run_id: string | null;
+  /** A reroute's reason: `machine_removed`, `machines_elsewhere`, `slots_changed`. */
   run_status: string | null;
   run_model: string | null;
   allowance: string | null;
@@ -92,6 +106,10 @@ export async function startRun(db: Sql, a: StartRunArgs): Promise<StartRunOutcom
     p_now: [a.now, "timestamptz"],
     p_cost: [a.costClass, `"CostClass"`],
     p_period: [a.period, "text"],
+    p_routed_on: [a.routedHere?.instance ?? null, "text"],
+    p_cap: [a.routedHere?.cap ?? null, "int"],
+    p_expect_free: [a.routedHere?.expectFree ?? null, "boolean"],
+    p_queue_bound: [a.routedHere?.queueBound ?? null, "int"],
   });
   const [r] = await rows<StartRunOutcome>(db, `SELECT * FROM ${call.sql}`, call.params);
   return r;

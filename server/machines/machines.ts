@@ -121,13 +121,14 @@ export class MachineService {
    * stored (and shown by the compute reads) is the service's, from the runtime's
    * kind: what the worker advertised for it is not taken (costClassOf).
    */
-  async setRuntimes(id: MachineIdentity, runtimes: RuntimeAdvert[]): Promise<void> {
+  /** Stores a machine's runtimes as advertised; answers the subscription windows their rows hold (reported before, kept across reconnects). */
+  async setRuntimes(id: MachineIdentity, runtimes: RuntimeAdvert[]): Promise<Map<string, RuntimeLimits>> {
     this.beats.forget(id.machineId);
     const now = this.clock.now();
     // One statement (a hello from each of 10,000 machines after a restart): the runtimes not advertised any more go, the others are upserted. A name said twice: the last one.
     const byName = new Map(runtimes.map((r) => [r.name, r]));
     const rows = [...byName.values()].map((r) => ({ id: randomId("rt_", 20), name: r.name, ...advertised(r) }));
-    await this.db.query(
+    const stored = await this.db.query<{ name: string; limits: RuntimeLimits | null }>(
       `WITH adv AS (SELECT * FROM jsonb_to_recordset($4::jsonb)
                       AS a(id text, name text, kind text, "costClass" text, models jsonb, "maxConcurrentJobs" int, version text, billing text, supported boolean, note text)),
             gone AS (DELETE FROM runtimes WHERE machine_id = $1 AND NOT (name = ANY (ARRAY(SELECT name FROM adv))))
@@ -135,9 +136,11 @@ export class MachineService {
        SELECT a.id, $2, $3::"Environment", $1, a.name, a.kind::"RuntimeKind", a."costClass"::"CostClass", a.models, a."maxConcurrentJobs", a.version, a.billing, a.supported, a.note, $5::timestamptz
          FROM adv a
        ON CONFLICT (machine_id, name) DO UPDATE SET kind = EXCLUDED.kind, cost_class = EXCLUDED.cost_class, models = EXCLUDED.models, max_concurrent_jobs = EXCLUDED.max_concurrent_jobs,
-         version = EXCLUDED.version, billing = EXCLUDED.billing, supported = EXCLUDED.supported, note = EXCLUDED.note, updated_at = EXCLUDED.updated_at`,
+         version = EXCLUDED.version, billing = EXCLUDED.billing, supported = EXCLUDED.supported, note = EXCLUDED.note, updated_at = EXCLUDED.updated_at
+       RETURNING name, limits`,
       [id.machineId, id.appId, id.environment, JSON.stringify(rows), now.toISOString()],
     );
+    return new Map(stored.flatMap((r) => (r.limits ? [[r.name, r.limits] as const] : [])));
   }
 
   /**

@@ -12,6 +12,9 @@ export interface MetricSources {
 
 export type WebhookOutcome = "delivered" | "retrying" | "failed";
 
+/** How a run's route was chosen: in memory from the machines held here, from the rows, or again from the rows after the start's statement refused the first choice. */
+export type RoutedBy = "memory" | "rows" | "rerouted";
+
 /**
  * One server instance's metrics, in a registry of its own (never prom-client's global one:
  * tests run several servers in one process, and each must report only itself).
@@ -23,6 +26,7 @@ export class Metrics {
   private readonly requests: Counter<"method" | "route" | "status">;
   private readonly latency: Histogram<"method" | "route" | "status">;
   private readonly webhooks: Counter<"outcome">;
+  private readonly routes: Counter<"how">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -37,6 +41,13 @@ export class Metrics {
     });
     this.webhooks = new Counter({ name: "svc_webhook_deliveries_total", help: "Outbound webhook attempts sent by this instance, by outcome (delivered; retrying: failed, another try scheduled; failed: failed for good).", labelNames: ["outcome"], registers });
     for (const outcome of ["delivered", "retrying", "failed"]) this.webhooks.inc({ outcome }, 0);
+    this.routes = new Counter({
+      name: "svc_run_routes_total",
+      help: "Runs started on this instance, by how their route was chosen: memory (from the machines held here, checked in the start's one statement; or the app route asked first), rows (read from the database: no machine of the user's here), rerouted (the start's statement found a machine held elsewhere, removed, or its slots changed: chosen again from the rows).",
+      labelNames: ["how"],
+      registers,
+    });
+    for (const how of ["memory", "rows", "rerouted"]) this.routes.inc({ how }, 0);
 
     new Gauge({ name: "svc_open_streams", help: "Event streams (SSE: runs, re-attaches, streamed chat completions) open on this instance.", registers, collect() { this.set(sources.openStreams()); } });
     new Gauge({ name: "svc_machines_online", help: "Machines whose worker connection (hello said) is held by this instance.", registers, collect() { this.set(sources.machinesOnline()); } });
@@ -86,6 +97,10 @@ export class Metrics {
 
   webhookAttempt(outcome: WebhookOutcome): void {
     this.webhooks.inc({ outcome });
+  }
+
+  routed(how: RoutedBy): void {
+    this.routes.inc({ how });
   }
 
   /** The text exposition and its content type. */

@@ -2,6 +2,8 @@ import type { Clock } from "../clock.js";
 import type { Notifications } from "../db/open.js";
 import type { Logger } from "../logger.js";
 import type { WorkerHub } from "../workers/hub.js";
+import type { Tenant } from "../keys/keys.js";
+import type { Candidate } from "./routing.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
 import type { Answer, DriverDeps, RunDriver } from "./driver.js";
@@ -173,6 +175,11 @@ export class RunEngine {
     this.bus.wakeAll();
     this.wakeDrivers();
     void this.claim().catch(() => {});
+  }
+
+  /** The runtimes of this user's machines connected here (routing's candidates; none: no machine of theirs is here). */
+  runtimesHere(owner: Tenant & { endUserId: string }): Candidate[] {
+    return this.deps.hub.runtimesOf(owner);
   }
 
   /** Is this machine's worker connected to this instance (so its runs are driven here)? */

@@ -8,7 +8,19 @@ import { costClassOf, runtimeCost, type Billing, type CostClassValue } from "../
 
 /** Where a run goes: a runtime on one of the user's machines, or back to the app. */
 export type Route =
-  | { kind: Exclude<RouteKind, "app">; costClass: CostClassValue; machineId: string; instance: string; runtime: string; runtimeKind: RuntimeKind; billing: Billing | null; model: string | null }
+  | {
+      kind: Exclude<RouteKind, "app">;
+      costClass: CostClassValue;
+      machineId: string;
+      instance: string;
+      runtime: string;
+      runtimeKind: RuntimeKind;
+      billing: Billing | null;
+      model: string | null;
+      /** The runtime's cap (null: none), and whether it had a free slot when chosen (else the run waits for one). */
+      cap: number | null;
+      free: boolean;
+    }
   | { kind: "app"; costClass: CostClassValue };
 
 export const DEFAULT_RUN_ROUTE: RouteKind[] = ["user-hardware", "user-subscription", "app"];
@@ -91,16 +103,22 @@ export interface RouteChoice {
  * runtimes would have served but were full.
  */
 export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[], queueBound: number): Promise<RouteChoice> {
-  const now = clock.now();
+  // The app first: nothing on the machines is looked at.
+  if (prefer[0] === "app") return { route: { kind: "app", costClass: costClassOf("app") }, full: [] };
+  return pickRoute(await reachableRuntimes(sql, clock, tenant, endUserId), clock.now(), model, prefer, queueBound);
+}
+
+/** `chooseRoute`'s choice among runtimes already known: those of the rows, or those of the machines this instance holds (WorkerHub.runtimesOf). */
+export function pickRoute(candidates: Candidate[], now: Date, model: string, prefer: RouteKind[], queueBound: number): RouteChoice {
   // A runtime whose subscription window is spent takes nothing until it resets: the next runtime or route is taken as usual.
-  const rows = (await reachableRuntimes(sql, clock, tenant, endUserId)).filter((r) => !spentWindow(r.limits, now));
+  const rows = candidates.filter((r) => !spentWindow(r.limits, now));
   const full: FullRuntime[] = [];
   // Runs waiting for a slot on each machine: what its runtimes hold past their caps.
   const waiting = new Map<string, number>();
   for (const r of rows) if (r.cap !== null && r.active > r.cap) waiting.set(r.machine_id, (waiting.get(r.machine_id) ?? 0) + r.active - r.cap);
-  const routeOn = (kind: Exclude<RouteKind, "app">, r: Candidate, served: string | null): Route => {
+  const routeOn = (kind: Exclude<RouteKind, "app">, r: Candidate, served: string | null, free: boolean): Route => {
     const cost = runtimeCost(r.kind, r.billing);
-    return { kind, costClass: cost.costClass, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: cost.billing, model: served };
+    return { kind, costClass: cost.costClass, machineId: r.machine_id, instance: r.instance, runtime: r.runtime, runtimeKind: r.kind, billing: cost.billing, model: served, cap: r.cap, free };
   };
   for (const kind of prefer) {
     if (kind === "app") return { route: { kind: "app", costClass: costClassOf("app") }, full };
@@ -112,10 +130,10 @@ export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUse
         return served === undefined ? [] : [{ r, served }];
       });
     const free = serving.find(({ r }) => r.cap === null || r.active < r.cap);
-    if (free) return { route: routeOn(kind, free.r, free.served), full };
+    if (free) return { route: routeOn(kind, free.r, free.served, true), full };
     // All at their cap: the machine with the shortest queue that still has room.
     const roomy = serving.filter(({ r }) => (waiting.get(r.machine_id) ?? 0) < queueBound).sort((a, b) => (waiting.get(a.r.machine_id) ?? 0) - (waiting.get(b.r.machine_id) ?? 0));
-    if (roomy.length) return { route: routeOn(kind, roomy[0].r, roomy[0].served), full };
+    if (roomy.length) return { route: routeOn(kind, roomy[0].r, roomy[0].served, false), full };
     for (const { r } of serving) full.push({ machineId: r.machine_id, runtime: r.runtime, cap: r.cap ?? 0, waiting: waiting.get(r.machine_id) ?? 0 });
   }
   return { route: null, full };

@@ -6,9 +6,9 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { costClassOf, periodOf } from "../ledger/metering.js";
-import { overageMicros, startRun } from "../ledger/functions.js";
+import { overageMicros, startRun, type StartRunOutcome } from "../ledger/functions.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, type Route } from "./routing.js";
+import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, pickRoute, type Route } from "./routing.js";
 import { busyReason, noRouteReason } from "./route-refusals.js";
 import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
@@ -22,8 +22,14 @@ import { ledgerWrite, runOrigin } from "../telemetry/spans.js";
 import { userStanding } from "../users/standing.js";
 import { RunBudgets } from "./budgets.js";
 import { budgetNote } from "./limits.js";
+import type { RoutedBy } from "../metrics/metrics.js";
 
 type RunRequest = RunRow["request"] & Record<string, unknown>;
+
+/** The model a run on this route runs: the one its runtime serves for what was asked (an agent CLI's own default: what was asked). */
+function modelOn(route: Route, asked: string): string {
+  return route.kind !== "app" && route.model ? route.model : asked;
+}
 
 /** How soon a run refused `compute_busy` is worth trying again: a slot frees when a job ends. */
 const COMPUTE_BUSY_RETRY_SECONDS = 5;
@@ -68,6 +74,8 @@ export class RunService {
     private readonly facts: WebhookFacts,
     /** Runs one machine may hold waiting for a slot (`RUN_QUEUE_PER_MACHINE`). */
     private readonly queueBound: number = 100,
+    /** Told how each started run's route was chosen (the metrics' `svc_run_routes_total`). */
+    private readonly onRouted: (how: RoutedBy) => void = () => {},
   ) {
     this.budgets = new RunBudgets(db, engine);
   }
@@ -134,44 +142,37 @@ export class RunService {
     if (origin) Object.assign(spec.request, { otel: origin });
     if (spec.model === ECHO_MODEL && spec.source === "runs") return this.beginEcho(tenant, spec);
     const endUser = { id: await ensureEndUser(this.db, tenant, spec.user) };
-    const { route, full } = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
-    // A machine online but full (its queue at its bound) is busy, not missing: 429 with when to come back.
-    const busy = full.length ? busyReason(spec.user, full, this.queueBound) : undefined;
-    if (!route && busy) throw new ApiError("compute_busy", `User ${spec.user}'s compute for model ${spec.model} is busy and the routes asked (${spec.prefer.join(", ")}) allow nothing else: ${busy}. Retry after the time in Retry-After, or allow the \`app\` route.`, { headers: { "Retry-After": String(COMPUTE_BUSY_RETRY_SECONDS) } });
-    if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whyNoRoute(tenant, endUser.id, spec.user, spec.model, spec.prefer)}.`);
     const now = this.clock.now();
     const runId = randomId("run_", 24);
-    const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
-    const leaseExpiresAt = new Date(now.getTime() + this.leaseSeconds * 1000);
     const request = spec.request;
-    const model = route.kind !== "app" && route.model ? route.model : spec.model;
+    // Routed in memory when a machine of the user's is connected here (the one statement then checks what memory cannot know); else from the rows.
+    const here = spec.prefer[0] === "app" ? [] : this.engine.runtimesHere({ ...tenant, endUserId: endUser.id });
+    let choice = here.length ? pickRoute(here, now, spec.model, spec.prefer, this.queueBound) : null;
+    let routedHere = !!choice?.route;
+    if (!routedHere) choice = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
+    let rerouted = false;
+    let started: { route: Route; r: StartRunOutcome; model: string; local: boolean; busy?: string } | null = null;
+    for (let tries = 0; !started; tries++) {
+      const { route, full } = choice!;
+      // A machine online but full (its queue at its bound) is busy, not missing: 429 with when to come back.
+      const busy = full.length ? busyReason(spec.user, full, this.queueBound) : undefined;
+      if (!route && busy) throw new ApiError("compute_busy", `User ${spec.user}'s compute for model ${spec.model} is busy and the routes asked (${spec.prefer.join(", ")}) allow nothing else: ${busy}. Retry after the time in Retry-After, or allow the \`app\` route.`, { headers: { "Retry-After": String(COMPUTE_BUSY_RETRY_SECONDS) } });
+      if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whyNoRoute(tenant, endUser.id, spec.user, spec.model, spec.prefer)}.`);
+      const { r, local } = await this.startOn(route, routedHere, tenant, endUser.id, runId, spec, now);
+      // What memory could not know changed the choice (a machine of the user's held elsewhere, a removal, the slots): routed again from the rows. A machine removed since: not chosen again.
+      if (r.outcome === "reroute" && tries < 3) {
+        choice = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
+        routedHere = false;
+        rerouted = true;
+        continue;
+      }
+      if (r.outcome === "reroute") throw new ApiError("service_unavailable", `User ${spec.user}'s machines changed while the run was being routed, again and again: nothing was run or counted. Try again in a moment.`, { headers: { "Retry-After": "1" } });
+      started = { route, r, model: modelOn(route, spec.model), local, busy };
+    }
+    const { route, r, model, local, busy } = started;
+    // The app asked first: nothing about machines was read, as for a route chosen in memory.
+    this.onRouted(rerouted ? "rerouted" : routedHere || spec.prefer[0] === "app" ? "memory" : "rows");
     const app = route.kind === "app";
-    // What the run's driver needs of the runtime chosen, kept with the run (another instance may drive it).
-    if (!app) Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
-    // A budget that may never be reached as given (nothing charged on this route or plan) is taken, and `run_started` says so.
-    if (request.budget) request.budgetNote = await this.budgets.noteOf(tenant, endUser.id, request.budget, { route_kind: route.kind, runtime_kind: app ? null : route.runtimeKind });
-    // One round trip (the SQL function `svc_start_run`): the user's row locked, a retry found, the plan's allowance checked, the run and its ledger row written.
-    const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => startRun(this.db, {
-      runId,
-      appId: tenant.appId,
-      environment: tenant.environment,
-      endUserId: endUser.id,
-      source: spec.source,
-      model,
-      request,
-      // No implicit retry window (svc_start_run still takes one): a repeat is named by its Idempotency-Key.
-      requestHash: null,
-      repeatSince: now,
-      status: app ? "handed_back" : "queued",
-      routeKind: route.kind,
-      machineId: app ? null : route.machineId,
-      runtime: app ? null : route.runtime,
-      leaseOwner: local ? this.engine.instance : null,
-      leaseExpiresAt: local ? leaseExpiresAt : null,
-      now,
-      costClass: route.costClass,
-      period: periodOf(now),
-    }), (r) => (r.outcome === "started" ? 1 : 0));
     if (r.outcome === "allowance_exhausted") {
       this.allowanceReached(tenant, endUser.id, r, now);
       const allowance = await userStanding(this.db, tenant, endUser.id, now);
@@ -193,6 +194,49 @@ export class RunService {
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route), true);
     else await this.engine.announce(route.instance, runId);
     return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local, createdAt: now };
+  }
+
+  /**
+   * The one statement that starts a run on the route chosen (`svc_start_run`): the
+   * user's row locked, the route checked (a machine removed on any instance is never
+   * taken; one chosen in memory, `routedHere`, also against machines held elsewhere
+   * and its slots), the plan's allowance checked, the run and its ledger row written.
+   * Driven here (its lease ours) when its machine is connected here.
+   */
+  private async startOn(route: Route, routedHere: boolean, tenant: Tenant, endUserId: string, runId: string, spec: RunSpec, now: Date): Promise<{ r: StartRunOutcome; local: boolean }> {
+    const local = route.kind !== "app" && this.engine.holdsMachine(route.machineId);
+    const app = route.kind === "app";
+    const request = spec.request;
+    // What the run's driver needs of the runtime chosen, kept with the run (another instance may drive it).
+    if (app) {
+      delete request.runtimeKind;
+      delete request.billing;
+    } else Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
+    // A budget that may never be reached as given (nothing charged on this route or plan) is taken, and `run_started` says so.
+    if (request.budget) request.budgetNote = await this.budgets.noteOf(tenant, endUserId, request.budget, { route_kind: route.kind, runtime_kind: app ? null : route.runtimeKind });
+    const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => startRun(this.db, {
+      runId,
+      appId: tenant.appId,
+      environment: tenant.environment,
+      endUserId,
+      source: spec.source,
+      model: modelOn(route, spec.model),
+      request,
+      // No implicit retry window (svc_start_run still takes one): a repeat is named by its Idempotency-Key.
+      requestHash: null,
+      repeatSince: now,
+      status: app ? "handed_back" : "queued",
+      routeKind: route.kind,
+      machineId: app ? null : route.machineId,
+      runtime: app ? null : route.runtime,
+      leaseOwner: local ? this.engine.instance : null,
+      leaseExpiresAt: local ? new Date(now.getTime() + this.leaseSeconds * 1000) : null,
+      now,
+      costClass: route.costClass,
+      period: periodOf(now),
+      routedHere: routedHere ? { instance: this.engine.instance, cap: app ? null : route.cap, expectFree: app || route.free, queueBound: this.queueBound } : undefined,
+    }), (r) => (r.outcome === "started" ? 1 : 0));
+    return { r, local };
   }
 
   /**

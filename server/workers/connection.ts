@@ -4,6 +4,8 @@ import type { Logger } from "../logger.js";
 import { jobFailed } from "../errors.js";
 import type { MachineIdentity, MachineService } from "../machines/machines.js";
 import { KIND_LIMITS, TokenBucket, type ConnectionLimits } from "./limits.js";
+import { HeldRuntimes } from "./held-runtimes.js";
+import type { Candidate } from "../runs/routing.js";
 
 /** Seconds between the worker's heartbeats, told in `welcome`. */
 export const HEARTBEAT_SECONDS = 10;
@@ -75,8 +77,8 @@ export class WorkerConnection {
   readonly jobs = new Map<string, SentJob>();
   private readonly queued: QueuedJob[] = [];
   private readonly ended = new Set<string>();
-  /** Each runtime's cap, as advertised. */
-  private caps = new Map<string, number>();
+  /** Its runtimes, their caps, busy and windows: what routing here reads (RunService.begin). */
+  readonly held = new HeldRuntimes();
   /** The largest frame the worker said it reads (older workers: the 1 MiB they accept). */
   maxJobFrameBytes = WORKER_MAX_FRAME_BYTES;
   /** The worker keeps an agent job through a lost link and resumes it (its hello's `job_resume`). */
@@ -133,7 +135,7 @@ export class WorkerConnection {
 
   /** Sends a job (its frame already made, and how to make it again), or queues it while its runtime is at its cap. */
   submit(jobId: string, runtime: string, frame: string | null, make: () => string, listener: JobListener): void {
-    const cap = this.caps.get(runtime) ?? Infinity;
+    const cap = this.held.caps.get(runtime) ?? Infinity;
     if (this.running(runtime) >= cap) {
       // First in, first out per runtime: `pump` takes the oldest waiting job of a runtime whose slot freed.
       const place = this.queued.filter((q) => q.runtime === runtime).length + 1;
@@ -223,7 +225,7 @@ export class WorkerConnection {
     let moved = false;
     for (let i = 0; i < this.queued.length; ) {
       const q = this.queued[i];
-      if (this.running(q.runtime) < (this.caps.get(q.runtime) ?? Infinity)) {
+      if (this.running(q.runtime) < (this.held.caps.get(q.runtime) ?? Infinity)) {
         this.queued.splice(i, 1);
         this.sendJob(q.jobId, q.runtime, q.frame(), q.listener);
         q.listener.onSent?.();
@@ -241,7 +243,7 @@ export class WorkerConnection {
       seen.set(q.runtime, place);
       if (place === q.place) continue;
       q.place = place;
-      q.listener.onQueued?.(place, this.caps.get(q.runtime) ?? 0);
+      q.listener.onQueued?.(place, this.held.caps.get(q.runtime) ?? 0);
     }
   }
 
@@ -300,9 +302,16 @@ export class WorkerConnection {
     }
   }
 
-  private advertise(runtimes: RuntimeAdvert[]): void {
-    this.caps = new Map(runtimes.filter((r) => r.maxConcurrentJobs !== undefined).map((r) => [r.name, r.maxConcurrentJobs!]));
+  /** A runtimes list: kept here (with the windows the rows hold) once stored, and the jobs waiting for a slot get the new caps. */
+  private async advertise(runtimes: RuntimeAdvert[]): Promise<void> {
+    this.held.advertised(runtimes);
     this.pump();
+    this.held.stored(await this.machines.setRuntimes(this.identity, runtimes));
+  }
+
+  /** Its runtimes as routing's candidates: a capped runtime's jobs sent or waiting here are its active runs. */
+  candidates(): Candidate[] {
+    return this.held.candidates(this.identity.machineId, this.instance, (runtime) => this.running(runtime) + this.queued.filter((q) => q.runtime === runtime).length);
   }
 
   private async handle(message: WorkerMessage, size: number): Promise<void> {
@@ -313,9 +322,8 @@ export class WorkerConnection {
         this.said = true;
         this.maxJobFrameBytes = message.payload.maxJobFrameBytes ?? WORKER_MAX_FRAME_BYTES;
         this.resumesJobs = message.payload.features?.includes(WORKER_FEATURES.jobResume) ?? false;
-        this.advertise(message.payload.runtimes);
         // Runtimes first, so the machine is never online with another machine's or an old list.
-        await this.machines.setRuntimes(this.identity, message.payload.runtimes);
+        await this.advertise(message.payload.runtimes);
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");
         const update = this.updateFor(message.payload.client, message.payload.version);
         this.send(
@@ -327,9 +335,9 @@ export class WorkerConnection {
         this.log.info({ machineId: this.identity.machineId, runtimes: message.payload.runtimes.map((r) => r.name) }, "worker hello");
         return;
       case "runtimes":
-        this.advertise(message.payload.runtimes);
-        return this.machines.setRuntimes(this.identity, message.payload.runtimes);
+        return this.advertise(message.payload.runtimes);
       case "heartbeat":
+        this.held.beat(message.payload.busy);
         // Kept in memory: written only when its busy runtimes changed (liveness lives with this connection).
         return this.machines.heartbeat(this.identity.machineId, this.instance, message.payload.busy);
       case "jobs_held": {
@@ -354,6 +362,7 @@ export class WorkerConnection {
       }
       case "runtime_limits": {
         const { runtime, windows, updatedAt } = message.payload;
+        this.held.limits(runtime, { windows, updatedAt });
         return this.machines.setLimits(this.identity, runtime, { windows, updatedAt });
       }
       case "job_spans": {

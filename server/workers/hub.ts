@@ -16,6 +16,7 @@ import type { Tenant } from "../keys/keys.js";
 import { heartbeatSecondsFor, WorkerConnection, type JobListener, type UpdateFor } from "./connection.js";
 import type { ConnectionLimits } from "./limits.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
+import type { Candidate } from "../runs/routing.js";
 
 /** A job sent to a machine: its events arrive through `onEvent`; it can be cancelled or answered. */
 export interface JobHandle {
@@ -54,6 +55,8 @@ export class WorkerHub {
   private readonly wss = new WebSocketServer({ noServer: true, maxPayload: WORKER_MAX_FRAME_BYTES });
   /** The connection serving each machine (after its hello). */
   private readonly connections = new Map<string, WorkerConnection>();
+  /** The machines served here of each user (`userKey`): routing here reads their runtimes. */
+  private readonly byUser = new Map<string, Set<WorkerConnection>>();
   /** Every open connection, hello said or not: a revocation or a shutdown reaches them all. */
   private readonly all = new Set<WorkerConnection>();
   private stopListening: (() => Promise<void>) | null = null;
@@ -108,6 +111,20 @@ export class WorkerHub {
   /** Is this machine's worker connected to this instance right now? */
   holds(machineId: string): boolean {
     return this.connections.get(machineId)?.open ?? false;
+  }
+
+  /**
+   * The runtimes of this user's machines served here, as routing's candidates
+   * (`pickRoute`), most recently connected first; none: no machine of theirs is here.
+   */
+  runtimesOf(owner: Tenant & { endUserId: string }): Candidate[] {
+    const held = this.byUser.get(userKey(owner));
+    if (!held) return [];
+    return [...held]
+      .filter((c) => c.open)
+      .sort((a, b) => b.held.since - a.held.since)
+      .flatMap((c) => c.candidates())
+      .sort((a, b) => Number(a.busy) - Number(b.busy));
   }
 
   /**
@@ -239,12 +256,22 @@ export class WorkerHub {
       conn.closed();
       if (this.connections.get(machineId) !== conn) return;
       this.connections.delete(machineId);
+      this.served(conn, false);
       this.log.info({ machineId, code }, "worker disconnected");
       if (this.closing) return;
       const write = this.offline(conn.identity).catch((err) => this.log.error({ err, machineId }, "could not mark a machine offline"));
       this.pending.add(write);
       void write.finally(() => this.pending.delete(write));
     });
+  }
+
+  /** Keeps `byUser` as `connections` is: a connection serving its machine here, or not any more. */
+  private served(conn: WorkerConnection, serving: boolean): void {
+    const key = userKey(conn.identity);
+    const held = this.byUser.get(key);
+    if (serving) return void (held ? held.add(conn) : this.byUser.set(key, new Set([conn])));
+    held?.delete(conn);
+    if (held?.size === 0) this.byUser.delete(key);
   }
 
   /** The machine's connection here ended: offline, unless another instance holds a newer one (then nothing is reported). */
@@ -264,6 +291,8 @@ export class WorkerHub {
     if (!connected.wasOnline) void this.facts?.machineOnline(conn.identity, connected.connectedAt);
     const older = this.connections.get(machineId);
     this.connections.set(machineId, conn);
+    if (older && older !== conn) this.served(older, false);
+    this.served(conn, true);
     if (older && older !== conn) {
       older.close(WORKER_CLOSE.replaced, "a newer connection of this machine took over");
       // Its jobs died with the worker's old link: their runs are taken over now, not once the old socket finishes closing.
@@ -272,6 +301,10 @@ export class WorkerHub {
     this.log.info({ machineId }, "worker online");
     return true;
   }
+}
+
+function userKey(owner: Tenant & { endUserId: string }): string {
+  return `${owner.appId}\n${owner.environment}\n${owner.endUserId}`;
 }
 
 /** The pairing token from `Authorization: Bearer pt_svc_...`; any other credential is refused. */

@@ -32,6 +32,13 @@ const hello = (cap: number) =>
 const event = (jobId: string, e: JobEvent) => workerMessage("job_event", { jobId, event: e });
 const done = (jobId: string, output = "ok") => event(jobId, { type: "done", finishReason: "stop", output, usage: { inputTokens: 1, outputTokens: 1 } });
 
+/** This server's `svc_run_routes_total`, by how the route was chosen. */
+async function routedBy(server: TestServer): Promise<Record<"memory" | "rows" | "rerouted", number>> {
+  const text = (await server.services.metrics.scrape()).body;
+  const of = (how: string) => Number(new RegExp(`^svc_run_routes_total\\{how="${how}"\\} (\\d+)$`, "m").exec(text)?.[1] ?? NaN);
+  return { memory: of("memory"), rows: of("rows"), rerouted: of("rerouted") };
+}
+
 onEachDatabase("a full machine queues on $db.name", (db) => {
   /** Default queue settings (100 runs, 600 s): the ten runs. */
   let server: TestServer;
@@ -74,6 +81,7 @@ onEachDatabase("a full machine queues on $db.name", (db) => {
     const user = `ten-${++users}`;
     const worker = await startModelMachine(server, server.dev, user, model.url, { maxConcurrentJobs: 4 });
     workers.push(worker);
+    const routedBefore = await routedBy(server);
     // Held by the stand-in until all ten are placed: four answering, six waiting on the service.
     const runs = Array.from({ length: 10 }, (_, i) => svc.runs.create({ user, prompt: `[hold] run ${i}`, route: { prefer: ["user-hardware"] } }));
     const seen = Promise.all(
@@ -107,6 +115,11 @@ onEachDatabase("a full machine queues on $db.name", (db) => {
     // The machine never had more than its cap at once.
     expect(model.inFlight.max).toBe(4);
     expect(worker.stdout).not.toMatch(/at_capacity|refused/);
+    // Routed in memory (the machine's connection is here), each start one statement; a start that found the slots taken meanwhile was routed again from the rows, none read them first.
+    const routed = await routedBy(server);
+    expect(routed.memory - routedBefore.memory + routed.rerouted - routedBefore.rerouted).toBe(10);
+    expect(routed.memory - routedBefore.memory).toBeGreaterThan(0);
+    expect(routed.rows).toBe(routedBefore.rows);
   }, 120_000);
 
   it("past the machine's queue bound: compute_busy (429, Retry-After) or the next route; past the wait deadline the run fails compute_busy and its job is never sent", async () => {

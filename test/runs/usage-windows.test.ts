@@ -114,6 +114,36 @@ onEachDatabase("subscription windows on $db.name", (db) => {
     await ended(after.runId!);
   }, 60_000);
 
+  it("a spent window outlives its machine's reconnect: routing (which reads the machine's runtimes with its connection) still goes around it, without a new report", async () => {
+    const user = `windows-${++users}`;
+    const m = await pairViaApi(server, server.dev, user);
+    const connect = async () => {
+      const w = await connectRawWorker(server.url, m.token, open);
+      w.send(hello);
+      await w.next("welcome");
+      return w;
+    };
+    const runOn = async (w: RawWorker) => {
+      const run = await startRun({ user, model: "auto", prompt: "hi", route: { prefer: ["user-subscription"] } });
+      expect(run.status).toBe(200);
+      const job = await w.next("job");
+      w.send(workerMessage("job_event", { jobId: job.payload.jobId, event: { type: "done", finishReason: "end_turn", output: "ok", usage: { inputTokens: 1, outputTokens: 1 } } }));
+      await ended(run.runId!);
+      return job.payload.job.runtime;
+    };
+    const first = await connect();
+    // Positive control: `auto` takes claude-code first while its window is not spent.
+    expect(await runOn(first)).toBe("claude-code");
+    limits(first, "claude-code", [{ window: "5h", status: "rejected", resetsAt: new Date(server.clock.now().getTime() + 3_600_000).toISOString() }]);
+    await storedLimits(user, "claude-code");
+    expect(await runOn(first)).toBe("codex");
+    // The link drops and the machine says hello again, reporting nothing new.
+    first.ws.close();
+    await pollUntil(async () => (await server.db.query<{ i: string | null }>(`SELECT connected_instance AS i FROM machines WHERE id = $1`, [m.machineId]))[0].i, (i) => i === null, 10_000, "the machine offline");
+    const again = await connect();
+    expect(await runOn(again)).toBe("codex");
+  }, 60_000);
+
   it("a job cut off by a spent window fails its run usage_limit_reached, the message naming the reset; a malformed report is refused and changes nothing", async () => {
     const { user, w } = await machine();
     const run = await startRun({ user, model: "codex", prompt: "hi", route: { prefer: ["user-subscription"] } });
