@@ -3,10 +3,9 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { onPostgres, withClient } from "../helpers/databases.js";
 import { pollUntil, removeTempDirs, runServerToExit, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
-import { pairViaApi, type WorkerProcess } from "../helpers/worker.js";
 import { freePort } from "../helpers/balancer.js";
 import { startNats, type Nats } from "../helpers/nats.js";
-import { answerer, connectWorker, count, expectStored, expectWhole, instance, reattach, startRun, stopWorkers, tagged, waitFrames, workers, type Keys, type Reader } from "../helpers/instances.js";
+import { answerer, count, expectStored, expectWhole, instance, reattach, startRun, tagged, threeInstances, waitFrames, workers, type Keys, type Reader, type ThreeInstances } from "../helpers/instances.js";
 
 /**
  * The run bus (NATS JetStream, `NATS_URL`) with real server processes on one Postgres, a
@@ -41,30 +40,17 @@ onPostgres("the NATS run bus (A holds the worker, B reads, C does neither)", (po
   let c: ServerProcess;
   let keys: Keys;
   let databaseUrl: string;
-  let drop: () => Promise<void>;
-  let worker: WorkerProcess;
-  let machineId: string;
+  let set: ThreeInstances;
   const user = "rider";
 
   beforeAll(async () => {
     nats = await startNats();
-    const made = await postgres.create();
-    drop = made.drop;
-    databaseUrl = (made.target as { url: string }).url;
-    const env = { NATS_URL: nats.url };
-    a = await instance(databaseUrl, env);
-    keys = a.banner()!;
-    b = await instance(databaseUrl, env);
-    c = await instance(databaseUrl, env);
     // A high cap: the 20 runs of the outage test run at once.
-    const m = await pairViaApi(a, keys, user, { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false }, maxConcurrentJobs: 24 });
-    machineId = m.machineId;
-    worker = await connectWorker(a, m.home, machineId, "A");
+    set = await threeInstances(postgres, { env: { NATS_URL: nats.url }, user, holder: "a", settings: { runtimes: { ollama: model.url, llamacpp: false, lmstudio: false, claude: false, codex: false }, maxConcurrentJobs: 24 } });
+    ({ a, b, c, keys, databaseUrl } = set);
   });
   afterAll(async () => {
-    await stopWorkers(databaseUrl, machineId);
-    await Promise.all([a, b, c].map((s) => s?.stop()));
-    await drop?.();
+    await set?.stop();
     await nats?.stop();
   });
 

@@ -1,8 +1,8 @@
 import { expect } from "vitest";
-import { withClient } from "./databases.js";
+import { withClient, type TestDatabase } from "./databases.js";
 import { pollUntil, startServerProcess, tempDir, type ServerProcess } from "./process.js";
 import { sseFrames, type SseFrame } from "./sse.js";
-import { spawnWorker, type WorkerProcess } from "./worker.js";
+import { pairViaApi, spawnWorker, type WorkerProcess } from "./worker.js";
 
 /**
  * Runs across several real server processes sharing one Postgres, as an app behind a load balancer
@@ -192,4 +192,54 @@ export async function connectWorker(on: ServerProcess, home: string, machineId: 
   await worker.waitFor(/Connected/);
   await pollUntil(async () => on.logs().some((l) => l.msg === "worker online" && l.machineId === machineId), (ok) => ok, 10_000, `the worker online on ${name}`);
   return worker;
+}
+
+/** Three instances on one fresh Postgres (and the run bus, with `nats`), a worker paired and connected through one of them. */
+export interface ThreeInstances {
+  a: ServerProcess;
+  b: ServerProcess;
+  c: ServerProcess;
+  keys: Keys;
+  databaseUrl: string;
+  worker: WorkerProcess;
+  machineId: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts A, B and C on a copy of the migrated template (nothing to migrate), A
+ * first (it prints the dev app's keys), then B and C at once; pairs `user`'s
+ * machine with `settings` through the instance `holder` names and connects its
+ * worker there. `stop` undoes it all, the worker first (see stopWorkers).
+ */
+export async function threeInstances(
+  postgres: TestDatabase,
+  opts: { env?: Record<string, string>; user: string; settings: Record<string, unknown>; holder: "a" | "b" },
+): Promise<ThreeInstances> {
+  const made = await postgres.create({ migrated: true });
+  const databaseUrl = (made.target as { url: string }).url;
+  const started: ServerProcess[] = [];
+  let machineId: string | undefined;
+  const stop = async () => {
+    await stopWorkers(databaseUrl, machineId);
+    await Promise.all(started.map((s) => s.stop()));
+    await made.drop();
+  };
+  try {
+    const a = await instance(databaseUrl, opts.env);
+    started.push(a);
+    const keys = a.banner()!;
+    expect(keys?.appKey).toMatch(/^sk_/);
+    const [b, c] = await Promise.all([instance(databaseUrl, opts.env), instance(databaseUrl, opts.env)]);
+    started.push(b, c);
+    const holder = opts.holder === "a" ? a : b;
+    // Paired through the holder: its credentials name it, so the worker's connection is held there.
+    const m = await pairViaApi(holder, keys, opts.user, opts.settings);
+    machineId = m.machineId;
+    const worker = await connectWorker(holder, m.home, m.machineId, opts.holder.toUpperCase());
+    return { a, b, c, keys, databaseUrl, worker, machineId: m.machineId, stop };
+  } catch (err) {
+    await stop().catch(() => {});
+    throw err;
+  }
 }

@@ -8,7 +8,7 @@ import { pairViaApi, type WorkerProcess } from "../helpers/worker.js";
 import { freePort, startBalancer, type Balancer } from "../helpers/balancer.js";
 import { natsAvailable, startNats, type Nats } from "../helpers/nats.js";
 import {
-  answerer, claimedBy, connectWorker, count, expectStored, expectWhole, getRun, headers, instance, post, reattach, startRun, startWorker, stopWorkers, tagged, toolSaid, waitFrames, workers, type Keys,
+  answerer, claimedBy, count, expectStored, expectWhole, getRun, headers, instance, post, reattach, startRun, startWorker, stopWorkers, tagged, threeInstances, toolSaid, waitFrames, workers, type Keys, type ThreeInstances,
 } from "../helpers/instances.js";
 
 /**
@@ -51,35 +51,18 @@ for (const bus of BUSES) {
     let c: ServerProcess;
     let keys: Keys;
     let databaseUrl: string;
-    let drop: () => Promise<void>;
     let worker: WorkerProcess;
-    let machineId: string;
+    let set: ThreeInstances;
     const user = "traveller";
     let nats: Nats | null = null;
-    /** The instances' run bus: NATS_URL on the bus, nothing on Postgres alone. */
-    let env: Record<string, string> = {};
 
     beforeAll(async () => {
       nats = bus.nats ? await startNats() : null;
-      env = nats ? { NATS_URL: nats.url } : {};
-      const made = await postgres.create();
-      drop = made.drop;
-      databaseUrl = (made.target as { url: string }).url;
-      // One after another: the first creates the schema and the dev app.
-      a = await instance(databaseUrl, env);
-      keys = a.banner()!;
-      expect(keys?.appKey).toMatch(/^sk_/);
-      b = await instance(databaseUrl, env);
-      c = await instance(databaseUrl, env);
-      // Paired through B: its credentials name B, so the worker's connection is held there.
-      const m = await pairViaApi(b, keys, user, settings());
-      machineId = m.machineId;
-      worker = await connectWorker(b, m.home, machineId, "B");
+      set = await threeInstances(postgres, { env: nats ? { NATS_URL: nats.url } : {}, user, holder: "b", settings: settings() });
+      ({ a, b, c, keys, databaseUrl, worker } = set);
     });
     afterAll(async () => {
-      await stopWorkers(databaseUrl, machineId);
-      await Promise.all([a, b, c].map((s) => s?.stop()));
-      await drop?.();
+      await set?.stop();
       await nats?.stop();
     });
 
@@ -272,7 +255,7 @@ for (const bus of BUSES) {
 
     beforeAll(async () => {
       nats = bus.nats ? await startNats() : null;
-      const made = await postgres.create();
+      const made = await postgres.create({ migrated: true });
       drop = made.drop;
       databaseUrl = (made.target as { url: string }).url;
       balancer = await startBalancer();
@@ -299,13 +282,11 @@ for (const bus of BUSES) {
       await nats?.stop();
     });
 
-    /** Fresh X and Y behind the balancer, X first; the worker connected (through the balancer) to X. */
+    /** Fresh X and Y behind the balancer (started at once), X first; the worker connected (through the balancer) to X. */
     async function pair(): Promise<{ x: ServerProcess; y: ServerProcess; w: WorkerProcess }> {
       const [px, py] = [await freePort(), await freePort()];
-      const x = await leased(px);
-      running.push(x);
-      const y = await leased(py);
-      running.push(y);
+      const [x, y] = await Promise.all([leased(px), leased(py)]);
+      running.push(x, y);
       balancer.backends = [
         { host: "127.0.0.1", port: px },
         { host: "127.0.0.1", port: py },
