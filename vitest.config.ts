@@ -1,6 +1,7 @@
 import path from "node:path";
 import { defineConfig } from "vitest/config";
 import { TOOLS_BIN } from "./scripts/test-tools.mjs";
+import LongestFirst from "./test/helpers/longest-first.js";
 
 // The agent CLIs the tests drive come from test/tools (installed by the global setup), not from the
 // service's own install: their folder goes first on the PATH every test process inherits.
@@ -21,6 +22,8 @@ export default defineConfig({
     // wait on real processes, sockets and timers rather than the CPU, so three share the cores well
     // (the whole suite: 275 s instead of 491 s here, same results).
     maxWorkers: 3,
+    // The longest files first (their durations in test/durations.json): a fresh clone has no timings of its own.
+    sequence: { sequencer: LongestFirst },
     reporters: ["default", "./test/helpers/totals-reporter.ts"],
   },
 });
