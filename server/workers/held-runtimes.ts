@@ -37,7 +37,9 @@ export class HeldRuntimes {
     return this.adverts.some((r) => r.name === runtime);
   }
 
+  /** A heartbeat's busy runtimes: an idle machine's beat (most frames of an idle fleet) allocates nothing while it stays idle. */
   beat(busy: string[]): void {
+    if (busy.length === 0 && this.busy.size === 0) return;
     this.busy = new Set(busy);
   }
 
