@@ -12,24 +12,93 @@ export class DataDirLockedError extends Error {
   }
 }
 
+/** Who holds a data folder's lock: beside the lock (proper-lockfile removes its lock folder with `rmdir`, so nothing goes inside it). */
+interface Holder {
+  pid: number;
+  host: string;
+  /** The process's start time as /proc/<pid>/stat gives it (Linux), or null: a pid reused by another process is not taken for the holder. */
+  started: string | null;
+}
+
+const STALE_MS = 10_000;
+
 /**
  * The embedded database allows one process per data folder: whoever opens it
- * holds this lock (refreshed while alive, stale 10 s after its holder died).
+ * holds this lock (refreshed every 2 s while alive). Whether a lock is still held is
+ * decided first by its holder: a process on this machine that is still alive holds it
+ * however late its last refresh (a server creating and migrating a new database keeps
+ * its event loop busy for many seconds on a loaded machine, and its folder must not be
+ * taken then); one known dead has lost it (taken over within 2 s). Where the holder is
+ * not known (another machine sharing the folder, or no holder file), the lock is stale
+ * 10 s after its last refresh.
  */
 export async function lockDataDir(dataDir: string, onCompromised: (err: Error) => void): Promise<() => Promise<void>> {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const lockPath = path.join(dataDir, "svc.lock");
+  const holderPath = path.join(dataDir, "svc.lock.holder");
+  const holder = fs.existsSync(lockPath) ? readHolder(holderPath) : null;
+  const state = holder ? holderState(holder) : "unknown";
+  if (state === "alive") throw new DataDirLockedError(dataDir);
+  let release: () => Promise<void>;
   try {
-    return await lockfile.lock(dataDir, {
-      lockfilePath: path.join(dataDir, "svc.lock"),
-      stale: 10_000,
+    release = await lockfile.lock(dataDir, {
+      lockfilePath: lockPath,
+      stale: state === "dead" ? 2_000 : STALE_MS,
       update: 2_000,
-      retries: 0,
+      // A holder just killed may have refreshed its lock less than 2 s ago.
+      retries: state === "dead" ? { retries: 4, minTimeout: 500, maxTimeout: 1_000 } : 0,
       realpath: false,
       onCompromised,
     });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ELOCKED") throw new DataDirLockedError(dataDir);
     throw err;
+  }
+  const mine: Holder = { pid: process.pid, host: os.hostname(), started: processStarted(process.pid) };
+  fs.writeFileSync(holderPath, JSON.stringify(mine), { mode: 0o600 });
+  return async () => {
+    fs.rmSync(holderPath, { force: true });
+    await release();
+  };
+}
+
+function readHolder(file: string): Holder | null {
+  try {
+    const h = JSON.parse(fs.readFileSync(file, "utf8")) as Partial<Holder>;
+    if (typeof h.pid !== "number" || typeof h.host !== "string") return null;
+    return { pid: h.pid, host: h.host, started: typeof h.started === "string" ? h.started : null };
+  } catch {
+    return null;
+  }
+}
+
+function holderState(h: Holder): "alive" | "dead" | "unknown" {
+  if (h.host !== os.hostname()) return "unknown";
+  try {
+    process.kill(h.pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ESRCH") return "dead";
+  }
+  // The pid is in use: by the holder, unless it was reused (known only where the start time is) or it has exited (a zombie).
+  const stat = procStat(h.pid);
+  if (stat?.[0] === "Z") return "dead";
+  const started = stat?.[19] ?? null;
+  if (h.started === null || started === null) return "unknown";
+  return started === h.started ? "alive" : "dead";
+}
+
+/** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), after the command's closing parenthesis; null off Linux. */
+export function processStarted(pid: number): string | null {
+  return procStat(pid)?.[19] ?? null;
+}
+
+/** /proc/<pid>/stat's fields from the third (the state) on, or null off Linux or for no such process. */
+function procStat(pid: number): string[] | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  } catch {
+    return null;
   }
 }
 

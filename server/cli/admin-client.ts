@@ -42,7 +42,7 @@ export async function withAdmin<T>(config: Config, fn: (call: Call) => Promise<T
     const socket = adminSocketPath(config.dataDir);
     if (!fs.existsSync(socket)) {
       throw new CliError(
-        `${err.message}\nNo server answers on ${socket}: if a server is starting, try again in a moment; if no svc process is running, its lock goes stale within 10 seconds.`,
+        `${err.message}\nNo server answers on ${socket}: if a server is starting, try again in a moment; if no svc process is running, the lock is taken at once (or, where its holder cannot be checked, once it is 10 seconds stale).`,
       );
     }
     return fn((op, args) =>
