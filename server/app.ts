@@ -26,6 +26,7 @@ import type { Config } from "./config.js";
 import type { PublicUrls } from "./public-urls.js";
 import { RateLimiter } from "./rate-limit/rate-limiter.js";
 import { DeviceFlowService } from "./pairing/device-flow.js";
+import { pairingLimitsOf } from "./pairing/limits.js";
 import { MachineService } from "./machines/machines.js";
 import { WorkerHub } from "./workers/hub.js";
 import { randomId } from "./crypto.js";
@@ -126,6 +127,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   // The database unreachable: logged once per outage, whether a request or a background task (the run engine, the webhook dispatcher) met it.
   const outage = new DatabaseOutage(() => db.query("SELECT 1"), logger);
   const limiter = new RateLimiter(db.prisma, clock);
+  const pairing = pairingLimitsOf(config.pairingLimits);
   const outbox = new WebhookOutbox(db, clock);
   // The gauges read the stream slots and the hub, made below, only at scrape time.
   const streamSlots = new StreamSlots(config.maxStreamsPerApp);
@@ -185,10 +187,7 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     sessions: new SessionService(db.prisma, clock),
     owners: new OwnerService(db.prisma, clock, limiter, keys),
     limiter,
-    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds, webhooks.facts, {
-      perAddress: { max: config.pairingLimits.codesPerAddressPerHour, windowSeconds: 3600 },
-      perConnectKey: { max: config.pairingLimits.codesPerConnectKeyPerMinute, windowSeconds: 60 },
-    }),
+    deviceFlow: new DeviceFlowService(db.prisma, clock, limiter, urls, config.devicePollIntervalSeconds, webhooks.facts, pairing.codes, pairing.guesses),
     machines,
     workers,
   };

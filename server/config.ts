@@ -66,6 +66,9 @@ const Env = z.object({
   REQUEST_LOG_RETENTION_DAYS: z.coerce.number().int().min(0).max(3650).default(14),
   PAIRING_CODES_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   PAIRING_CODES_PER_CONNECT_KEY: z.coerce.number().int().min(1).max(1_000_000).default(3000),
+  PAIRING_GUESSES_PER_SESSION: z.coerce.number().int().min(1).max(1_000).default(10),
+  PAIRING_GUESSES_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).default(300),
+  PAIRING_GUESSES_PER_APP: z.coerce.number().int().min(1).max(1_000_000).default(1000),
   WORKER_MESSAGES_PER_SECOND: z.coerce.number().int().min(10).max(1_000_000).default(200),
   WORKER_BYTES_PER_SECOND: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(8 * 1024 * 1024),
   WORKER_JOB_FRAME_BYTES: z.coerce.number().int().min(1024 * 1024).max(1024 * 1024 * 1024).default(16 * 1024 * 1024),
@@ -171,6 +174,10 @@ export interface RunLimitsConfig {
 export interface PairingLimitsConfig {
   codesPerAddressPerHour: number;
   codesPerConnectKeyPerMinute: number;
+  /** Wrong user codes in 10 minutes: per browser session, per client address, per app and environment. */
+  guessesPerSession: number;
+  guessesPerAddress: number;
+  guessesPerApp: number;
 }
 
 /** Per-connection limits of a worker's WebSocket (token buckets, for the connection and again per job it runs; burst: 5 s of messages, 4 s of bytes); passing one closes it with 4029. */
@@ -245,7 +252,13 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
     },
     responsesRetentionDays: e.RESPONSES_RETENTION_DAYS,
     requestLogRetentionDays: e.REQUEST_LOG_RETENTION_DAYS,
-    pairingLimits: { codesPerAddressPerHour: e.PAIRING_CODES_PER_ADDRESS, codesPerConnectKeyPerMinute: e.PAIRING_CODES_PER_CONNECT_KEY },
+    pairingLimits: {
+      codesPerAddressPerHour: e.PAIRING_CODES_PER_ADDRESS,
+      codesPerConnectKeyPerMinute: e.PAIRING_CODES_PER_CONNECT_KEY,
+      guessesPerSession: e.PAIRING_GUESSES_PER_SESSION,
+      guessesPerAddress: e.PAIRING_GUESSES_PER_ADDRESS,
+      guessesPerApp: e.PAIRING_GUESSES_PER_APP,
+    },
     workerLimits: { messagesPerSecond: e.WORKER_MESSAGES_PER_SECOND, bytesPerSecond: e.WORKER_BYTES_PER_SECOND, jobFrameBytes: e.WORKER_JOB_FRAME_BYTES },
     sealingKey: e.SVC_SEALING_KEY ? Buffer.from(e.SVC_SEALING_KEY, "base64") : null,
     devApp: e.SVC_DEV_APP === undefined ? null : e.SVC_DEV_APP === "1",

@@ -9,7 +9,7 @@ import type { RateLimiter } from "../rate-limit/rate-limiter.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId } from "../crypto.js";
 import { displayUserCode, newDeviceCode, newPairingToken, newUserCode, normalizeUserCode } from "./codes.js";
-import { DEFAULT_CODE_LIMITS, deviceCodeBuckets, guessBuckets, type CodeLimits } from "./limits.js";
+import { DEFAULT_CODE_LIMITS, DEFAULT_GUESS_LIMITS, deviceCodeBuckets, guessBuckets, type CodeLimits, type GuessLimits } from "./limits.js";
 import { connectInfo } from "./connect-info.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 
@@ -41,6 +41,8 @@ export class DeviceFlowService {
     private readonly facts: WebhookFacts | null = null,
     /** Device codes per client address and per connect key (`PAIRING_CODES_PER_*`). */
     private readonly codeLimits: CodeLimits = DEFAULT_CODE_LIMITS,
+    /** Wrong user codes per session, client address and app (`PAIRING_GUESSES_PER_*`). */
+    private readonly guessLimits: GuessLimits = DEFAULT_GUESS_LIMITS,
   ) {}
 
   async requestCode(
@@ -209,7 +211,7 @@ export class DeviceFlowService {
     const code = normalizeUserCode(typed);
     if (!code) throw new ApiError("invalid_request", "A code is 8 letters, shown like BCDF-GHJK.", { param });
     // Checked and counted with the buckets held: racing guesses cannot slip past a full one.
-    const d = await this.limiter.admit(guessBuckets(session.sessionId, session, address), async (tx) => {
+    const d = await this.limiter.admit(guessBuckets(session.sessionId, session, address, this.guessLimits), async (tx) => {
       // Another app's or environment's code, and a code another user of the app already answered (it is theirs now),
       // are as unknown as a made-up one (not even read: the tenant and the user are in the lookup), and count as a wrong guess like one.
       const mine = await tx.deviceAuthorization.findFirst({

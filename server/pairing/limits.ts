@@ -1,5 +1,6 @@
 import type { Bucket, Limit } from "../rate-limit/rate-limiter.js";
 import type { Tenant } from "../keys/keys.js";
+import type { PairingLimitsConfig } from "../config.js";
 
 /**
  * Pairing's rate limits (docs/app/pairing.md, "Rate limits"; docs/operators/security.md). A user code has 20^8 (2.6e10)
@@ -10,14 +11,21 @@ import type { Tenant } from "../keys/keys.js";
  * hundreds of honest people behind one address), since the address says little
  * about who is calling.
  */
-export const PAIRING_LIMITS = {
+export interface GuessLimits {
   /** Wrong user codes one session may enter: a person mistyping, never a search. */
-  guessesPerSession: { max: 10, windowSeconds: 600 },
+  perSession: Limit;
   /** Wrong user codes from one client address, whatever the session (sessions are cheap for an app's user): a NAT's worth of mistyping. */
-  guessesPerAddress: { max: 300, windowSeconds: 600 },
+  perAddress: Limit;
   /** Wrong user codes across one app and environment: bounds a distributed search. */
-  guessesPerApp: { max: 1000, windowSeconds: 600 },
-} satisfies Record<string, Limit>;
+  perApp: Limit;
+}
+
+/** The defaults of `PAIRING_GUESSES_PER_SESSION`, `_PER_ADDRESS` and `_PER_APP`, each in 10 minutes. */
+export const DEFAULT_GUESS_LIMITS: GuessLimits = {
+  perSession: { max: 10, windowSeconds: 600 },
+  perAddress: { max: 300, windowSeconds: 600 },
+  perApp: { max: 1000, windowSeconds: 600 },
+};
 
 /** Device codes: per client address (a safety net against one host creating codes without end) and per connect key (public: anyone can call with it). */
 export interface CodeLimits {
@@ -35,13 +43,25 @@ export const DEFAULT_CODE_LIMITS: CodeLimits = {
   perConnectKey: { max: 3000, windowSeconds: 60 },
 };
 
-export function guessBuckets(sessionId: string, tenant: Tenant, address: string): Bucket[] {
+export function guessBuckets(sessionId: string, tenant: Tenant, address: string, limits: GuessLimits = DEFAULT_GUESS_LIMITS): Bucket[] {
   const what = "wrong codes";
   return [
-    { key: `guess:session:${sessionId}`, limit: PAIRING_LIMITS.guessesPerSession, what: `${what} in this session` },
-    { key: `guess:addr:${address}`, limit: PAIRING_LIMITS.guessesPerAddress, what: `${what} from this address` },
-    { key: `guess:app:${tenant.appId}:${tenant.environment}`, limit: PAIRING_LIMITS.guessesPerApp, what: `${what} for this app` },
+    { key: `guess:session:${sessionId}`, limit: limits.perSession, what: `${what} in this session` },
+    { key: `guess:addr:${address}`, limit: limits.perAddress, what: `${what} from this address` },
+    { key: `guess:app:${tenant.appId}:${tenant.environment}`, limit: limits.perApp, what: `${what} for this app` },
   ];
+}
+
+/** The limits `config.pairingLimits` sets. */
+export function pairingLimitsOf(c: PairingLimitsConfig): { codes: CodeLimits; guesses: GuessLimits } {
+  return {
+    codes: { perAddress: { max: c.codesPerAddressPerHour, windowSeconds: 3600 }, perConnectKey: { max: c.codesPerConnectKeyPerMinute, windowSeconds: 60 } },
+    guesses: {
+      perSession: { max: c.guessesPerSession, windowSeconds: 600 },
+      perAddress: { max: c.guessesPerAddress, windowSeconds: 600 },
+      perApp: { max: c.guessesPerApp, windowSeconds: 600 },
+    },
+  };
 }
 
 export function deviceCodeBuckets(connectKey: string, address: string, limits: CodeLimits = DEFAULT_CODE_LIMITS): Bucket[] {

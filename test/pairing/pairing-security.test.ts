@@ -5,6 +5,8 @@ import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { bearer, expectError } from "../helpers/requests.js";
 import { tableCounts } from "../helpers/snapshot.js";
+import { parseConfig } from "../../server/config.js";
+import { DEFAULT_CODE_LIMITS, DEFAULT_GUESS_LIMITS, pairingLimitsOf } from "../../server/pairing/limits.js";
 
 /**
  * Pairing as an attacker sees it: codes and sessions of one app (or environment,
@@ -107,6 +109,33 @@ function clientsOf(server: TestServer) {
   };
 }
 
+/** The suite's limits (settings), lowered from the defaults: 10 guesses per session is the default already. */
+const SUITE_LIMITS = {
+  PAIRING_GUESSES_PER_ADDRESS: "60",
+  PAIRING_GUESSES_PER_APP: "150",
+  PAIRING_CODES_PER_ADDRESS: "150",
+  PAIRING_CODES_PER_CONNECT_KEY: "60",
+};
+
+it("the pairing limits' defaults: 10 wrong codes per session, 300 per client address and 1,000 per app in 10 minutes; 1,000 device codes per address an hour and 3,000 per connect key a minute", () => {
+  expect(parseConfig({}).pairingLimits).toEqual({
+    guessesPerSession: 10,
+    guessesPerAddress: 300,
+    guessesPerApp: 1000,
+    codesPerAddressPerHour: 1000,
+    codesPerConnectKeyPerMinute: 3000,
+  });
+  expect(pairingLimitsOf(parseConfig({}).pairingLimits)).toEqual({ codes: DEFAULT_CODE_LIMITS, guesses: DEFAULT_GUESS_LIMITS });
+  expect(DEFAULT_GUESS_LIMITS).toEqual({
+    perSession: { max: 10, windowSeconds: 600 },
+    perAddress: { max: 300, windowSeconds: 600 },
+    perApp: { max: 1000, windowSeconds: 600 },
+  });
+  expect(DEFAULT_CODE_LIMITS).toEqual({ perAddress: { max: 1000, windowSeconds: 3600 }, perConnectKey: { max: 3000, windowSeconds: 60 } });
+  // Each is a setting, read as given.
+  expect(parseConfig(SUITE_LIMITS).pairingLimits).toEqual({ guessesPerSession: 10, guessesPerAddress: 60, guessesPerApp: 150, codesPerAddressPerHour: 150, codesPerConnectKeyPerMinute: 60 });
+});
+
 onEachDatabase("pairing security on $db.name", (db) => {
   let server: TestServer;
   let drop: () => Promise<void>;
@@ -116,8 +145,9 @@ onEachDatabase("pairing security on $db.name", (db) => {
     const made = await db.create({ migrated: true });
     drop = made.drop;
     // Behind a "proxy" on loopback, so each request can say which client address it is from.
-    // The per-key limit lowered from its 3,000 a minute, so reaching it takes 400 requests (PAIRING_CODES_PER_ADDRESS keeps its default).
-    server = await startTestServer(made.target, { TRUST_PROXY: "loopback", PAIRING_CODES_PER_CONNECT_KEY: "400" });
+    // The limits lowered from their defaults (the file's first test checks those), so reaching each takes
+    // tens of requests, not thousands: the rules are the same whatever the numbers.
+    server = await startTestServer(made.target, { TRUST_PROXY: "loopback", ...SUITE_LIMITS });
     c = clientsOf(server);
   });
   afterAll(async () => {
@@ -280,16 +310,16 @@ onEachDatabase("pairing security on $db.name", (db) => {
       expect(await ok(await fresh.approve(code.user_code))).toEqual({ user_code: code.user_code, status: "approved" });
     });
 
-    it("an address gets 300 wrong codes whatever the sessions (a large NAT's worth of typos), then nothing until the window ends; other addresses are unaffected", async () => {
+    it("an address gets PAIRING_GUESSES_PER_ADDRESS wrong codes (60 here) whatever the sessions (a large NAT's worth of typos), then nothing until the window ends; other addresses are unaffected", async () => {
       const app = await newApp("Guess per address");
       const code = await c.newCode(app.connectKey, freshAddress());
       const guessing = freshAddress();
       // Fresh sessions every 9 guesses, so only the address can be what stops them.
       const statuses = await inParallel(
-        Array.from({ length: Math.ceil(300 / 9) }, (_, i) => async () => {
+        Array.from({ length: Math.ceil(60 / 9) }, (_, i) => async () => {
           const browser = c.browser(await c.mintSession(app.appKey, `guesser-${i}`), guessing);
           const seen: number[] = [];
-          for (let k = i * 9; k < Math.min(i * 9 + 9, 300); k++) {
+          for (let k = i * 9; k < Math.min(i * 9 + 9, 60); k++) {
             const res = await browser.lookup(wrongCode());
             seen.push(res.status);
             await res.arrayBuffer();
@@ -298,7 +328,7 @@ onEachDatabase("pairing security on $db.name", (db) => {
         }),
         4,
       );
-      expect(statuses.flat()).toEqual(new Array(300).fill(404));
+      expect(statuses.flat()).toEqual(new Array(60).fill(404));
       const fromThere = c.browser(await c.mintSession(app.appKey, "new"), guessing);
       await rateLimited(await fromThere.lookup(code.user_code), 600);
       await rateLimited(await fromThere.approve(code.user_code), 600);
@@ -309,9 +339,9 @@ onEachDatabase("pairing security on $db.name", (db) => {
       server.clock.advance(601);
       const later = c.browser(await c.mintSession(app.appKey, "new"), guessing);
       await ok(await later.approve(code.user_code));
-    }, 120_000);
+    });
 
-    it("an app and environment gets 1000 wrong codes across all addresses, then nothing; other apps and environments are unaffected", async () => {
+    it("an app and environment gets PAIRING_GUESSES_PER_APP wrong codes (150 here) across all addresses, then nothing; other apps and environments are unaffected", async () => {
       const app = await newApp("Guess per app");
       const liveKeys = await server.services.keys.createKeys(app.appId, "live");
       const other = await newApp("Bystander");
@@ -319,9 +349,9 @@ onEachDatabase("pairing security on $db.name", (db) => {
       const liveCode = await c.newCode(liveKeys.connectKey, freshAddress());
       const otherCode = await c.newCode(other.connectKey, freshAddress());
 
-      // 1000 wrong codes as a distributed search would send them: 9 per session and address,
-      // below both of those limits. At most 999 are counted when any is checked, so none is refused.
-      const guessesPerBrowser = Array.from({ length: Math.ceil(1000 / 9) }, (_, i) => Math.min(9, 1000 - i * 9));
+      // 150 wrong codes as a distributed search would send them: 9 per session and address,
+      // below both of those limits. At most 149 are counted when any is checked, so none is refused.
+      const guessesPerBrowser = Array.from({ length: Math.ceil(150 / 9) }, (_, i) => Math.min(9, 150 - i * 9));
       const statuses = await inParallel(
         guessesPerBrowser.map((n, i) => async () => {
           const browser = c.browser(await c.mintSession(app.appKey, `searcher-${i}`), freshAddress());
@@ -334,7 +364,7 @@ onEachDatabase("pairing security on $db.name", (db) => {
           return seen;
         }),
       );
-      expect(statuses.flat()).toEqual(new Array(1000).fill(404));
+      expect(statuses.flat()).toEqual(new Array(150).fill(404));
 
       const anyone = c.browser(await c.mintSession(app.appKey, "innocent"), freshAddress());
       await rateLimited(await anyone.lookup(code.user_code), 600);
@@ -343,8 +373,7 @@ onEachDatabase("pairing security on $db.name", (db) => {
 
       await ok(await c.browser(await c.mintSession(liveKeys.appKey, "innocent"), freshAddress()).approve(liveCode.user_code));
       await ok(await c.browser(await c.mintSession(other.appKey, "innocent"), freshAddress()).approve(otherCode.user_code));
-      // 1,000 session mints and lookups: 35 s on Postgres and 60 s on PGlite were seen beside the browser suites in CI.
-    }, 240_000);
+    });
 
     it("codes that cannot be user codes are 400 invalid_request and count against nothing", async () => {
       const app = await newApp("Malformed");
@@ -378,49 +407,49 @@ onEachDatabase("pairing security on $db.name", (db) => {
       return ok<PairingToken>(await c.poll(code.device_code, app.connectKey));
     }
 
-    it("300 whole pairings from one address within 10 minutes succeed; the address gets 1,000 device codes an hour, whatever the app, then nothing until the hour ends, without using up a key's budget", async () => {
-      // The suite's server takes PAIRING_CODES_PER_CONNECT_KEY=400 (below), so one address reaches its 1,000 through three apps.
+    it("whole pairings from one address succeed; the address gets PAIRING_CODES_PER_ADDRESS device codes an hour (150 here), whatever the app, then nothing until the hour ends, without using up a key's budget", async () => {
+      // The suite's key limit is 60 a minute (PAIRING_CODES_PER_CONNECT_KEY), so one address reaches its 150 through three apps.
       const apps = [await newApp("NAT pairings"), await newApp("NAT codes 2"), await newApp("NAT codes 3")];
       const nat = freshAddress();
-      const paired = await inParallel(Array.from({ length: 300 }, (_, i) => () => pairFrom(apps[0], nat, `pupil-${i}`)));
-      expect(new Set(paired.map((p) => p.machine_id)).size).toBe(300);
-      expect(await server.db.query(`SELECT id FROM machines WHERE app_id = $1`, [apps[0].appId])).toHaveLength(300);
+      const paired = await inParallel(Array.from({ length: 50 }, (_, i) => () => pairFrom(apps[0], nat, `pupil-${i}`)));
+      expect(new Set(paired.map((p) => p.machine_id)).size).toBe(50);
+      expect(await server.db.query(`SELECT id FROM machines WHERE app_id = $1`, [apps[0].appId])).toHaveLength(50);
 
-      // 700 more codes from the same address through the other two apps: 1,000 in all.
-      await inParallel(Array.from({ length: 700 }, (_, i) => () => c.newCode(apps[1 + (i % 2)].connectKey, nat)));
+      // 100 more codes from the same address through the other two apps: 150 in all.
+      await inParallel(Array.from({ length: 100 }, (_, i) => () => c.newCode(apps[1 + (i % 2)].connectKey, nat)));
       await rateLimited(await c.requestCode(apps[2].connectKey, nat), 3600);
-      expect(await deviceRows(apps[1].appId)).toHaveLength(350);
+      expect(await deviceRows(apps[1].appId)).toHaveLength(50);
 
-      // Refused for its own address, it keeps asking with the first app's key (100 of its 400 left this minute): 401 times.
+      // Refused for its own address, it keeps asking with the first app's key (10 of its 60 left this minute): 11 times.
       const refused = await inParallel(
-        Array.from({ length: 401 }, () => async () => {
+        Array.from({ length: 11 }, () => async () => {
           const res = await c.requestCode(apps[0].connectKey, nat);
           await res.arrayBuffer();
           return res.status;
         }),
       );
-      expect(refused).toEqual(new Array(401).fill(429));
+      expect(refused).toEqual(new Array(11).fill(429));
       await rateLimited(await c.requestCode(apps[0].connectKey, nat), 3600);
-      expect(await deviceRows(apps[0].appId)).toHaveLength(300);
+      expect(await deviceRows(apps[0].appId)).toHaveLength(50);
       // An address over its own limit cannot use up the key's budget for everyone else: another address still pairs.
       await c.newCode(apps[0].connectKey, freshAddress());
       server.clock.advance(3600);
       await c.newCode(apps[0].connectKey, nat);
-    }, 240_000);
+    });
 
-    it("a connect key gets PAIRING_CODES_PER_CONNECT_KEY device codes a minute across all addresses (400 here); other apps' keys are unaffected", async () => {
+    it("a connect key gets PAIRING_CODES_PER_CONNECT_KEY device codes a minute across all addresses (60 here); other apps' keys are unaffected", async () => {
       const app = await newApp("Codes per key");
       const other = await newApp("Codes bystander");
       await inParallel(
-        Array.from({ length: 20 }, () => async () => {
+        Array.from({ length: 6 }, () => async () => {
           const ip = freshAddress();
-          for (let i = 0; i < 20; i++) await c.newCode(app.connectKey, ip);
+          for (let i = 0; i < 10; i++) await c.newCode(app.connectKey, ip);
         }),
       );
-      expect(await deviceRows(app.appId)).toHaveLength(400);
+      expect(await deviceRows(app.appId)).toHaveLength(60);
 
       await rateLimited(await c.requestCode(app.connectKey, freshAddress()), 60);
-      expect(await deviceRows(app.appId)).toHaveLength(400);
+      expect(await deviceRows(app.appId)).toHaveLength(60);
       await c.newCode(other.connectKey, freshAddress());
 
       server.clock.advance(60);
@@ -465,7 +494,7 @@ onEachDatabase("pairing security on $db.name", (db) => {
     it("X-Forwarded-For is ignored: spoofing it escapes neither per-address limit", async () => {
       // Its own server and database: every request here is from the one loopback address.
       const made = await db.create({ migrated: true });
-      const direct = await startTestServer(made.target, { PAIRING_CODES_PER_ADDRESS: "20" });
+      const direct = await startTestServer(made.target, { PAIRING_CODES_PER_ADDRESS: "20", PAIRING_GUESSES_PER_ADDRESS: "60" });
       try {
         const d = clientsOf(direct);
         const app = await direct.services.keys.createApp("No proxy", "test");
@@ -473,9 +502,9 @@ onEachDatabase("pairing security on $db.name", (db) => {
         const spoof = () => `203.0.113.${++spoofed}`;
 
         const code = await d.newCode(app.connectKey, spoof());
-        for (let n = 0; n < 300; n += 9) {
+        for (let n = 0; n < 60; n += 9) {
           const browser = d.browser(await d.mintSession(app.appKey, `guesser-${n}`), spoof());
-          for (let i = n; i < Math.min(n + 9, 300); i++) await expectError(await browser.lookup(wrongCode()), 404, "not_found");
+          for (let i = n; i < Math.min(n + 9, 60); i++) await expectError(await browser.lookup(wrongCode()), 404, "not_found");
         }
         await rateLimited(await d.browser(await d.mintSession(app.appKey, "new"), spoof()).lookup(code.user_code), 600);
 
