@@ -6,6 +6,7 @@ import { lockDataDir } from "../../server/data-dir-lock.js";
 import { DATABASES } from "../helpers/databases.js";
 import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
 import { jsonOf, removeTempDirs, runCli, startServerProcess, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
+import { migratedTempDir } from "../helpers/migrated-folder.js";
 
 /**
  * The `svc` CLI as a person runs it: `node bin/svc.js ...` in a child process, on
@@ -72,7 +73,7 @@ describe("svc CLI, no server running, embedded database", () => {
   let liveApp: NewKeys;
 
   beforeAll(() => {
-    dir = tempDir("svc-cli-");
+    dir = migratedTempDir("svc-cli-");
   });
 
   it("apps create --json prints exactly one JSON object with the new app's keys, in environment test by default", async () => {
@@ -161,7 +162,7 @@ describe("svc CLI, server running on the same data folder", () => {
   const revokedAnswer = async (res: Response) => expectError(res, 401, "revoked_credential");
 
   beforeAll(async () => {
-    dir = tempDir("svc-cli-server-");
+    dir = migratedTempDir("svc-cli-server-");
     server = await startServerProcess(dir);
   });
 
@@ -306,7 +307,7 @@ describe("svc CLI, data folder locked but no server answering", () => {
   });
 
   it("once the lock is released, the same folder works", async () => {
-    const dir = tempDir("svc-cli-released-");
+    const dir = migratedTempDir("svc-cli-released-");
     const lock = await lockDataDir(dir, () => {});
     await lock();
     const made = jsonOf<NewKeys>(await runCli(["apps", "create", "--name", "After the lock", "--json"], { SVC_DATA_DIR: dir }));
@@ -398,7 +399,7 @@ describe("svc CLI, bad input", () => {
 
   it("keys revoke of an unknown key exits 1 with 'No such app key'", async () => {
     // On a folder with a database (elsewhere, a command without one says so: see above).
-    const other = tempDir("svc-cli-bad-keys-");
+    const other = migratedTempDir("svc-cli-bad-keys-");
     jsonOf<NewKeys>(await runCli(["apps", "create", "--name", "Some app", "--json"], { SVC_DATA_DIR: other }));
     const r = await runCli(["keys", "revoke", "nosuchkey"], { SVC_DATA_DIR: other });
     expect(r.code).toBe(1);

@@ -10,6 +10,7 @@ import { SessionService } from "../../server/sessions/sessions.js";
 import { systemClock } from "../../server/clock.js";
 import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
 import { jsonOf, removeTempDirs, runCli, runServerToExit, spawnServer, startServerProcess, stopAll, tempDir, until, type ServerProcess } from "../helpers/process.js";
+import { migratedTempDir } from "../helpers/migrated-folder.js";
 
 /**
  * The server as it runs in production: `node server/main.ts` in a child process,
@@ -77,7 +78,7 @@ describe("first start and restart on the same data folder", () => {
 
 describe("secrets", () => {
   // Shared by the two tests below: the folder, the dev app key, a real session token.
-  const dir = tempDir("svc-secrets-");
+  const dir = migratedTempDir("svc-secrets-");
   let appKey = "";
   let sessionToken = "";
   const runs: ServerProcess[] = [];
@@ -218,7 +219,7 @@ describe("a first start that fails", () => {
     holder = net.createServer();
     await new Promise<void>((resolve) => holder!.listen(0, "127.0.0.1", () => resolve()));
     const port = (holder.address() as net.AddressInfo).port;
-    const dir = tempDir("svc-port-busy-");
+    const dir = migratedTempDir("svc-port-busy-");
     const failed = await runServerToExit(dir, { PORT: String(port) });
     expect(failed.code, failed.server.output()).toBe(1);
     expect(failed.server.output()).toMatch(/EADDRINUSE/);
@@ -276,7 +277,7 @@ describe("configuration errors", () => {
 
 describe("one server per data folder", () => {
   it("a second server on a folder in use exits 1 saying so; the first keeps serving", async () => {
-    const dir = tempDir("svc-twice-");
+    const dir = migratedTempDir("svc-twice-");
     const first = await startServerProcess(dir);
     const dev = first.banner()!;
     const second = await runServerToExit(dir);
@@ -290,7 +291,7 @@ describe("one server per data folder", () => {
   });
 
   it("after a crash (SIGKILL), a new server takes the folder over at once: its holder is known dead", async () => {
-    const dir = tempDir("svc-crash-");
+    const dir = migratedTempDir("svc-crash-");
     const first = await startServerProcess(dir);
     const dev = first.banner()!;
     expect((await first.stop("SIGKILL")).signal).toBe("SIGKILL");

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { jsonOf, removeTempDirs, runCli, startServerProcess, stopAll, tempDir, type ServerProcess } from "../helpers/process.js";
 import { ownerClient } from "../helpers/owner.js";
+import { migratedTempDir } from "../helpers/migrated-folder.js";
 
 /**
  * `svc dashboard` as a person runs it: on a free data folder (it opens the database
@@ -27,7 +28,7 @@ describe("svc dashboard", () => {
     s.fetch("/v1/owner/sign_in/link", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ token: LINK.exec(url)![1] }) });
 
   it("on a free folder: makes the local owner of every app once, then signs in the same owner; an unknown --email is refused", { timeout: 120_000 }, async () => {
-    const dir = tempDir("svc-cli-dashboard-");
+    const dir = migratedTempDir("svc-cli-dashboard-");
     const svc = (...args: string[]) => runCli(args, { SVC_DATA_DIR: dir });
     jsonOf(await svc("apps", "create", "--name", "Made by the CLI", "--json"));
     const first = jsonOf<Printed>(await svc("dashboard", "--json"));
@@ -56,7 +57,7 @@ describe("svc dashboard", () => {
   });
 
   it("the first start's banner prints a sign-in link for the development app's owner", { timeout: 120_000 }, async () => {
-    const dir = tempDir("svc-dashboard-banner-");
+    const dir = migratedTempDir("svc-dashboard-banner-");
     server = await startServerProcess(dir);
     const line = server.bannerLines().find((l) => /^\s+dashboard\s/.test(l))!;
     const url = /dashboard\s+(\S+)/.exec(line)![1];

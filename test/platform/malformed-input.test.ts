@@ -8,6 +8,7 @@ import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { ROUTE_CASES } from "../helpers/requests.js";
 import { signInOwner } from "../helpers/owner.js";
 import { removeTempDirs, startServerProcess, stopAll, tempDir } from "../helpers/process.js";
+import { migratedTempDir } from "../helpers/migrated-folder.js";
 
 /**
  * A malformed-input battery generated from the contract: for every route, with
@@ -462,7 +463,7 @@ describe("the process survives what escapes a request", () => {
 
   it("an escaped exception or rejection in a request: logged with its id, the process goes on; outside any request: exit 1", { timeout: 120_000 }, async () => {
     const preload = new URL("../helpers/escape-preload.mjs", import.meta.url).pathname;
-    const server = await startServerProcess(tempDir("svc-escape-"), { NODE_OPTIONS: `--import=${preload}`, LOG_LEVEL: "info" });
+    const server = await startServerProcess(migratedTempDir("svc-escape-"), { NODE_OPTIONS: `--import=${preload}`, LOG_LEVEL: "info" });
     const key = server.banner()!.appKey;
     const post = (prompt: string) =>
       server.fetch("/v1/runs", { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ user: "u-escape", prompt }) });
