@@ -19,7 +19,8 @@ export const DEFAULT_ENDPOINTS = {
   lmstudio: "http://127.0.0.1:1234",
 } as const;
 
-const PROBE_TIMEOUT_MS = 1500;
+/** A model server's answer to its model list: quick when it is there; a busy machine gets one more, longer try. */
+const PROBE_TIMEOUTS_MS = [1500, 5000];
 
 /** Jobs a runtime takes at once unless `maxConcurrentJobs` in config.json says otherwise. */
 export const DEFAULT_MAX_CONCURRENT_JOBS = { model: 4, agent: 1 } as const;
@@ -125,8 +126,24 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
   return { runtimes, unsupported, notes };
 }
 
+/**
+ * The models a server lists. Nothing listening is known at once (refused); a server that does not answer in
+ * time is asked once more with a longer wait, since a machine busy at the worker's start (a laptop waking,
+ * a build running) would otherwise leave its model server unadvertised for the worker's whole life.
+ */
 async function listModels(kind: string, baseUrl: string, apiKey?: string): Promise<string[]> {
-  const signal = AbortSignal.timeout(PROBE_TIMEOUT_MS);
+  for (const [i, ms] of PROBE_TIMEOUTS_MS.entries()) {
+    try {
+      return await listModelsOnce(kind, baseUrl, AbortSignal.timeout(ms), apiKey);
+    } catch (err) {
+      const timedOut = (err as Error).name === "TimeoutError";
+      if (!timedOut || i === PROBE_TIMEOUTS_MS.length - 1) throw err;
+    }
+  }
+  throw new Error("unreachable");
+}
+
+async function listModelsOnce(kind: string, baseUrl: string, signal: AbortSignal, apiKey?: string): Promise<string[]> {
   const headers = apiKey ? { authorization: `Bearer ${apiKey}` } : undefined;
   if (kind === "ollama") {
     const res = await fetch(`${baseUrl}/api/tags`, { signal });
