@@ -63,21 +63,9 @@ export const postgresAdminUrl = postgresUrl;
  * applied here, once: without a reachable Postgres its `describe` is skipped, so vitest
  * still counts and reports its tests as skipped, and its hooks do not run. Tests inside
  * use plain `it`.
- *
- * `atOnce`: for a suite that mostly waits (on timers, grace periods, real processes), both
- * databases' suites run at the same time, which halves its wall time. Not for a suite that
- * measures the test process (its memory, its timing), nor one that changes what the process
- * shares (environment, fake timers).
  */
-export function onEachDatabase(title: string, body: (db: TestDatabase) => void, opts: { atOnce?: boolean } = {}): void {
-  for (const { db, skip } of DATABASES) {
-    if (!opts.atOnce) describe.skipIf(skip)(titled(title, db), () => body(db));
-    // Side by side: the two databases' suites run at the same time in the file's worker, each one's
-    // tests in order (the inner describe is not concurrent, and its tests inherit that).
-    else describe.skipIf(skip)(titled(title, db), { concurrent: true }, () => {
-        describe(db.name, { concurrent: false }, () => body(db));
-      });
-  }
+export function onEachDatabase(title: string, body: (db: TestDatabase) => void): void {
+  for (const { db, skip } of DATABASES) describe.skipIf(skip)(titled(title, db), () => body(db));
 }
 
 /** The suite `body` on Postgres only (several server instances sharing one database); skipped without one. */
