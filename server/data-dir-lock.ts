@@ -18,6 +18,8 @@ interface Holder {
   host: string;
   /** The process's start time as /proc/<pid>/stat gives it (Linux), or null: a pid reused by another process is not taken for the holder. */
   started: string | null;
+  /** Its pid namespace (Linux, `/proc/self/ns/pid`), or null: a pid from another container sharing the folder and the host name means nothing here. */
+  ns: string | null;
 }
 
 const STALE_MS = 10_000;
@@ -28,9 +30,9 @@ const STALE_MS = 10_000;
  * decided first by its holder: a process on this machine that is still alive holds it
  * however late its last refresh (a server creating and migrating a new database keeps
  * its event loop busy for many seconds on a loaded machine, and its folder must not be
- * taken then); one known dead has lost it (taken over within 2 s). Where the holder is
- * not known (another machine sharing the folder, or no holder file), the lock is stale
- * 10 s after its last refresh.
+ * taken then); one known dead has lost it (taken over within 2 s). Where the holder cannot
+ * be checked (another machine or container sharing the folder, no /proc, no holder file),
+ * the lock is stale 10 s after its last refresh.
  */
 export async function lockDataDir(dataDir: string, onCompromised: (err: Error) => void): Promise<() => Promise<void>> {
   fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -54,7 +56,7 @@ export async function lockDataDir(dataDir: string, onCompromised: (err: Error) =
     if ((err as NodeJS.ErrnoException).code === "ELOCKED") throw new DataDirLockedError(dataDir);
     throw err;
   }
-  const mine: Holder = { pid: process.pid, host: os.hostname(), started: processStarted(process.pid) };
+  const mine: Holder = { pid: process.pid, host: os.hostname(), started: processStarted(process.pid), ns: pidNamespace() };
   fs.writeFileSync(holderPath, JSON.stringify(mine), { mode: 0o600 });
   return async () => {
     fs.rmSync(holderPath, { force: true });
@@ -66,14 +68,14 @@ function readHolder(file: string): Holder | null {
   try {
     const h = JSON.parse(fs.readFileSync(file, "utf8")) as Partial<Holder>;
     if (typeof h.pid !== "number" || typeof h.host !== "string") return null;
-    return { pid: h.pid, host: h.host, started: typeof h.started === "string" ? h.started : null };
+    return { pid: h.pid, host: h.host, started: typeof h.started === "string" ? h.started : null, ns: typeof h.ns === "string" ? h.ns : null };
   } catch {
     return null;
   }
 }
 
 function holderState(h: Holder): "alive" | "dead" | "unknown" {
-  if (h.host !== os.hostname()) return "unknown";
+  if (h.host !== os.hostname() || h.ns === null || h.ns !== pidNamespace()) return "unknown";
   try {
     process.kill(h.pid, 0);
   } catch (err) {
@@ -90,6 +92,14 @@ function holderState(h: Holder): "alive" | "dead" | "unknown" {
 /** Field 22 of /proc/<pid>/stat (start time in clock ticks since boot), after the command's closing parenthesis; null off Linux. */
 export function processStarted(pid: number): string | null {
   return procStat(pid)?.[19] ?? null;
+}
+
+function pidNamespace(): string | null {
+  try {
+    return fs.readlinkSync("/proc/self/ns/pid");
+  } catch {
+    return null;
+  }
 }
 
 /** /proc/<pid>/stat's fields from the third (the state) on, or null off Linux or for no such process. */

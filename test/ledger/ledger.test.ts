@@ -253,6 +253,8 @@ onEachDatabase("ledger and plans on $db.name", (db) => {
     await handback("rex"); // the last one of the allowance
     await handback("rex"); // 402
     await handback("rex"); // 402
+    // The fact is recorded beside the run's start, not in its statement: wait for what is still being recorded.
+    await server.services.webhooks.facts.drain();
     const rows = await server.db.query<{ event_type: string; payload: { data: { user: string; used: number; allowance: number } } }>(
       `SELECT event_type, payload FROM webhook_deliveries WHERE endpoint_id = 'we_ledger'`,
     );

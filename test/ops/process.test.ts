@@ -6,6 +6,8 @@ import path from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { openDatabase } from "../../server/db/open.js";
 import { DataDirLockedError, lockDataDir, processStarted } from "../../server/data-dir-lock.js";
+
+const pidNs = fs.readlinkSync("/proc/self/ns/pid");
 import { SessionService } from "../../server/sessions/sessions.js";
 import { systemClock } from "../../server/clock.js";
 import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
@@ -314,7 +316,7 @@ describe("one server per data folder", () => {
       fs.mkdirSync(path.join(dir, "svc.lock"), { recursive: true });
       const started = processStarted(holder.pid!);
       expect(started).not.toBeNull();
-      fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: holder.pid, host: os.hostname(), started }));
+      fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: holder.pid, host: os.hostname(), started, ns: pidNs }));
       const longAgo = new Date(Date.now() - 60_000);
       fs.utimesSync(path.join(dir, "svc.lock"), longAgo, longAgo);
       await expect(lockDataDir(dir, () => {})).rejects.toBeInstanceOf(DataDirLockedError);
@@ -323,9 +325,16 @@ describe("one server per data folder", () => {
       expect(refused.stderr).toMatch(/data folder .* is in use/);
       expect(fs.existsSync(path.join(dir, "pglite"))).toBe(false);
       // The same pid with another start time is another process (a pid reused): not the holder.
-      fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: holder.pid, host: os.hostname(), started: `${started}0` }));
+      fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: holder.pid, host: os.hostname(), started: `${started}0`, ns: pidNs }));
       const release = await lockDataDir(dir, () => {});
       await release();
+      // A holder in another pid namespace (a container sharing the folder and the host name) cannot be checked: its lock's age decides.
+      fs.mkdirSync(path.join(dir, "svc.lock"));
+      fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: holder.pid, host: os.hostname(), started, ns: "pid:[1]" }));
+      fs.utimesSync(path.join(dir, "svc.lock"), new Date(), new Date());
+      await expect(lockDataDir(dir, () => {})).rejects.toBeInstanceOf(DataDirLockedError);
+      fs.utimesSync(path.join(dir, "svc.lock"), longAgo, longAgo);
+      await (await lockDataDir(dir, () => {}))();
     } finally {
       holder.kill("SIGKILL");
     }
@@ -333,7 +342,7 @@ describe("one server per data folder", () => {
     fs.mkdirSync(path.join(dir, "svc.lock"), { recursive: true });
     const deadPid = holder.pid!;
     await until(() => holder.exitCode !== null || holder.signalCode !== null);
-    fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: deadPid, host: os.hostname(), started: "1" }));
+    fs.writeFileSync(path.join(dir, "svc.lock.holder"), JSON.stringify({ pid: deadPid, host: os.hostname(), started: "1", ns: pidNs }));
     const server = await startServerProcess(dir);
     await ok(await server.fetch("/healthz"));
     expect(await server.stop()).toEqual({ code: 0, signal: null });
