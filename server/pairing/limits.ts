@@ -52,14 +52,17 @@ export function guessBuckets(sessionId: string, tenant: Tenant, address: string,
   ];
 }
 
-/** The limits `config.pairingLimits` sets. */
+/** The limits `config.pairingLimits` sets: its counts, in the defaults' windows. */
 export function pairingLimitsOf(c: PairingLimitsConfig): { codes: CodeLimits; guesses: GuessLimits } {
+  const within = (limit: Limit, max: number): Limit => ({ max, windowSeconds: limit.windowSeconds });
+  const codes = DEFAULT_CODE_LIMITS;
+  const guesses = DEFAULT_GUESS_LIMITS;
   return {
-    codes: { perAddress: { max: c.codesPerAddressPerHour, windowSeconds: 3600 }, perConnectKey: { max: c.codesPerConnectKeyPerMinute, windowSeconds: 60 } },
+    codes: { perAddress: within(codes.perAddress, c.codesPerAddressPerHour), perConnectKey: within(codes.perConnectKey, c.codesPerConnectKeyPerMinute) },
     guesses: {
-      perSession: { max: c.guessesPerSession, windowSeconds: 600 },
-      perAddress: { max: c.guessesPerAddress, windowSeconds: 600 },
-      perApp: { max: c.guessesPerApp, windowSeconds: 600 },
+      perSession: within(guesses.perSession, c.guessesPerSession),
+      perAddress: within(guesses.perAddress, c.guessesPerAddress),
+      perApp: within(guesses.perApp, c.guessesPerApp),
     },
   };
 }
