@@ -1,7 +1,7 @@
-import fs from "node:fs";
 import path from "node:path";
 import { pgliteTemplate } from "./databases.js";
 import { tempDir } from "./process.js";
+import { copyPgliteTemplate } from "./templates.js";
 
 /**
  * A server's data folder (removed with the other temp folders) whose embedded database is
@@ -12,8 +12,6 @@ import { tempDir } from "./process.js";
  */
 export function migratedTempDir(prefix: string): string {
   const dir = tempDir(prefix);
-  const db = path.join(dir, "pglite");
-  fs.cpSync(pgliteTemplate, db, { recursive: true });
-  fs.rmSync(path.join(db, ".svc-template-ready"));
+  copyPgliteTemplate(pgliteTemplate, path.join(dir, "pglite"));
   return dir;
 }

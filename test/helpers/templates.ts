@@ -108,12 +108,17 @@ process.on("exit", () => {
   for (const dir of copies) fs.rmSync(dir, { recursive: true, force: true });
 });
 
+/** The migrated PGlite template copied to `dir`, without the template's ready marker. */
+export function copyPgliteTemplate(template: string, dir: string): void {
+  fs.cpSync(template, dir, { recursive: true });
+  fs.rmSync(path.join(dir, ".svc-template-ready"));
+}
+
 /** A fresh copy of the migrated PGlite template (removed by `drop`, or when the process exits). */
 export function pgliteCopy(template: string): { target: DatabaseTarget; drop(): Promise<void> } {
   const dir = fs.mkdtempSync(path.join(TEMPLATE_DIR, "svc-test-db-"));
   copies.add(dir);
-  fs.cpSync(template, dir, { recursive: true });
-  fs.rmSync(path.join(dir, ".svc-template-ready"));
+  copyPgliteTemplate(template, dir);
   return {
     target: { kind: "pglite", dataDir: dir },
     drop: async () => {
