@@ -119,14 +119,15 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
    * every second, and hands back the first job's id (null when none comes in 8 s); `deafen` makes it stop reading
    * (its heartbeats still go out: a link dead one way only).
    */
-  const connectAndTakeJob = (token: string) =>
+  /** Connects as the machine and waits up to `waitMs` for a job (null when none comes). */
+  const connectAndTakeJob = (token: string, waitMs = 8_000) =>
     new Promise<{ ws: WebSocket; jobId: string | null; deafen(): void }>((resolve, reject) => {
       const hello = workerMessage("hello", { client: "double", version: "1", runtimes: [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }] });
       const ws = new WebSocket(`ws://127.0.0.1:${new URL(direct).port}${WORKER_CONNECT_PATH}`, { headers: { authorization: `Bearer ${token}` } });
       const beat = setInterval(() => ws.readyState === ws.OPEN && ws.send(JSON.stringify(workerMessage("heartbeat", { busy: [] }))), 1_000);
       ws.on("close", () => clearInterval(beat));
       const deafen = () => (ws as unknown as { _socket: import("node:net").Socket })._socket.pause();
-      const timer = setTimeout(() => resolve({ ws, jobId: null, deafen }), 8_000);
+      const timer = setTimeout(() => resolve({ ws, jobId: null, deafen }), waitMs);
       ws.on("open", () => ws.send(JSON.stringify(hello)));
       ws.on("error", reject);
       ws.on("message", (data) => {
@@ -380,7 +381,11 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
       await pollUntil(async () => upons(), (n) => n >= jobs, 10_000, "the words stored");
       ws.terminate();
       if (jobs > MAX_TURN_RESTARTS + 2) break;
-      next = connectAndTakeJob(m.token);
+      // While restarts remain, the turn must come back (allowed 30 s: under a loaded CI a takeover took past 8 s);
+      // once they are spent, no job may come within 8 s (the positive control is every reconnection before it).
+      const restartsLeft = jobs < 1 + MAX_TURN_RESTARTS;
+      next = connectAndTakeJob(m.token, restartsLeft ? 30_000 : 8_000);
+      if (restartsLeft) expect((await next).jobId, `turn ${jobs + 1} was dispatched again`).not.toBeNull();
     }
     await Promise.race([r.ended, new Promise((done) => setTimeout(done, 10_000))]);
     expect(jobs).toBe(1 + MAX_TURN_RESTARTS);
