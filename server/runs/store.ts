@@ -158,11 +158,18 @@ export class RunStore {
     return rows[0]?.n ?? 0;
   }
 
-  /** Extends the leases of the runs driven here; returns the ids still held. */
+  /**
+   * Extends the leases of the runs driven here; returns the ids still held. The rows are locked in id order,
+   * as the run writer's statements lock theirs (`run-writer.ts`): a plain `UPDATE … WHERE id = ANY(…)` locked
+   * them in the order of its scan (a sequential or bitmap scan: the table's), so with many runs at once it
+   * deadlocked with the writer's steps every renewal; each deadlock stalled the steps waiting behind it for
+   * Postgres's deadlock_timeout (1 s), and the renewal, its victim, kept the leases from being extended.
+   */
   async renew(runIds: string[], until: Date): Promise<Set<string>> {
     if (runIds.length === 0) return new Set();
     const rows = await this.db.query<{ id: string }>(
-      `UPDATE runs SET lease_expires_at = $3 WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN (${ACTIVE_STATUSES_SQL}) RETURNING id`,
+      `WITH held AS (SELECT id FROM runs WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN (${ACTIVE_STATUSES_SQL}) ORDER BY id FOR UPDATE)
+       UPDATE runs SET lease_expires_at = $3 FROM held WHERE runs.id = held.id RETURNING runs.id`,
       [this.instance, runIds, until],
       { prepared: true },
     );
