@@ -42,9 +42,11 @@ onEachDatabase("svc.responses in the SDK on $db.name", (db) => {
     expect(await svc.responses.delete(first.id)).toEqual({ id: first.id, object: "response.deleted", deleted: true });
     expect(await svc.responses.retrieve(first.id).catch((e: unknown) => e)).toBeInstanceOf(NotFoundError);
     // What it said is gone from its run too; its usage stays.
-    const run = await at.server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${first.id.slice(5)}` }, include: { usageRows: true, events: true } });
+    const run = await at.server.db.prisma.run.findUniqueOrThrow({ where: { id: `run_${first.id.slice(5)}` }, include: { usageRows: true } });
+    const stored = await at.server.db.prisma.runEvent.findMany({ where: { runId: run.id } });
+    expect(stored.length).toBeGreaterThan(0);
     expect(JSON.stringify(run.request)).not.toContain("weather?");
-    expect(JSON.stringify(run.events.map((e) => e.data))).not.toContain("Paris");
+    expect(JSON.stringify(stored.map((e) => e.data))).not.toContain("Paris");
     expect(run.usageRows.length).toBeGreaterThan(0);
     // A positive control: the second response, which continued it, still reads.
     expect((await svc.responses.retrieve(second.id)).id).toBe(second.id);
