@@ -94,5 +94,6 @@ async function streams(s: StreamsSpec) {
 }
 
 const result = spec.mode === "rps" ? await rps(spec) : await streams(spec);
-process.stdout.write(`RESULT ${JSON.stringify(result)}\n`);
-process.exit(0);
+// Exits once the line is written: a result of 1,000 streams (200 KB) is more than a pipe holds, and an exit
+// right after the write cut it short.
+process.stdout.write(`RESULT ${JSON.stringify(result)}\n`, () => process.exit(0));

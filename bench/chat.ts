@@ -122,7 +122,7 @@ interface RpsResult {
 async function runLoad<T>(spec: Record<string, unknown>, timeoutMs: number): Promise<T> {
   const child = spawnNode(["--import", "tsx", "bench/chat-load.ts", JSON.stringify(spec)]);
   try {
-    const m = await child.waitFor(/^RESULT (.*)$/m, timeoutMs);
+    const m = await child.waitFor(/^RESULT (.*)\n/m, timeoutMs);
     return JSON.parse(m[1]) as T;
   } finally {
     child.stop();

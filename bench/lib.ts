@@ -64,6 +64,7 @@ process.on("exit", () => {
 export class Child {
   out = "";
   private keep = true;
+  private closed = false;
   constructor(readonly child: ChildProcess) {
     children.add(this);
     child.once("exit", () => children.delete(this));
@@ -80,6 +81,12 @@ export class Child {
     for (;;) {
       const m = pattern.exec(this.out);
       if (m) return m;
+      if (this.child.exitCode !== null && !this.closed) {
+        // Exited: its output may still be in the pipe ('exit' comes before the last of it is read); 'close' after.
+        await new Promise((r) => (this.child.stdout!.readableEnded ? r(null) : this.child.stdout!.once("close", r)));
+        this.closed = true;
+        continue;
+      }
       if (this.child.exitCode !== null || Date.now() > deadline) throw new Error(`never printed ${pattern}:\n${this.out}`);
       await new Promise((r) => setTimeout(r, 20));
     }
