@@ -37,13 +37,12 @@ BEGIN
       RETURN;
     END IF;
     IF p_cap IS NOT NULL AND (
-      -- Active: queued or running, or an agent CLI's run waiting (its job stays on the machine), as routing counts them.
+      -- Active as routing counts them (svc_holds_slot).
       (p_expect_free AND (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
-                           WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime
-                             AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent'))) >= p_cap)
+                           WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime AND svc_holds_slot(x.status, r.kind)) >= p_cap)
       OR (NOT p_expect_free AND (SELECT COALESCE(sum(GREATEST(a.n - r.max_concurrent_jobs, 0)), 0) FROM runtimes r,
              LATERAL (SELECT count(*) AS n FROM runs x WHERE x.machine_id = r.machine_id AND x.runtime_name = r.name
-                        AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent'))) a
+                        AND svc_holds_slot(x.status, r.kind)) a
            WHERE r.machine_id = p_machine AND r.max_concurrent_jobs IS NOT NULL) >= p_queue_bound)
     ) THEN
       RETURN QUERY SELECT 'reroute'::text, NULL::text, 'slots_changed'::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;

@@ -147,11 +147,11 @@ export function pickRoute(candidates: Candidate[], now: Date, model: string, pre
 export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string): Promise<Candidate[]> {
   const since = new Date(clock.now().getTime() - HEARTBEAT_TIMEOUT_SECONDS * 1000);
   return sql.query<Candidate>(
-    // Active: queued or running (a job on the machine or about to be); a model run waiting for the app's answers holds none, an agent CLI waiting for a permission does.
+    // Active: the runs holding one of the runtime's slots (svc_holds_slot, the definition svc_start_run counts by too).
     `SELECT m.id AS machine_id, m.connected_instance AS instance, r.name AS runtime, r.kind, r.billing, r.models, r.busy, r.max_concurrent_jobs AS cap, r.limits,
             CASE WHEN r.max_concurrent_jobs IS NULL THEN 0 ELSE
               (SELECT count(*) FROM runs x WHERE x.machine_id = m.id AND x.runtime_name = r.name
-                 AND (x.status IN ('queued', 'running') OR (x.status = 'waiting' AND r.kind = 'agent')))::int END AS active
+                 AND svc_holds_slot(x.status, r.kind))::int END AS active
        FROM machines m JOIN runtimes r ON r.machine_id = m.id AND r.supported
       WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
         AND m.revoked_at IS NULL AND ${machineOnlineSql("m", "$4")}

@@ -96,6 +96,16 @@ describe("SQL functions: one source each", () => {
       expect(rows.filter((r) => r.live).map((r) => r.status)).toEqual(statuses.filter((s) => LIVE_SUBSCRIPTION_STATUSES.includes(s)));
     });
 
+    it("a run holds one of its runtime's slots when queued or running, or waiting on an agent CLI (svc_holds_slot, which routing and svc_start_run both count by)", async () => {
+      const rows = await database.query<{ status: string; kind: string; holds: boolean }>(
+        `SELECT s::text AS status, k::text AS kind, svc_holds_slot(s, k) AS holds FROM unnest(enum_range(NULL::"RunStatus")) s, unnest(enum_range(NULL::"RuntimeKind")) k ORDER BY 1, 2`,
+      );
+      const holding = rows.filter((r) => r.holds).map((r) => `${r.status} ${r.kind}`);
+      expect(holding).toEqual(["queued agent", "queued model", "running agent", "running model", "waiting agent"]);
+      // The rest of the table is there, none holding: every status and kind was asked.
+      expect(rows.length).toBeGreaterThan(holding.length + 4);
+    });
+
     it("the scratch schema is gone after a comparison", async () => {
       expect(await database.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [SCRATCH])).toEqual([]);
     });
