@@ -800,20 +800,21 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
 
   /**
    * The others' state: their own reads (through the API, about 90 requests) and their rows (one statement), taken
-   * together: reading changes nothing. `rowsOnly`: the rows read, and the reads carried over from the last full read
-   * (after a GET route: what a read could change is in the rows; its reads, two thirds of this file's time, are compared
-   * at the next full read, which names every route since).
+   * together: reading changes nothing. `readsFrom`: their rows read, and their reads carried over from that state
+   * (after a GET route: what a read could change is in the rows; its reads, two thirds of this file's time, are
+   * compared at the next full read, which names every route since).
    */
-  async function othersState(rowsOnly?: { reads: OthersState }) {
-    const reads = (w: TenantWorld, onlyUser?: number) => (rowsOnly ? Promise.resolve({}) : ownerReads(w, onlyUser));
+  async function othersState(readsFrom?: OthersState): Promise<OthersState> {
+    const take = async (key: keyof OthersState, w: TenantWorld, onlyUser?: number, endUserId?: string) => {
+      const [reads, rows] = await Promise.all([readsFrom ? readsFrom[key].reads : ownerReads(w, onlyUser), tenantFingerprint(server.db, w, endUserId)]);
+      return { reads, rows };
+    };
     const [foreignApp, foreignEnv, foreignUser] = await Promise.all([
-      Promise.all([reads(world.foreignApp), tenantFingerprint(server.db, world.foreignApp)]),
-      Promise.all([reads(world.foreignEnv), tenantFingerprint(server.db, world.foreignEnv)]),
-      Promise.all([reads(world.own, 1), tenantFingerprint(server.db, world.own, world.own.users[1].endUserId)]),
+      take("foreignApp", world.foreignApp),
+      take("foreignEnv", world.foreignEnv),
+      take("foreignUser", world.own, 1, world.own.users[1].endUserId),
     ]);
-    const prior = rowsOnly?.reads;
-    const state = (x: [Record<string, string>, Record<string, string>], was?: { reads: Record<string, string> }) => ({ reads: was ? was.reads : x[0], rows: x[1] });
-    return { foreignApp: state(foreignApp, prior?.foreignApp), foreignEnv: state(foreignEnv, prior?.foreignEnv), foreignUser: state(foreignUser, prior?.foreignUser) };
+    return { foreignApp, foreignEnv, foreignUser };
   }
   type OthersState = { [K in "foreignApp" | "foreignEnv" | "foreignUser"]: { reads: Record<string, string>; rows: Record<string, string> } };
   /** The routes checked by their rows only since the others' reads were last taken (a difference in reads is theirs or this route's). */
@@ -972,7 +973,7 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
       if (route.method === "GET" && !(route.metadata as RouteMetadata).notBuiltYet) await expectOwnerSeesThem(route, auth, probes.filter((p) => !p.ownerReadsLikeUnknown));
       // Nothing of theirs changed (the owner's reads just now included): their own reads, and their rows.
       const rowsOnly = route.method === "GET";
-      const after = await othersState(rowsOnly ? { reads: before } : undefined);
+      const after = await othersState(rowsOnly ? before : undefined);
       const since = readsUnchecked.length && !rowsOnly ? ` (or one of the reads checked by their rows only since: ${readsUnchecked.join(", ")})` : "";
       expect(after, `${name}${since} changed another tenant's data`).toEqual(before);
       readsUnchecked = rowsOnly ? [...readsUnchecked, name] : [];

@@ -116,10 +116,9 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
 
   /**
    * A test double speaking the worker protocol: it connects with `token`, says hello (ollama, model m1), heartbeats
-   * every second, and hands back the first job's id (null when none comes in 8 s); `deafen` makes it stop reading
-   * (its heartbeats still go out: a link dead one way only).
+   * every second, and hands back the first job's id (null when none comes within `waitMs`); `deafen` makes it stop
+   * reading (its heartbeats still go out: a link dead one way only).
    */
-  /** Connects as the machine and waits up to `waitMs` for a job (null when none comes). */
   const connectAndTakeJob = (token: string, waitMs = 8_000) =>
     new Promise<{ ws: WebSocket; jobId: string | null; deafen(): void }>((resolve, reject) => {
       const hello = workerMessage("hello", { client: "double", version: "1", runtimes: [{ name: "ollama", kind: "model", costClass: "user_hardware", models: ["m1"] }] });
