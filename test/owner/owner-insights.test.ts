@@ -140,8 +140,10 @@ onEachDatabase("keys, the request log and the overview on $db.name", (db) => {
       const log = server.services.insights.requestLog;
       const before = (await requests("?limit=200")).data.length;
       expect(before).toBeGreaterThan(0);
-      await server.db.query(`UPDATE api_requests SET created_at = now() - interval '20 days' WHERE path = '/v1/users/page-user-0'`);
-      const deleted = await log.sweep(new Date(server.clock.now().getTime() - 14 * 86_400_000));
+      // Aged by the server's clock, not the database's: the test clock is not today's date.
+      const now = server.clock.now().getTime();
+      await server.db.query(`UPDATE api_requests SET created_at = $1 WHERE path = '/v1/users/page-user-0'`, [new Date(now - 20 * 86_400_000)]);
+      const deleted = await log.sweep(new Date(now - 14 * 86_400_000));
       expect(deleted).toBe(1);
       const after = (await requests("?limit=200")).data as { path: string }[];
       expect(after.length).toBe(before - 1);
