@@ -85,16 +85,16 @@ export interface StartRunOutcome {
   spend_period: string | null;
 }
 
-/** One round trip: the user's row locked, a retry found, the plan's allowance and spend ceiling checked, the run and its ledger row written. */
-export async function startRun(db: Sql, a: StartRunArgs): Promise<StartRunOutcome> {
-  const call = bound("svc_start_run", {
+/** `svc_start_run`'s parameters for a start: each value with its SQL type. */
+function startRunValues(a: StartRunArgs): Record<string, [value: unknown, type: string]> {
+  return {
     p_id: [a.runId, "text"],
     p_app: [a.appId, "text"],
     p_env: [a.environment, `"Environment"`],
     p_user: [a.endUserId, "text"],
     p_source: [a.source, "text"],
     p_model: [a.model, "text"],
-    p_request: [JSON.stringify(a.request), "jsonb"],
+    p_request: [a.request, "jsonb"],
     p_hash: [a.requestHash, "text"],
     p_repeat_since: [a.repeatSince, "timestamptz"],
     p_status: [a.status, `"RunStatus"`],
@@ -110,9 +110,33 @@ export async function startRun(db: Sql, a: StartRunArgs): Promise<StartRunOutcom
     p_cap: [a.routedHere?.cap ?? null, "int"],
     p_expect_free: [a.routedHere?.expectFree ?? null, "boolean"],
     p_queue_bound: [a.routedHere?.queueBound ?? null, "int"],
-  });
+  };
+}
+
+/** One round trip: the user's row locked, a retry found, the plan's allowance and spend ceiling checked, the run and its ledger row written. */
+export async function startRun(db: Sql, a: StartRunArgs): Promise<StartRunOutcome> {
+  const values = startRunValues(a);
+  values.p_request[0] = JSON.stringify(a.request);
+  const call = bound("svc_start_run", values);
   const [r] = await rows<StartRunOutcome>(db, `SELECT * FROM ${call.sql}`, call.params);
   return r;
+}
+
+/**
+ * Many starts in one round trip (`svc_start_runs`), decided one after another in the order given, each as
+ * `startRun` would decide it alone; the outcomes in the same order. On Postgres, give it one user's starts
+ * (a statement then locks one user's row, as a single start does: two statements each locking several users'
+ * rows could deadlock).
+ */
+export async function startRuns(db: Sql, starts: StartRunArgs[]): Promise<StartRunOutcome[]> {
+  const json = starts.map((a, ord) => ({ ...Object.fromEntries(Object.entries(startRunValues(a)).map(([param, [value]]) => [param, value])), p_ord: ord }));
+  const found = await rows<StartRunOutcome & { ord: number }>(db, `SELECT * FROM svc_start_runs($1::jsonb)`, [JSON.stringify(json)]);
+  const byOrd = new Map(found.map(({ ord, ...r }) => [ord, r]));
+  return starts.map((_, ord) => {
+    const r = byOrd.get(ord);
+    if (!r) throw new Error(`svc_start_runs answered no row for start ${ord} of ${starts.length}`);
+    return r;
+  });
 }
 
 /** The user and period a token overage is priced in, and the tokens to price. */

@@ -6,7 +6,8 @@ import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
 import { costClassOf, periodOf } from "../ledger/metering.js";
-import { overageMicros, startRun, type StartRunOutcome } from "../ledger/functions.js";
+import { overageMicros, type StartRunOutcome } from "../ledger/functions.js";
+import { RunStarts } from "./run-starts.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, pickRoute, type Route } from "./routing.js";
 import { busyReason, noRouteReason } from "./route-refusals.js";
@@ -78,9 +79,11 @@ export class RunService {
     private readonly onRouted: (how: RoutedBy) => void = () => {},
   ) {
     this.budgets = new RunBudgets(db, engine);
+    this.starts = new RunStarts(db);
   }
 
   private readonly budgets: RunBudgets;
+  private readonly starts: RunStarts;
 
   /** Why nothing on the user's machines took the run, in words that say what is true (`route-refusals.ts`). */
   whyNoRoute(tenant: Tenant, endUserId: string, user: string, model: string, prefer: RouteKind[]): Promise<string> {
@@ -197,7 +200,8 @@ export class RunService {
   }
 
   /**
-   * The one statement that starts a run on the route chosen (`svc_start_run`): the
+   * The one statement that starts a run on the route chosen (`svc_start_run`, with the user's
+   * other starts waiting at that moment: `RunStarts`): the
    * user's row locked, the route checked (a machine removed on any instance is never
    * taken; one chosen in memory, `routedHere`, also against machines held elsewhere
    * and its slots), the plan's allowance checked, the run and its ledger row written.
@@ -214,7 +218,7 @@ export class RunService {
     } else Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
     // A budget that may never be reached as given (nothing charged on this route or plan) is taken, and `run_started` says so.
     if (request.budget) request.budgetNote = await this.budgets.noteOf(tenant, endUserId, request.budget, { route_kind: route.kind, runtime_kind: app ? null : route.runtimeKind });
-    const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => startRun(this.db, {
+    const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => this.starts.start({
       runId,
       appId: tenant.appId,
       environment: tenant.environment,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { GroupCommit } from "../../server/db/group-commit.js";
+import { GroupCommit, KeyedGroupCommit } from "../../server/db/group-commit.js";
 import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { ensureEndUser } from "../../server/users/end-users.js";
@@ -30,6 +30,35 @@ describe("group commit", () => {
     expect(await Promise.all(first)).toEqual(["ok", "constraint violated", "ok"]);
     await Promise.all(later);
     expect(written).toEqual([[1], [5], [3, 4]]);
+  });
+
+  it("answers each caller with what the write answered for its item, alone or in a batch", async () => {
+    const gc = new GroupCommit<number, string>(async (items) => items.map((n) => `#${n}`));
+    expect(await Promise.all([1, 2, 3].map((n) => gc.add(n)))).toEqual(["#1", "#2", "#3"]);
+    expect(await gc.add(4)).toBe("#4");
+  });
+
+  it("per key: one key's items go together, one write of a key at a time; other keys' writes go meanwhile; a key's group is dropped once written", async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const writes: string[][] = [];
+    const gc = new KeyedGroupCommit<string, string>(async (items) => {
+      writes.push(items);
+      if (items.includes("a1")) await gate;
+      return items.map((i) => i.toUpperCase());
+    });
+    const a1 = gc.add("a", "a1");
+    await new Promise((r) => setImmediate(r));
+    // a1 is in flight: a2 and a3 wait for it and go together; b's items go at once.
+    const a23 = [gc.add("a", "a2"), gc.add("a", "a3")];
+    const b = [gc.add("b", "b1"), gc.add("b", "b2")];
+    expect(await Promise.all(b)).toEqual(["B1", "B2"]);
+    expect(writes).toEqual([["a1"], ["b1", "b2"]]);
+    expect(gc.size).toBe(1);
+    release();
+    expect(await Promise.all([a1, ...a23])).toEqual(["A1", "A2", "A3"]);
+    expect(writes).toEqual([["a1"], ["b1", "b2"], ["a2", "a3"]]);
+    expect(gc.size).toBe(0);
   });
 
   it("respects the largest batch", async () => {
