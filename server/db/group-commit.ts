@@ -1,3 +1,5 @@
+import { isDatabaseUnavailable } from "./outage.js";
+
 /**
  * Group commit: writes that arrive while one is in flight wait and go together
  * in the next statement, so a burst of requests costs a few statements instead
@@ -10,7 +12,8 @@
  * place in the array `write` returns; nothing when it returns nothing). A batch
  * that fails is written again item by item, so one bad item fails only its own
  * caller (rejected: its row does not exist), never the others that happened to
- * share its statement.
+ * share its statement; a batch that fails because the database is away fails
+ * every caller at once, each with that outage.
  */
 export class GroupCommit<T, R = void> {
   private queue: { item: T; resolve: (r: R) => void; reject: (err: unknown) => void }[] = [];
@@ -46,7 +49,8 @@ export class GroupCommit<T, R = void> {
         const results = await this.write(batch.map((b) => b.item));
         batch.forEach((b, i) => b.resolve(results?.[i] as R));
       } catch (err) {
-        if (batch.length === 1) batch[0].reject(err);
+        // The database away: each item alone would meet the same outage, one after another; all are told at once (a retryable 503).
+        if (batch.length === 1 || isDatabaseUnavailable(err)) for (const b of batch) b.reject(err);
         else for (const b of batch) await this.write([b.item]).then((r) => b.resolve(r?.[0] as R), b.reject);
       }
     }

@@ -61,6 +61,23 @@ describe("group commit", () => {
     expect(gc.size).toBe(0);
   });
 
+  it("a batch failed by the database being away fails every caller with the outage at once, without writing each again; another failure is written item by item (the control)", async () => {
+    const writes: number[][] = [];
+    let outage = true;
+    const gc = new GroupCommit<number>(async (items) => {
+      writes.push(items);
+      if (outage) throw Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" });
+      if (items.length > 1) throw new Error("constraint violated");
+    });
+    const settled = await Promise.all([1, 2, 3].map((n) => gc.add(n).then(() => "ok", (e: { code?: string }) => e.code ?? "other")));
+    expect(settled).toEqual(["ECONNREFUSED", "ECONNREFUSED", "ECONNREFUSED"]);
+    expect(writes).toEqual([[1, 2, 3]]);
+    outage = false;
+    writes.length = 0;
+    expect(await Promise.all([4, 5].map((n) => gc.add(n).then(() => "ok")))).toEqual(["ok", "ok"]);
+    expect(writes).toEqual([[4, 5], [4], [5]]);
+  });
+
   it("respects the largest batch", async () => {
     const sizes: number[] = [];
     const gc = new GroupCommit<number>(async (items) => void sizes.push(items.length), 4);
