@@ -8,7 +8,8 @@ BEGIN
   SELECT p.allowance_unit::text AS unit, p.allowance, p.overage, p.overage_price_micros AS price, p.period INTO plan FROM plans p
    WHERE p.id = svc_user_plan(p_app, p_env, p_user);
   IF NOT FOUND OR plan.unit <> 'tokens' OR NOT plan.overage OR plan.allowance IS NULL OR COALESCE(plan.price, 0) = 0 THEN RETURN 0; END IF;
-  PERFORM 1 FROM end_users WHERE id = p_user FOR UPDATE;
+  -- The user's lock, as svc_start_run takes it (NO KEY UPDATE: key checks of rows naming the user do not wait for it).
+  PERFORM 1 FROM end_users WHERE id = p_user FOR NO KEY UPDATE;
   -- The tokens the plan's window (svc_plan_window) already counts (svc_usage_window).
   SELECT w.used INTO used FROM svc_usage_window(p_app, p_env, p_user, svc_plan_window(plan.period, p_period), 'tokens') w;
   RETURN GREATEST(0, LEAST(p_tokens, used + p_tokens - plan.allowance)) * plan.price / 1000;

@@ -17,7 +17,10 @@ DECLARE
   v_window TEXT := p_period;
   request JSONB := p_request;
 BEGIN
-  PERFORM 1 FROM end_users WHERE id = p_user FOR UPDATE;
+  -- The user's row, locked against the user's other starts and overage pricing (which take the same lock). NO KEY
+  -- UPDATE, not UPDATE: rows naming the user (another run's ledger rows, written meanwhile) check their key without
+  -- waiting for this start to commit.
+  PERFORM 1 FROM end_users WHERE id = p_user FOR NO KEY UPDATE;
   -- The machine chosen must still be this user's and not removed (on any instance): a run never reaches a machine its user removed.
   IF p_machine IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM machines m WHERE m.id = p_machine AND m.app_id = p_app AND m.environment = p_env AND m.end_user_id = p_user AND m.revoked_at IS NULL

@@ -64,7 +64,7 @@ export class StreamedEvents {
     if (remembered) {
       const events = remembered.map(({ e, at }) => ({ seq: e.seq, kind: e.kind, data: e.data, at }));
       const done = await this.db.query(
-        `WITH r AS (SELECT id, app_id, environment FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL AND last_seq = $3 FOR UPDATE),
+        `WITH r AS (SELECT id, app_id, environment FROM runs WHERE id = $1 AND events_in_stream AND finished_at IS NOT NULL AND last_seq = $3 FOR NO KEY UPDATE),
               ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)
                 SELECT r.id, r.app_id, r.environment, e.seq, e.kind, e.data, e.at FROM r, jsonb_to_recordset($2::jsonb) AS e(seq int, kind text, data jsonb, at timestamptz)
                 ON CONFLICT DO NOTHING)

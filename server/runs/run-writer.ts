@@ -29,8 +29,9 @@ const MAX_BATCH = 64;
  * The steps of the runs driven on this instance (their events, the calls,
  * approvals and ledger rows they announce, their patches), written by group
  * commit: steps arriving together go in one statement, each only while this
- * instance holds its run's lease (the rows are locked for it, so a takeover
- * waits, then sees everything written). Each driver is answered once its step
+ * instance holds its run's lease (the rows are locked for it, `FOR NO KEY UPDATE`
+ * as the row's own update locks it: a takeover waits, then sees everything
+ * written, while the key checks of rows naming the run do not wait). Each driver is answered once its step
  * is committed: owned, or not (the lease was lost and nothing was written).
  *
  * A few statements may be in flight at once (Postgres), but a user's
@@ -173,7 +174,7 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, agent_state jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, pause jsonb, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq, events_in_stream FROM runs
-              WHERE id = ANY($4::text[]) AND lease_owner = $2 ORDER BY id FOR UPDATE),
+              WHERE id = ANY($4::text[]) AND lease_owner = $2 ORDER BY id FOR NO KEY UPDATE),
        r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, ${streamed} AS streamed, x.* FROM o JOIN x ON x.run_id = o.id
               WHERE x.first_seq IS NULL OR o.stored_seq < x.first_seq),
        ev AS (INSERT INTO run_events (run_id, app_id, environment, seq, kind, data, created_at)

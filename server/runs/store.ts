@@ -168,7 +168,7 @@ export class RunStore {
   async renew(runIds: string[], until: Date): Promise<Set<string>> {
     if (runIds.length === 0) return new Set();
     const rows = await this.db.query<{ id: string }>(
-      `WITH held AS (SELECT id FROM runs WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN (${ACTIVE_STATUSES_SQL}) ORDER BY id FOR UPDATE)
+      `WITH held AS (SELECT id FROM runs WHERE id = ANY($2::text[]) AND lease_owner = $1 AND status IN (${ACTIVE_STATUSES_SQL}) ORDER BY id FOR NO KEY UPDATE)
        UPDATE runs SET lease_expires_at = $3 FROM held WHERE runs.id = held.id RETURNING runs.id`,
       [this.instance, runIds, until],
       { prepared: true },

@@ -103,7 +103,7 @@ export class UserLedger {
     const now = this.clock.now();
     await this.db.prisma.$transaction(async (tx) => {
       // The user's row locked, as at a run start: two assignments at once leave one live subscription.
-      await tx.$queryRawUnsafe(`SELECT 1 FROM end_users WHERE id = $1 FOR UPDATE`, endUserId);
+      await tx.$queryRawUnsafe(`SELECT 1 FROM end_users WHERE id = $1 FOR NO KEY UPDATE`, endUserId);
       await tx.$executeRawUnsafe(
         `UPDATE subscriptions SET status = 'canceled', canceled_at = $4, updated_at = $4
           WHERE app_id = $1 AND environment = $2::"Environment" AND end_user_id = $3 AND source = 'app' AND ${subscriptionLiveSql("status")}`,
