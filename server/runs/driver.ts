@@ -102,6 +102,8 @@ export abstract class RunDriver {
   private reads = 0;
   private woken = false;
   protected abandoned = false;
+  /** The lease's release, once given up (`releaseLease`). */
+  private released: Promise<void> = Promise.resolve();
   protected job: JobHandle | null = null;
   /** The current job reached the machine (not only queued for a slot there), and when (epoch ms): its deadline runs from then. */
   protected jobSent = false;
@@ -585,12 +587,26 @@ export abstract class RunDriver {
     // What waited for the next write goes first (a turn begun: the taker runs it again behind `turn_restarted`, which is counted).
     const patch = this.deferred;
     this.deferred = null;
-    void this.writing
+    this.released = this.writing
       .then(async () => {
-        if (patch) await this.deps.store.write(this.run.id, this.run.end_user_id, this.deps.clock.now(), { patch });
+        if (patch) await this.deps.store.write(this.run.id, this.run.end_user_id, this.deps.clock.now(), { patch }).catch(() => {});
         await this.deps.store.release(this.run.id, this.deps.clock.now());
       })
       .catch(() => {});
+  }
+
+  /**
+   * Resolves once this driver has nothing more to write, its lease given up included. The engine keeps a
+   * driver until then: a release landing after a new driver of the same run took the lease here would
+   * give up that driver's lease (a lease is held by an instance, not by a driver).
+   */
+  settled(): Promise<void> {
+    return Promise.all([this.writing, this.released]).then(() => {});
+  }
+
+  /** It stopped without ending the run (moved, its link lost, or its lease lost): the run goes on elsewhere or later. */
+  get moved(): boolean {
+    return this.abandoned;
   }
 
   /** A usage event and its ledger row, for one turn (its unique key stops a retried turn counting twice). */

@@ -128,10 +128,15 @@ export class RunEngine {
     void requestScope
       .exit(() => (created || !this.store.streamed ? Promise.resolve() : this.store.streamed.republish(run)).then(() => driver.drive()))
       .catch((err) => this.log.warn({ err, runId: run.id }, "could not take a run over"))
+      // Kept until its last write and its lease's release are in: a new driver of the run here must not have its lease given up by the old one's release.
+      .then(() => driver.settled())
       .finally(() => {
         this.drivers.delete(run.id);
         this.bus.ended(run.id);
         this.compact(run.id);
+        // Moved off this instance (its machine's link lost, say): a claim of the run skipped while this driver was still here (the machine back
+        // at once) is made now, instead of when the lease it took lapses.
+        if (driver.moved) void this.claim(run.id).catch((err) => this.log.warn({ err, runId: run.id }, "could not take a run over"));
       });
   }
 

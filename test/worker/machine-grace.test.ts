@@ -398,6 +398,50 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
     await expectStored(r.runId, r.frames.length, 0, "failed");
   }, 120_000);
 
+  it("a driver's lease release that lands after the machine is back: the run's next driver here keeps its lease, the turn runs again once, and the run completes", async () => {
+    const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "late-release");
+    const store = server.services.runStore;
+    const release = store.release.bind(store);
+    // The first release after the link drops lands 1.5 s late (a slow statement): the machine is back before it.
+    // (The engine keeps a moved driver until its release is in, then claims the run again at once. On this path the
+    // code before that change also waited for the release: the sweep does not claim a lease still its own. This guards
+    // the order, which a dispatch of the run by another instance, claiming by id, would otherwise not keep.)
+    let delayed = false;
+    let releasedAt = 0;
+    store.release = async (runId, now) => {
+      if (delayed) return release(runId, now);
+      delayed = true;
+      await new Promise((r) => setTimeout(r, 1_500));
+      await release(runId, now);
+      releasedAt = Date.now();
+    };
+    try {
+      const first = connectAndTakeJob(m.token);
+      await pollUntil(() => stateOfUser("late-release"), (st) => st === "online", 10_000, "the double online");
+      const r = await startRun({ user: "late-release", prompt: "Late", model: "m1" });
+      const a = await first;
+      expect(a.jobId).not.toBeNull();
+      jobEvent(a.ws, a.jobId!, { type: "text_delta", text: "Half " });
+      await pollUntil(async () => r.frames.some((f) => f.event === "text_delta"), (ok) => ok, 10_000, "the first words");
+      a.ws.terminate();
+      const b = await connectAndTakeJob(m.token, 15_000);
+      expect(b.jobId, "the turn dispatched again").not.toBeNull();
+      // Not driven again here before the old driver's release is in: that release would give up the new driver's lease
+      // (a lease names the instance, not the driver), and its steps would then be refused as not its own.
+      expect(releasedAt, "the late release had landed when the turn was dispatched again").toBeGreaterThan(0);
+      // The late release has landed by now: the driver that took the run over must still hold its lease.
+      await new Promise((r) => setTimeout(r, 2_500));
+      jobEvent(b.ws, b.jobId!, { type: "text_delta", text: "Whole." });
+      jobEvent(b.ws, b.jobId!, { type: "done", finishReason: "stop", output: "Whole.", usage: { inputTokens: 12, outputTokens: 7 } });
+      await Promise.race([r.ended, new Promise((done) => setTimeout(done, 10_000))]);
+      expect(r.frames.map((f) => f.event), show(r.frames)).toEqual(["run_started", "text_delta", "turn_restarted", "text_delta", "usage", "run_completed"]);
+      await expectStored(r.runId, r.frames.length, 1, "completed");
+      b.ws.terminate();
+    } finally {
+      store.release = release;
+    }
+  }, 60_000);
+
   it("a machine removed while a run is mid-turn: the run fails at once, without waiting out the grace", async () => {
     const tag = tagged();
     const r = await startRun({ prompt: `Keep talking [slow] ${tag}` });
