@@ -2,6 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupCommit, KeyedGroupCommit } from "../../server/db/group-commit.js";
 import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { watchingStatements } from "../helpers/statements.js";
+
+/** The run writer's statement, told by its text. */
+const STEP_STATEMENT = "jsonb_to_recordset($1::jsonb) AS x(run_id";
 import { ensureEndUser } from "../../server/users/end-users.js";
 import { randomId } from "../../server/crypto.js";
 
@@ -142,21 +146,14 @@ onEachDatabase("group commit on $db.name: svc/echo records and run steps", (db) 
       usage: [{ cost_class: "user_hardware" as const, kind: "tokens", input_tokens: 5, output_tokens: 3, cache_read_tokens: 0, cache_write_tokens: 0, amount_micros: 0, period: "2026-11", unique_key: `tokens:${runId}:${turn}` }],
     });
     let statements = 0;
-    const query = server.db.query.bind(server.db);
-    server.db.query = (async (text: string, params?: unknown[]) => {
-      if (text.includes("jsonb_to_recordset($1::jsonb) AS x(run_id")) statements++;
-      return query(text, params);
-    }) as typeof server.db.query;
-    try {
+    await watchingStatements(server.db, (text) => void (text.includes(STEP_STATEMENT) && statements++), async () => {
       const owned = await Promise.all(runs.map((r) => runStore.write(r.id, r.endUserId, new Date(), step(r.id, 1))));
       expect(owned).toEqual(runs.map((_, i) => i !== 7));
       // 20 steps of 10 users (two each, both with a ledger row) in one statement, not 20.
       expect(statements).toBe(1);
       // The same step again (its commit's answer lost): told written, written once.
       expect(await runStore.write(runs[0].id, runs[0].endUserId, new Date(), step(runs[0].id, 1))).toBe(true);
-    } finally {
-      server.db.query = query;
-    }
+    });
     const rows = await server.db.query<{ id: string; last_seq: number; turns: number; input_tokens: string; events: number; usage: number }>(
       `SELECT r.id, r.last_seq, r.turns, r.input_tokens::text, (SELECT count(*)::int FROM run_events e WHERE e.run_id = r.id) AS events,
               (SELECT count(*)::int FROM usage_rows u WHERE u.run_id = r.id) AS usage
@@ -196,18 +193,11 @@ onEachDatabase("group commit on $db.name: svc/echo records and run steps", (db) 
       cost_class: "user_hardware" as const, kind: "tokens", input_tokens: tokens(i, turn) - 1, output_tokens: 1, cache_read_tokens: 0, cache_write_tokens: 0, amount_micros: 0, period, unique_key: `tokens:${runId}:${turn}`,
     });
     let statements = 0;
-    const query = server.db.query.bind(server.db);
-    server.db.query = (async (text: string, params?: unknown[], options?: unknown) => {
-      if (text.includes("jsonb_to_recordset($1::jsonb) AS x(run_id")) statements++;
-      return query(text, params, options as never);
-    }) as typeof server.db.query;
-    try {
+    await watchingStatements(server.db, (text) => void (text.includes(STEP_STATEMENT) && statements++), async () => {
       const owned = await Promise.all(runs.map((id, i) => runStore.write(id, endUserId, new Date(), { usage: [row(id, i, 1), row(id, i, 2)] })));
       expect(owned).toEqual(runs.map(() => true));
       expect(statements).toBe(1);
-    } finally {
-      server.db.query = query;
-    }
+    });
     const rows = await server.db.query<{ run_id: string; unique_key: string; tokens: number; amount_micros: string }>(
       `SELECT run_id, unique_key, (input_tokens + output_tokens)::int AS tokens, amount_micros::text FROM usage_rows WHERE end_user_id = $1 ORDER BY id`,
       [endUserId],

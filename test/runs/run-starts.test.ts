@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { onEachDatabase, onPostgres } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
+import { watchingStatements } from "../helpers/statements.js";
 import { ensureEndUser } from "../../server/users/end-users.js";
 import { randomId } from "../../server/crypto.js";
 import { RunStarts } from "../../server/runs/run-starts.js";
@@ -22,17 +23,11 @@ onEachDatabase("runs' starts grouped on $db.name", (db) => {
   async function counting<T>(fn: () => Promise<T>): Promise<{ result: T; single: number; grouped: string[][] }> {
     let single = 0;
     const grouped: string[][] = [];
-    const query = server.db.query.bind(server.db);
-    server.db.query = (async (text: string, params?: unknown[], options?: unknown) => {
+    const result = await watchingStatements(server.db, (text, params) => {
       if (text.includes("svc_start_run(")) single++;
       if (text.includes("svc_start_runs(")) grouped.push((JSON.parse(String(params![0])) as { p_user: string }[]).map((s) => s.p_user));
-      return query(text, params, options as never);
-    }) as typeof server.db.query;
-    try {
-      return { result: await fn(), single, grouped };
-    } finally {
-      server.db.query = query;
-    }
+    }, fn);
+    return { result, single, grouped };
   }
 
   beforeAll(async () => {
