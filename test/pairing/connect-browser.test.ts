@@ -201,7 +201,9 @@ describe.skipIf(!chromiumAvailable && !required)("pairing a machine on the conne
   it("stops on an expired session with a notice naming the app, and without a session tells the user to come from the app", async () => {
     const { page } = await openSession("dave");
     server.clock.advance(601); // past the session's 10 minutes
-    await enterCode(page, "BBBB-BBBB");
+    // Entering a code meets the expiry; so may the page's own refresh of the machine list (every 5 s), which then
+    // hides the steps before the click lands (seen once in CI). Either way the same notice must show.
+    void enterCode(page, "BBBB-BBBB").catch(() => {});
     const notice = await shownText(page, "#notice");
     expect(notice).toMatch(/link has expired/);
     expect(notice).toContain(appName);
