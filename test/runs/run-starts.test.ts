@@ -8,6 +8,14 @@ import { RunStarts } from "../../server/runs/run-starts.js";
 import { costClassOf, periodOf } from "../../server/ledger/metering.js";
 import { startRun, type StartRunArgs } from "../../server/ledger/functions.js";
 
+/** A start of a run handed back to the app (route `app`: no machine), in the test environment; counted against the plan like any start. */
+function handedBack(appId: string, endUserId: string, runId: string, now = new Date()): StartRunArgs {
+  return {
+    runId, appId, environment: "test", endUserId, source: "runs", model: "m", request: { prompt: "p" }, requestHash: null, repeatSince: now,
+    status: "handed_back", routeKind: "app", machineId: null, runtime: null, leaseOwner: null, leaseExpiresAt: null, now, costClass: costClassOf("app"), period: periodOf(now),
+  };
+}
+
 /**
  * Runs' starts by group commit (`RunStarts`, `svc_start_runs`): a burst of starts is a few
  * statements, each start decided as it would be alone and in the order it came (the plan's
@@ -68,10 +76,7 @@ onEachDatabase("runs' starts grouped on $db.name", (db) => {
   });
 
   const tenant = () => ({ appId: server.dev.appId, environment: "test" as const });
-  const args = (runId: string, endUserId: string, now = new Date()): StartRunArgs => ({
-    runId, appId: tenant().appId, environment: tenant().environment, endUserId, source: "runs", model: "m", request: { prompt: "p" }, requestHash: null, repeatSince: now,
-    status: "handed_back", routeKind: "app", machineId: null, runtime: null, leaseOwner: null, leaseExpiresAt: null, now, costClass: costClassOf("app"), period: periodOf(now),
-  });
+  const args = (runId: string, endUserId: string) => handedBack(tenant().appId, endUserId, runId);
 
   it("30 starts of one user made together are one statement, decided in the order made: the first 12 counted (their counts 1 to 12), the rest refused at 12", async () => {
     const endUserId = await ensureEndUser(server.db, tenant(), "burst-direct");
@@ -127,10 +132,7 @@ onPostgres("a start's lock on its user's row, on postgres", (db) => {
     const tenant = { appId: server.dev.appId, environment: "test" as const };
     const endUserId = await ensureEndUser(server.db, tenant, "lock-mode");
     const now = new Date();
-    const args = (runId: string): StartRunArgs => ({
-      runId, appId: tenant.appId, environment: tenant.environment, endUserId, source: "runs", model: "m", request: { prompt: "p" }, requestHash: null, repeatSince: now,
-      status: "handed_back", routeKind: "app", machineId: null, runtime: null, leaseOwner: null, leaseExpiresAt: null, now, costClass: costClassOf("app"), period: periodOf(now),
-    });
+    const args = (runId: string) => handedBack(tenant.appId, endUserId, runId, now);
     const earlier = randomId("run_", 24);
     expect((await startRun(server.db, args(earlier))).outcome).toBe("started");
     const settledWithin = <T>(p: Promise<T>, ms: number) => Promise.race([p.then((v) => ({ done: true as const, v })), new Promise<{ done: false }>((r) => setTimeout(() => r({ done: false }), ms))]);
