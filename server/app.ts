@@ -33,6 +33,7 @@ import { randomId } from "./crypto.js";
 import { RunStore } from "./runs/store.js";
 import type { RunStream } from "./bus/run-stream.js";
 import { RunBus } from "./runs/bus.js";
+import { WatchedRuns } from "./bus/watched-runs.js";
 import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
 import { RunStreams } from "./runs/streams.js";
@@ -151,8 +152,9 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
     (machineId, jobIds) => runStore.liveJobs(machineId, jobIds),
     { sql: db, clock },
   );
-  // On the bus, this instance receives a run's live events only while it has a reader of that run.
-  const runBus = new RunBus(stream);
+  // On the bus, this instance receives a run's live events only while it has a reader of that run; on
+  // Postgres alone, a run's steps are announced only once a reader elsewhere marked it (an embedded database is one instance).
+  const runBus = new RunBus(stream ?? (db.kind === "postgres" ? new WatchedRuns(db, logger) : null));
   const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage });
   const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts, config.runLimits.queuePerMachine, (how) => metrics.routed(how));
   const plans = new PlanService(db, clock);

@@ -33,7 +33,9 @@ interface Recent {
  * instance. The driver publishes its events (a run's once stored, a chat's as
  * they are made); events written on another instance arrive with its
  * notification (`stored`), or, when they were too long for it, as a wake, and
- * the reader catches up from the stored rows. On the run bus (`NATS_URL`) they
+ * the reader catches up from the stored rows. Postgres announces a run's steps
+ * only once an instance with a reader of it marked it (`WatchedRuns`, the same
+ * `watch` as the run bus's). On the run bus (`NATS_URL`) they
  * arrive from NATS instead, and only while a reader of the run is here: the
  * first reader watches the run's subjects, the last one leaving stops.
  *
@@ -121,8 +123,10 @@ export class RunBus {
 
   /** The run's driver here is done: what it remembers goes a little later. Readers still here (the run moved on) hear it from the run bus. */
   ended(runId: string): void {
-    if (this.readers.has(runId)) this.watch(runId);
     const r = this.recent.get(runId);
+    // Its readers here were handed its final event already: nothing more will come.
+    const last = r?.events.at(-1)?.e;
+    if (this.readers.has(runId) && !(last && isFinalRunEvent(last.kind))) this.watch(runId);
     if (!r || r.timer) return;
     r.timer = setTimeout(() => this.recent.get(runId) === r && this.recent.delete(runId), KEPT_AFTER_END_MS);
     r.timer.unref();

@@ -2,6 +2,7 @@ import type { Database } from "../db/open.js";
 import { overageMicrosSql } from "../ledger/functions.js";
 import type { Writes } from "./run-rows.js";
 import { NOTICE_EVENTS_BYTES } from "./notices.js";
+import { UNMARKED_INSTANCE_ALIVE_SECONDS } from "../bus/watched-runs.js";
 
 /** Tells every instance of a stored step, for its readers there (payload: `<run id> <writing instance>[ <events>]`, `notices.ts`). */
 export const RUN_EVENT_CHANNEL = "svc_run_event";
@@ -168,12 +169,18 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
   // writer, whose own readers heard the events already, and carries the events when they are
   // short (`notices.ts`), so the readers elsewhere need not read them back.
   const payload = `r.id || ' ' || $2 || CASE WHEN octet_length(r.events::text) <= ${NOTICE_EVENTS_BYTES} THEN ' ' || r.events::text ELSE '' END`;
-  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL AND NOT r.streamed)` : "NULL";
+  // Only a run read elsewhere is announced (`watched_elsewhere`, marked by that reader's instance, server/bus/watched-runs.ts):
+  // a transaction that notifies commits under a database-wide lock, so announcing every step made the steps' commits go one
+  // at a time. The mark is an UPDATE of the run's row, which `o` locks: a mark committed before this statement locked the
+  // row is seen here (read committed reads a locked row's latest version), and one after it waits for this commit, then its
+  // reader reads what this stored. While an instance of a version before the marks is alive, every step is announced.
+  const announced = `(o.watched_elsewhere OR EXISTS (SELECT 1 FROM server_instances si WHERE NOT si.marks_watched_runs AND si.alive_at > $3::timestamptz - interval '${UNMARKED_INSTANCE_ALIVE_SECONDS} seconds'))`;
+  const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL AND NOT r.streamed AND ${announced})` : "NULL";
   const streamed = bus ? "(o.events_in_stream OR o.stored_seq = 0)" : "false";
   return `WITH x AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, agent_state jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, pause jsonb, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
-       o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq, events_in_stream FROM runs
+       o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq, events_in_stream, watched_elsewhere FROM runs
               WHERE id = ANY($4::text[]) AND lease_owner = $2 ORDER BY id FOR NO KEY UPDATE),
        r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, ${streamed} AS streamed, x.* FROM o JOIN x ON x.run_id = o.id
               WHERE x.first_seq IS NULL OR o.stored_seq < x.first_seq),
