@@ -18,7 +18,10 @@
  *      6 (issue 31). With each phase, what Postgres saw: the connections open to the
  *      database at the window's end (pg_stat_activity), and the transactions
  *      committed per run in the window (pg_stat_database.xact_commit; the service's
- *      statements are each their own transaction, but for the few it groups).
+ *      statements are each their own transaction, but for the few it groups), and the
+ *      stored steps Postgres announced per run (`NOTIFY svc_run_event`, heard by a LISTEN
+ *      of the bench's own: on Postgres alone, only runs read on another instance than
+ *      their driver's are announced).
  *  (b) the tool round trip when the app talks to an instance other than the one
  *      driving the run (posts and streams on A, the run driven on W) against the
  *      same instance (everything on W): one run at a time, alternating.
@@ -124,6 +127,19 @@ interface Phase {
   pgCommitsPerRun: number;
   /** Messages NATS took in and sent out per run completed (the run bus only). */
   natsMsgsPerRun: number;
+  /** Stored steps announced (`NOTIFY svc_run_event`) per run completed. */
+  stepNoticesPerRun: number;
+}
+
+/** Stored steps Postgres announced so far on the bench's database (`svc_run_event`), heard by `listenForSteps`. */
+let stepNotices = 0;
+async function listenForSteps(url: string): Promise<() => Promise<void>> {
+  const c = new pg.Client({ connectionString: url });
+  c.on("error", () => {});
+  await c.connect();
+  c.on("notification", () => stepNotices++);
+  await c.query("LISTEN svc_run_event");
+  return () => c.end();
 }
 
 /** NATS's count of messages in and out so far (0 without the bus). */
@@ -159,11 +175,13 @@ async function cpuPhase(label: string, running: (ServerProcess & { name: string 
     // The commits counted over the whole phase (warm-up included: its runs are counted too), read again once the statistics are flushed.
     const pg0 = await postgresSays(POSTGRES_URL, database);
     const nats0 = await natsMessages();
+    const notices0 = stepNotices;
     const t = await throughput(loop, { warmSeconds: WARM_SECONDS, seconds: SECONDS, parallel: PARALLEL, cpu });
     const pgAtEnd = await postgresSays(POSTGRES_URL, database);
     await new Promise((r) => setTimeout(r, 1_500));
     const pg1 = await postgresSays(POSTGRES_URL, database);
     const nats1 = await natsMessages();
+    const notices1 = stepNotices;
     const perInstance = Object.fromEntries(running.map((s) => [s.name, t.cpuPerRun[s.name]]));
     const connections = Object.fromEntries(running.map((s) => [s.name, balancer.forwarded.get(Number(new URL(s.url).port)) ?? 0]));
     return {
@@ -179,6 +197,7 @@ async function cpuPhase(label: string, running: (ServerProcess & { name: string 
       pgConnections: pgAtEnd.connections,
       pgCommitsPerRun: (pg1.commits - pg0.commits) / t.completed,
       natsMsgsPerRun: (nats1 - nats0) / t.completed,
+      stepNoticesPerRun: (notices1 - notices0) / t.completed,
     };
   } finally {
     await balancer.close();
@@ -225,6 +244,7 @@ function table(phases: Phase[], rt: { same: Samples; cross: Samples }, idle: num
     line(`  connections the balancer gave each instance`, (p) => each(p.connections, 0)),
     line(`  Postgres connections to the database (all instances)`, (p) => String(p.pgConnections), [phases.map((p) => f(p.pgConnections / Object.keys(p.perInstance).length, 1)).join(", ") + " per instance", "", ""]),
     line(`  Postgres transactions committed per run`, (p) => f(p.pgCommitsPerRun, 1)),
+    line(`  stored steps Postgres announced per run (NOTIFY)`, (p) => f(p.stepNoticesPerRun, 1)),
     ...(nats ? [line(`  NATS messages per run (in + out)`, (p) => f(p.natsMsgsPerRun, 1))] : []),
     [`  idle, no run: CPU ms per second, each instance`, "", idle.map((n) => f(n, 1)).join(" / "), ...phases.slice(2).map(() => ""), "", "", ""],
     ["", "same instance", "other instance", ...phases.slice(2).map(() => ""), "", "", ""],
@@ -258,6 +278,7 @@ async function main(): Promise<void> {
     return;
   }
   cleanups.push(() => scratch.drop());
+  cleanups.push(await listenForSteps(scratch.url));
   if (POOLER) {
     bouncer = await startPgBouncer({ poolSize: POOLER_SIZE, upstream: POSTGRES_URL });
     cleanups.push(() => bouncer!.stop());
