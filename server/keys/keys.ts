@@ -1,4 +1,4 @@
-import type { Notifications, Prisma, Tx } from "../db/open.js";
+import type { Notifications, Prisma, Sql, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import { ApiError } from "../errors.js";
 import { hashSecret, randomId, secretMatches } from "../crypto.js";
@@ -65,22 +65,31 @@ export const DEFAULT_ROTATION_GRACE_SECONDS = 24 * 60 * 60;
 export class KeyService {
   /** App key rows recently read, by id: the check runs on every app request. */
   private readonly cache = new Map<string, CachedKey>();
+  /** Reads of a key's row under way: the requests that come meanwhile (a burst once its cached row went stale) wait for the same read. */
+  private readonly reading = new Map<string, Promise<CachedKey | undefined>>();
+  /** Counts the key changes heard: a read that began before one is not cached. */
+  private changes = 0;
 
   constructor(
     private readonly prisma: Prisma,
     private readonly clock: Clock,
-    private readonly notifications?: Notifications,
+    private readonly db: Sql & Notifications,
   ) {}
 
   /** Drops cached keys changed by any instance (or the CLI); returns how to stop listening. */
   async listen(): Promise<() => Promise<void>> {
-    if (!this.notifications) return async () => {};
-    return this.notifications.listen(APP_KEY_CHANGED_CHANNEL, (id) => this.cache.delete(id));
+    return this.db.listen(APP_KEY_CHANGED_CHANNEL, (id) => this.forget(id));
+  }
+
+  private forget(id: string): void {
+    this.changes++;
+    this.cache.delete(id);
+    this.reading.delete(id);
   }
 
   private async changed(id: string): Promise<void> {
-    this.cache.delete(id);
-    await this.notifications?.notify(APP_KEY_CHANGED_CHANNEL, id);
+    this.forget(id);
+    await this.db.notify(APP_KEY_CHANGED_CHANNEL, id);
   }
 
   /** `within`: more to do in the same transaction (the dashboard makes its creator a member). */
@@ -248,31 +257,59 @@ export class KeyService {
     if (k.revokedAt) throw new ApiError("revoked_credential", "The app key has been revoked.");
     const now = this.clock.now();
     if (k.expiresAt && k.expiresAt <= now) throw new ApiError("revoked_credential", "The app key was rotated and its grace period is over.");
-    // "Last used" to the minute: at most one write per key per minute on the request path.
+    // "Last used" to the minute: at most one write per key per minute on the request path (marked before
+    // the write, so the key's other requests meanwhile do not write it too; a write that failed is tried again).
     if (!k.lastUsedAt || now.getTime() - k.lastUsedAt.getTime() >= LAST_USED_RESOLUTION_MS) {
-      await this.prisma.appKey.update({ where: { id: k.id }, data: { lastUsedAt: now } });
+      const before = k.lastUsedAt;
       k.lastUsedAt = now;
+      try {
+        await this.db.query(`UPDATE app_keys SET last_used_at = $2 WHERE id = $1`, [k.id, now], { prepared: true });
+      } catch (err) {
+        if (k.lastUsedAt === now) k.lastUsedAt = before;
+        throw err;
+      }
     }
     return { appId: k.appId, environment: k.environment, keyId: k.id };
   }
 
   /**
    * An app key's row, from the cache while it is fresh. A change made here or
-   * announced by another instance drops it at once; a lost announcement costs at
-   * most KEY_CACHE_MS. Raw SQL: this runs on every app request.
+   * announced by another instance drops it at once (and keeps a read begun before
+   * it out of the cache); a lost announcement costs at most KEY_CACHE_MS. Once the
+   * row is stale, the key's requests meanwhile share one read: a burst of 1,000
+   * requests is one statement, not 1,000. Raw SQL through the pool, not Prisma:
+   * this runs on every app request.
    */
   private async appKeyRow(id: string): Promise<CachedKey | undefined> {
     const hit = this.cache.get(id);
     if (hit && Date.now() - hit.readAt < KEY_CACHE_MS) return hit;
-    const [row] = await this.prisma.$queryRawUnsafe<Omit<CachedKey, "readAt">[]>(
-      `SELECT id, app_id AS "appId", environment, secret_hash AS "secretHash", revoked_at AS "revokedAt", expires_at AS "expiresAt", last_used_at AS "lastUsedAt" FROM app_keys WHERE id = $1`,
-      id,
+    const under = this.reading.get(id);
+    if (under) return under;
+    const changes = this.changes;
+    const read = this.readAppKey(id).then((entry) => {
+      if (entry && changes === this.changes) {
+        if (this.cache.size > 10_000) this.cache.clear();
+        this.cache.set(id, entry);
+      }
+      return entry;
+    });
+    this.reading.set(id, read);
+    const clear = () => {
+      if (this.reading.get(id) === read) this.reading.delete(id);
+    };
+    read.then(clear, clear);
+    return read;
+  }
+
+  private async readAppKey(id: string): Promise<CachedKey | undefined> {
+    const [row] = await this.db.query<{ id: string; app_id: string; environment: Environment; secret_hash: string; revoked_at: Date | string | null; expires_at: Date | string | null; last_used_at: Date | string | null }>(
+      `SELECT id, app_id, environment::text AS environment, secret_hash, revoked_at, expires_at, last_used_at FROM app_keys WHERE id = $1`,
+      [id],
+      { prepared: true },
     );
     if (!row) return undefined;
-    if (this.cache.size > 10_000) this.cache.clear();
-    const entry = { ...row, readAt: Date.now() };
-    this.cache.set(id, entry);
-    return entry;
+    const date = (d: Date | string | null) => (d === null ? null : new Date(d));
+    return { id: row.id, appId: row.app_id, environment: row.environment, secretHash: row.secret_hash, revokedAt: date(row.revoked_at), expiresAt: date(row.expires_at), lastUsedAt: date(row.last_used_at), readAt: Date.now() };
   }
 
   /** Resolves the connect key of a pairing path to its app and environment. */

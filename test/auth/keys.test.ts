@@ -3,6 +3,7 @@ import { onEachDatabase, onPostgres } from "../helpers/databases.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 import { bearer, expectAccepted, expectError } from "../helpers/requests.js";
 import { tableCounts } from "../helpers/snapshot.js";
+import { watchingStatements } from "../helpers/statements.js";
 
 /** Key rotation (with its grace period), revocation, and secrets at rest. Time moves by the test clock, not by sleeping. */
 onEachDatabase("keys on $db.name", (db) => {
@@ -44,6 +45,30 @@ onEachDatabase("keys on $db.name", (db) => {
     expect(listed.filter((k) => k.kind === "app").map((k) => k.state).sort()).toEqual(["active", "expired"]);
     const current = listed.find((k) => k.kind === "app" && k.state === "active")!;
     expect(current.lastUsedAt).toBe(server.clock.now().toISOString());
+  });
+
+  it("50 checks at once of a key not read yet share one read of its row and one write of its last use; a minute on, 20 requests write it once more (the control)", async () => {
+    const app = await server.services.keys.createApp("Burst", "test");
+    let reads = 0;
+    let lastUsedWrites = 0;
+    const see = (text: string) => {
+      if (/FROM app_keys WHERE id = \$1/.test(text)) reads++;
+      if (/^UPDATE app_keys SET last_used_at/.test(text)) lastUsedWrites++;
+    };
+    await watchingStatements(server.db, see, async () => {
+      // As the auth middleware checks each request's key, all at once (HTTP requests arrive too spread out to overlap reliably).
+      const tenants = await Promise.all(Array.from({ length: 50 }, () => server.services.keys.verifyAppKey(app.appKey)));
+      expect(new Set(tenants.map((t) => `${t.appId} ${t.environment}`))).toEqual(new Set([`${app.appId} test`]));
+    });
+    expect({ reads, lastUsedWrites }).toEqual({ reads: 1, lastUsedWrites: 1 });
+    server.clock.advance(60);
+    await watchingStatements(server.db, see, async () => {
+      await Promise.all(Array.from({ length: 20 }, () => accepted(app.appKey)));
+    });
+    // The row is still cached (the test clock moved, not the wall clock), and last use is written once more.
+    expect({ reads, lastUsedWrites }).toEqual({ reads: 1, lastUsedWrites: 2 });
+    const listed = await server.services.keys.listKeys(app.appId);
+    expect(listed.find((k) => k.kind === "app")!.lastUsedAt).toBe(server.clock.now().toISOString());
   });
 
   it("a revoked app key stops at once and cannot be revoked or rotated again", async () => {
