@@ -33,7 +33,9 @@
  * and 3 run: pglite or postgres, default pglite), SVC_BENCH_SCENARIOS (default 1,2,3;
  * 4 comes with 1), SVC_BENCH_POSTGRES_URL (admin URL,
  * default postgres://postgres@127.0.0.1:5432/postgres; a scratch database is created
- * and dropped), SVC_BENCH_STRICT=1 (exit code 1 on a miss).
+ * and dropped), SVC_BENCH_HISTORY (finished runs of another app written into the database of 2 and 3
+ * and analysed before they run, as a deployment's database is after a while, default 20000; 0: a fresh
+ * database, as every measure before 2026-11-28's seventh part), SVC_BENCH_STRICT=1 (exit code 1 on a miss).
  */
 import http from "node:http";
 import os from "node:os";
@@ -42,7 +44,7 @@ import { performance } from "node:perf_hooks";
 import express from "express";
 import { post, stream, type StreamResult } from "./chat-client.js";
 import { startFloorRelay, startFloorWorker } from "./floor-relay.js";
-import { ownCpuMs, pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer, type BenchServer, type Child } from "./lib.js";
+import { ownCpuMs, pairMachine, percentile, removeTempDirs, scratchPostgres, seedHistory, spawnNode, spawnWorker, startBenchServer, type BenchServer, type Child } from "./lib.js";
 
 const SECONDS = Number(process.env.SVC_BENCH_SECONDS ?? 5);
 const CONCURRENCY = Number(process.env.SVC_BENCH_CONCURRENCY ?? 64);
@@ -50,6 +52,7 @@ const REQUESTS = Number(process.env.SVC_BENCH_REQUESTS ?? 300);
 const WARMUP_REQUESTS = 50;
 const TTFT_STREAMS = Number(process.env.SVC_BENCH_TTFT_STREAMS ?? 12);
 const STREAMS = Number(process.env.SVC_BENCH_STREAMS ?? 1000);
+const HISTORY_RUNS = Number(process.env.SVC_BENCH_HISTORY ?? 20_000);
 const SCENARIOS = new Set((process.env.SVC_BENCH_SCENARIOS ?? "1,2,3").split(","));
 const CHAT_DATABASE = process.env.SVC_BENCH_CHAT_DATABASE ?? "pglite";
 const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
@@ -320,6 +323,9 @@ async function main() {
     const chatServer = servers[CHAT_DATABASE];
     if (!chatServer) throw new Error(`SVC_BENCH_CHAT_DATABASE=${CHAT_DATABASE}: no such database here`);
 
+    // Steady state, as a deployment's database is after a while (SVC_BENCH_HISTORY=0: a fresh one, as before 2026-11-28's seventh part).
+    await seedHistory(chatServer.db, HISTORY_RUNS);
+    if (HISTORY_RUNS > 0) notes.push(`the database held ${HISTORY_RUNS} finished runs of another app, analysed, before the measures (SVC_BENCH_HISTORY)`);
     const home = await pairMachine(chatServer, USER, {
       runtimes: { ollama: false, llamacpp: false, lmstudio: false, claude: false, codex: false, openai: [{ name: "standin", url: `${standin}/v1` }] },
     });
