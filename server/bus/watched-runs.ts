@@ -36,7 +36,8 @@ export class WatchedRuns implements RemoteEvents {
     if (this.marking.has(runId)) return;
     this.marking.set(runId, null);
     const mark = () => {
-      this.sql.query(`UPDATE runs SET watched_elsewhere = true WHERE id = $1 AND NOT watched_elsewhere`, [runId], { prepared: true }).then(
+      // A finished run stores nothing more: read again (its history, say), it is not marked.
+      this.sql.query(`UPDATE runs SET watched_elsewhere = true WHERE id = $1 AND NOT watched_elsewhere AND finished_at IS NULL`, [runId], { prepared: true }).then(
         () => {
           if (!this.marking.has(runId)) return;
           this.marking.delete(runId);

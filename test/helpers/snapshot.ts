@@ -19,8 +19,8 @@ export async function tableCounts(db: Database): Promise<Record<string, number>>
   return counts;
 }
 
-/** Columns a live system rewrites on its own (leases renewed, heartbeats): not a change anyone made. */
-const VOLATILE_COLUMNS = ["lease_owner", "lease_expires_at", "last_heartbeat_at"];
+/** Columns a live system rewrites on its own (leases renewed, heartbeats, a run marked as read on another instance than its driver's): not a change anyone made. */
+const VOLATILE_COLUMNS = ["lease_owner", "lease_expires_at", "last_heartbeat_at", "watched_elsewhere"];
 
 /** Each database's tables and their columns (the schema does not change while a suite runs). */
 const tableColumns = new WeakMap<Database, Promise<Map<string, Set<string>>>>();

@@ -124,6 +124,11 @@ onPostgres("a run's events across instances on postgres", (postgres) => {
     const alone = await runOnB(script);
     expect(alone.onB.at(-1)!.event).toBe("run_completed");
     expect(await heard(alone.runId)).toEqual({ marked: false, announced: 0 });
+    // Its history read on A once it has finished: nothing more will be stored, so A does not mark it.
+    const history: SseFrame[] = [];
+    for await (const f of sseFrames(await a.fetch(`/v1/runs/${alone.runId}/events`, { headers: { ...headers(), "last-event-id": "0" } }))) history.push(f);
+    expect(history.map((f) => f.data)).toEqual(alone.onB.map((f) => f.data));
+    expect(await heard(alone.runId)).toEqual({ marked: false, announced: 0 });
 
     const across = await runAcross(script);
     expect(across.onA.map((f) => f.data)).toEqual(across.onB.map((f) => f.data));
