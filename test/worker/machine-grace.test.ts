@@ -138,6 +138,17 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
       });
     });
   const jobEvent = (ws: WebSocket, jobId: string, event: Record<string, unknown>) => ws.send(JSON.stringify(workerMessage("job_event", { jobId, event: event as never })));
+  /** A run of `u` on the test double, mid-turn: the double (connected with `token`) took its job and said `words`, which the stream has shown. */
+  async function midTurn(token: string, u: string, prompt: string, words: string) {
+    const taking = connectAndTakeJob(token);
+    await pollUntil(() => stateOfUser(u), (st) => st === "online", 10_000, "the double online");
+    const r = await startRun({ user: u, prompt, model: "m1" });
+    const job = await taking;
+    expect(job.jobId).not.toBeNull();
+    jobEvent(job.ws, job.jobId!, { type: "text_delta", text: words });
+    await pollUntil(async () => r.frames.some((f) => f.event === "text_delta"), (ok) => ok, 10_000, "the first words");
+    return { r, job };
+  }
   const requestsOf = (tag: string) => model.requests.filter((r) => JSON.stringify(r.messages).includes(tag)).length;
   const deltasOfLastTurn = (r: Reader) => {
     const turns = r.frames.filter((f) => f.event === "text_delta").map((f) => Number(f.data.turn));
@@ -333,13 +344,7 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
 
   it("the worker is back on a new connection while the server still holds its old, half-dead one: the new one replaces it and the run is taken over at once, not when the old socket finally closes", async () => {
     const m = await pairViaApi({ url: direct, fetch: (p, init) => fetch(`${direct}${p}`, init) }, keys, "roamer");
-    const old = connectAndTakeJob(m.token);
-    await pollUntil(() => stateOfUser("roamer"), (st) => st === "online", 10_000, "the double online");
-    const r = await startRun({ user: "roamer", prompt: "Roam", model: "m1" });
-    const a = await old;
-    expect(a.jobId).not.toBeNull();
-    jobEvent(a.ws, a.jobId!, { type: "text_delta", text: "Half a " });
-    await pollUntil(async () => r.frames.some((f) => f.event === "text_delta"), (ok) => ok, 10_000, "the first words");
+    const { r, job: a } = await midTurn(m.token, "roamer", "Roam", "Half a ");
     // The old connection goes deaf (its path from the server died; its heartbeats still arrive, so the server's
     // heartbeat timeout never ends it, and it never answers the server's close: ws gives up on that after 30 s).
     // The worker connects anew, and the new connection says hello.
@@ -416,13 +421,7 @@ onEachDatabase("a machine silent past the heartbeat timeout, on $db.name", (db) 
       releasedAt = Date.now();
     };
     try {
-      const first = connectAndTakeJob(m.token);
-      await pollUntil(() => stateOfUser("late-release"), (st) => st === "online", 10_000, "the double online");
-      const r = await startRun({ user: "late-release", prompt: "Late", model: "m1" });
-      const a = await first;
-      expect(a.jobId).not.toBeNull();
-      jobEvent(a.ws, a.jobId!, { type: "text_delta", text: "Half " });
-      await pollUntil(async () => r.frames.some((f) => f.event === "text_delta"), (ok) => ok, 10_000, "the first words");
+      const { r, job: a } = await midTurn(m.token, "late-release", "Late", "Half ");
       a.ws.terminate();
       const b = await connectAndTakeJob(m.token, 15_000);
       expect(b.jobId, "the turn dispatched again").not.toBeNull();
