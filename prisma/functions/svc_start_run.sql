@@ -16,6 +16,7 @@ DECLARE
   v_amount BIGINT := 0;
   v_window TEXT := p_period;
   request JSONB := p_request;
+  slots_changed BOOLEAN := false;
 BEGIN
   -- The user's row, locked against the user's other starts and overage pricing (which take the same lock). NO KEY
   -- UPDATE, not UPDATE: rows naming the user (another run's ledger rows, written meanwhile) check their key without
@@ -39,15 +40,19 @@ BEGIN
       RETURN QUERY SELECT 'reroute'::text, NULL::text, 'machines_elsewhere'::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;
       RETURN;
     END IF;
-    IF p_cap IS NOT NULL AND (
-      -- Active as routing counts them (svc_holds_slot).
-      (p_expect_free AND (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
-                           WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime AND svc_holds_slot(x.status, r.kind)) >= p_cap)
-      OR (NOT p_expect_free AND (SELECT COALESCE(sum(GREATEST(a.n - r.max_concurrent_jobs, 0)), 0) FROM runtimes r,
+    -- Active as routing counts them (svc_holds_slot). Two conditions, not one with both counts: PL/pgSQL keeps a
+    -- plan for each, where the one expression was planned again at every call (its custom plan, which drops the
+    -- branch not taken, always looked cheaper than a generic one: 0.25 ms of planning a start).
+    IF p_cap IS NOT NULL AND p_expect_free THEN
+      slots_changed := (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
+                         WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime AND svc_holds_slot(x.status, r.kind)) >= p_cap;
+    ELSIF p_cap IS NOT NULL THEN
+      slots_changed := (SELECT COALESCE(sum(GREATEST(a.n - r.max_concurrent_jobs, 0)), 0) FROM runtimes r,
              LATERAL (SELECT count(*) AS n FROM runs x WHERE x.machine_id = r.machine_id AND x.runtime_name = r.name
                         AND svc_holds_slot(x.status, r.kind)) a
-           WHERE r.machine_id = p_machine AND r.max_concurrent_jobs IS NOT NULL) >= p_queue_bound)
-    ) THEN
+           WHERE r.machine_id = p_machine AND r.max_concurrent_jobs IS NOT NULL) >= p_queue_bound;
+    END IF;
+    IF slots_changed THEN
       RETURN QUERY SELECT 'reroute'::text, NULL::text, 'slots_changed'::text, NULL::text, NULL::bigint, NULL::bigint, NULL::text, NULL::bigint, NULL::text;
       RETURN;
     END IF;
