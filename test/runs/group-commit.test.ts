@@ -8,6 +8,7 @@ import { watchingStatements } from "../helpers/statements.js";
 const STEP_STATEMENT = "jsonb_to_recordset($1::jsonb) AS x(run_id";
 import { ensureEndUser } from "../../server/users/end-users.js";
 import { randomId } from "../../server/crypto.js";
+import { RunWriter } from "../../server/runs/run-writer.js";
 
 describe("group commit", () => {
   it("gathers what arrives in one turn of the event loop into one write; a lone write still goes", async () => {
@@ -164,6 +165,44 @@ onEachDatabase("group commit on $db.name: svc/echo records and run steps", (db) 
       const lost = row.id === runs[7].id;
       expect(row).toMatchObject(lost ? { last_seq: 0, turns: 0, input_tokens: "0", events: 0, usage: 0 } : { last_seq: 1, turns: 1, input_tokens: "5", events: 1, usage: 1 });
     }
+  });
+
+  it.runIf(db.name === "postgres")("a run's steps written one at a time are planned once per connection, not at every write (the run ids hidden from the custom plans)", async () => {
+    const tenant = { appId: server.dev.appId, environment: "test" as const };
+    const endUserId = await ensureEndUser(server.db, tenant, "planned-once");
+    const id = randomId("run_", 24);
+    const instance = server.services.runStore.instance;
+    await server.db.query(
+      `INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, lease_owner, lease_expires_at, created_at) VALUES ($1, $2, 'test', $3, 'runs', 'm', '{}', 'running', $4, now() + interval '1 hour', now())`,
+      [id, tenant.appId, endUserId, instance],
+    );
+    // Other runs this instance drives, and statistics, as under load (in a table of a few rows any plan finds one run as cheaply).
+    await server.db.query(
+      `INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, lease_owner, lease_expires_at, created_at)
+       SELECT $1 || g, $2, 'test', $3, 'runs', 'm', '{}', 'running', $4, now() + interval '1 hour', now() FROM generate_series(1, 500) g`,
+      [`${id}_other_`, tenant.appId, endUserId, instance],
+    );
+    await server.db.query(`ANALYZE runs`);
+    // One connection, so its prepared statement's plans can be read; the writer's own statement, as the pool would send it.
+    const plans = await server.db.exclusive(0x5eed, async (session) => {
+      const writer = new RunWriter({ ...server.db, ...session }, instance);
+      for (let turn = 1; turn <= 12; turn++) {
+        const written = await writer.write(id, endUserId, new Date(), {
+          events: [{ seq: turn, kind: "text_delta", data: { kind: "text_delta", turn, text: `turn ${turn}` } }],
+          patch: { turns: turn, addInputTokens: 5, addOutputTokens: 3 },
+          usage: [{ cost_class: "user_hardware", kind: "tokens", input_tokens: 5, output_tokens: 3, amount_micros: 0, period: "2026-11", unique_key: `tokens:${id}:${turn}` }],
+        });
+        expect(written.owned).toBe(true);
+      }
+      return session.query<{ generic_plans: string; custom_plans: string }>(`SELECT generic_plans::text, custom_plans::text FROM pg_prepared_statements WHERE statement LIKE $1`, [`%${STEP_STATEMENT}%`]);
+    });
+    // Every step was written (the control)...
+    const [row] = await server.db.query<{ last_seq: number; usage: number }>(`SELECT last_seq, (SELECT count(*)::int FROM usage_rows u WHERE u.run_id = r.id) AS usage FROM runs r WHERE id = $1`, [id]);
+    expect(row).toEqual({ last_seq: 12, usage: 12 });
+    // ...and after Postgres's five custom plans, its generic plan served the rest (with the ids visible a one-run step's custom plan looked cheaper: planned at each of the 12).
+    expect(plans).toHaveLength(1);
+    expect(Number(plans[0].custom_plans)).toBeLessThanOrEqual(5);
+    expect(Number(plans[0].generic_plans)).toBeGreaterThanOrEqual(7);
   });
 
   it("one user's ledger steps written in one statement are priced as one after another would be (overage past a tokens allowance, rounded per row)", async () => {
