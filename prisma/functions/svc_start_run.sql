@@ -2,7 +2,10 @@ CREATE OR REPLACE FUNCTION "svc_start_run"(
   p_id TEXT, p_app TEXT, p_env "Environment", p_user TEXT, p_source TEXT, p_model TEXT, p_request JSONB,
   p_hash TEXT, p_repeat_since TIMESTAMPTZ, p_status "RunStatus", p_route TEXT, p_machine TEXT, p_runtime TEXT,
   p_lease_owner TEXT, p_lease_expires TIMESTAMPTZ, p_now TIMESTAMPTZ, p_cost "CostClass", p_period TEXT,
-  p_routed_on TEXT, p_cap INT, p_expect_free BOOLEAN, p_queue_bound INT
+  p_routed_on TEXT, p_cap INT, p_expect_free BOOLEAN, p_queue_bound INT,
+  -- The runtime's runs holding a slot as the caller counted them, in this transaction and under this user's lock (a
+  -- batch of starts, svc_start_runs, counts once and adds its own); NULL: counted here.
+  p_active BIGINT DEFAULT NULL
 ) RETURNS TABLE (outcome TEXT, run_id TEXT, run_status TEXT, run_model TEXT, allowance BIGINT, consumed BIGINT, unit TEXT, ceiling BIGINT, spend_period TEXT)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -44,8 +47,8 @@ BEGIN
     -- plan for each, where the one expression was planned again at every call (its custom plan, which drops the
     -- branch not taken, always looked cheaper than a generic one: 0.25 ms of planning a start).
     IF p_cap IS NOT NULL AND p_expect_free THEN
-      slots_changed := (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
-                         WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime AND svc_holds_slot(x.status, r.kind)) >= p_cap;
+      slots_changed := COALESCE(p_active, (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
+                         WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime AND svc_holds_slot(x.status, r.kind))) >= p_cap;
     ELSIF p_cap IS NOT NULL THEN
       slots_changed := (SELECT COALESCE(sum(GREATEST(a.n - r.max_concurrent_jobs, 0)), 0) FROM runtimes r,
              LATERAL (SELECT count(*) AS n FROM runs x WHERE x.machine_id = r.machine_id AND x.runtime_name = r.name

@@ -73,6 +73,16 @@ describe("SQL functions: one source each", () => {
       expect([...live.keys()].sort()).toEqual(functionNames());
     });
 
+    it("no function is defined twice (a changed parameter list makes another function: the old one is dropped first)", async () => {
+      const rows = await database.query<{ name: string; n: number }>(
+        `SELECT p.proname AS name, count(*)::int AS n FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+          WHERE n.nspname = 'public' AND p.proname LIKE 'svc\\_%' GROUP BY p.proname`,
+      );
+      // The control: the functions counted are the ones with source files.
+      expect(rows.map((r) => r.name).sort()).toEqual(functionNames().filter((name) => name.startsWith("svc_")));
+      expect(rows.filter((r) => r.n > 1)).toEqual([]);
+    });
+
     it("each live definition is the one its source file creates", async () => {
       for (const name of functionNames()) {
         expect(live.get(name), name).toBeDefined();

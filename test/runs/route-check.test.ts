@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { onEachDatabase } from "../helpers/databases.js";
 import { openDatabase, type Database } from "../../server/db/open.js";
-import { startRun, type RouteCheck, type StartRunOutcome } from "../../server/ledger/functions.js";
+import { startRun, startRuns, type RouteCheck, type StartRunArgs, type StartRunOutcome } from "../../server/ledger/functions.js";
 import { randomId } from "../../server/crypto.js";
 
 /**
@@ -57,13 +57,15 @@ onEachDatabase("svc_start_run checks the route it is given", (database) => {
     return { user, machineIds };
   }
 
+  const startArgs = (user: string, machineId: string, routedHere?: RouteCheck, runId = randomId("run_", 24)): StartRunArgs => ({
+    runId, appId: app, environment: "test", endUserId: user, source: "runs", model: "llama3", request: { prompt: "hi" }, requestHash: null, repeatSince: now,
+    status: "queued", routeKind: "user-hardware", machineId, runtime: "ollama", leaseOwner: routedHere?.instance ?? null, leaseExpiresAt: routedHere ? new Date(now.getTime() + 30_000) : null,
+    now, costClass: "user_hardware", period: now.toISOString().slice(0, 7), routedHere,
+  });
+
   async function start(user: string, machineId: string, routedHere?: RouteCheck): Promise<{ outcome: StartRunOutcome; written: number }> {
     const runId = randomId("run_", 24);
-    const outcome = await startRun(db, {
-      runId, appId: app, environment: "test", endUserId: user, source: "runs", model: "llama3", request: { prompt: "hi" }, requestHash: null, repeatSince: now,
-      status: "queued", routeKind: "user-hardware", machineId, runtime: "ollama", leaseOwner: routedHere?.instance ?? null, leaseExpiresAt: routedHere ? new Date(now.getTime() + 30_000) : null,
-      now, costClass: "user_hardware", period: now.toISOString().slice(0, 7), routedHere,
-    });
+    const outcome = await startRun(db, startArgs(user, machineId, routedHere, runId));
     const [{ n }] = await db.query<{ n: number }>(`SELECT (SELECT count(*) FROM runs WHERE id = $1) + (SELECT count(*) FROM usage_rows WHERE run_id = $1) AS n`, [runId]);
     return { outcome, written: Number(n) };
   }
@@ -111,5 +113,27 @@ onEachDatabase("svc_start_run checks the route it is given", (database) => {
 
     const { user: other, machineIds: [roomy] } = await userWith([{ instance: "inst_a", cap: 2, active: 1 }]);
     expect((await start(other, roomy, here({ cap: 2, expectFree: true }))).outcome.outcome).toBe("started");
+  });
+
+  it("a batch of starts counts a runtime's slots once and adds each start it makes: the starts past the cap are refused, as one by one; a run ended meanwhile is counted by the next batch", async () => {
+    const { user, machineIds: [m] } = await userWith([{ instance: "inst_a", cap: 5, active: 2 }]);
+    // One start routed from the rows in the middle (no check of its own): its run takes a slot all the same.
+    const batch = [here({ cap: 5 }), here({ cap: 5 }), undefined, here({ cap: 5 }), here({ cap: 5 })].map((check) => startArgs(user, m, check));
+    const outcomes = await startRuns(db, batch);
+    expect(outcomes.map((o) => (o.outcome === "reroute" ? o.run_status : o.outcome))).toEqual(["started", "started", "started", "slots_changed", "slots_changed"]);
+    const [{ n }] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM runs WHERE machine_id = $1 AND status IN ('queued', 'running')`, [m]);
+    expect(n).toBe(5);
+    // The same starts one by one decide the same (the control).
+    const { user: alone, machineIds: [m2] } = await userWith([{ instance: "inst_a", cap: 5, active: 2 }]);
+    const oneByOne: string[] = [];
+    for (const check of [here({ cap: 5 }), here({ cap: 5 }), undefined, here({ cap: 5 }), here({ cap: 5 })]) {
+      const o = (await start(alone, m2, check)).outcome;
+      oneByOne.push(o.outcome === "reroute" ? o.run_status! : o.outcome);
+    }
+    expect(oneByOne).toEqual(["started", "started", "started", "slots_changed", "slots_changed"]);
+    // Two runs end; the next batch counts again and takes their two slots.
+    await db.query(`UPDATE runs SET status = 'completed' WHERE id IN (SELECT id FROM runs WHERE machine_id = $1 AND status = 'running' LIMIT 2)`, [m]);
+    const next = await startRuns(db, [1, 2, 3].map(() => startArgs(user, m, here({ cap: 5 }))));
+    expect(next.map((o) => (o.outcome === "reroute" ? o.run_status : o.outcome))).toEqual(["started", "started", "slots_changed"]);
   });
 });
