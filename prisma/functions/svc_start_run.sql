@@ -47,8 +47,7 @@ BEGIN
     -- plan for each, where the one expression was planned again at every call (its custom plan, which drops the
     -- branch not taken, always looked cheaper than a generic one: 0.25 ms of planning a start).
     IF p_cap IS NOT NULL AND p_expect_free THEN
-      slots_changed := COALESCE(p_active, (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
-                         WHERE x.machine_id = p_machine AND x.runtime_name = p_runtime AND svc_holds_slot(x.status, r.kind))) >= p_cap;
+      slots_changed := COALESCE(p_active, svc_runtime_slots_taken(p_machine, p_runtime)) >= p_cap;
     ELSIF p_cap IS NOT NULL THEN
       slots_changed := (SELECT COALESCE(sum(GREATEST(a.n - r.max_concurrent_jobs, 0)), 0) FROM runtimes r,
              LATERAL (SELECT count(*) AS n FROM runs x WHERE x.machine_id = r.machine_id AND x.runtime_name = r.name

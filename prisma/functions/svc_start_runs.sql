@@ -35,9 +35,7 @@ BEGIN
         c_machine := s.p_machine;
         c_runtime := s.p_runtime;
         SELECT r.kind INTO c_kind FROM runtimes r WHERE r.machine_id = s.p_machine AND r.name = s.p_runtime;
-        -- As svc_start_run counts.
-        c_active := (SELECT count(*) FROM runs x JOIN runtimes r ON r.machine_id = x.machine_id AND r.name = x.runtime_name
-                      WHERE x.machine_id = s.p_machine AND x.runtime_name = s.p_runtime AND svc_holds_slot(x.status, r.kind));
+        c_active := svc_runtime_slots_taken(s.p_machine, s.p_runtime);
       END IF;
       v_active := c_active;
     END IF;
