@@ -512,9 +512,10 @@ export abstract class RunDriver {
         ? [own?.turnTimeoutMs ?? limits.turnTimeoutMs, "turn_timeout", "A model turn"]
         : [own?.runTimeoutMs ?? limits.agentRunTimeoutMs, "run_timeout", "The agent run"];
     // The job's deadline runs from when it is sent; one waiting for a slot has the queue's deadline instead.
-    const deadline = (after: number, why: RunStop) => {
+    // Its reason is made only if it passes (an Error captures a stack: made for every job, it cost 1-2 % of the service's CPU).
+    const deadline = (after: number, why: () => RunStop) => {
       if (timer) clearTimeout(timer);
-      timer = setTimeout(() => stop(why), after);
+      timer = setTimeout(() => stop(why()), after);
       timer.unref();
     };
     this.jobSent = false;
@@ -522,7 +523,7 @@ export abstract class RunDriver {
       this.jobSent = true;
       // A job taken back after a lost link keeps the deadline it had from its first sending.
       this.jobSentAt = resume?.sentAt ?? this.deps.clock.now().getTime();
-      deadline(Math.max(0, this.jobSentAt + ms - this.deps.clock.now().getTime()), new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
+      deadline(Math.max(0, this.jobSentAt + ms - this.deps.clock.now().getTime()), () => new RunStop(code, `${what} passed its deadline of ${Math.round(ms / 1000)} s ${this.run.route_kind === "service" ? "on svc/echo" : "on the user's machine"}; it was stopped.`));
     };
     /** When a queued job stops waiting: set when it first waits, the same when its place moves up. */
     let queuedUntil: string | null = null;
@@ -543,7 +544,7 @@ export abstract class RunDriver {
         void this.flush({ status: "queued" }).catch(() => {});
         // Moved up the queue: the same deadline as when it began to wait.
         if (moved) return;
-        deadline(waitMs, new RunStop("compute_busy", `The run waited ${Math.round(waitMs / 1000)} s (RUN_QUEUE_WAIT_SECONDS) for a free slot of ${runtime} on the user's machine, which stayed at its cap of ${cap}; retry later, or let the route fall back to another runtime or the app.`));
+        deadline(waitMs, () => new RunStop("compute_busy", `The run waited ${Math.round(waitMs / 1000)} s (RUN_QUEUE_WAIT_SECONDS) for a free slot of ${runtime} on the user's machine, which stayed at its cap of ${cap}; retry later, or let the route fall back to another runtime or the app.`));
       },
       onSent: () => {
         if (ended) return;

@@ -280,9 +280,10 @@ export class ModelRunDriver extends RunDriver {
     const granted: NewToolCall[] = [];
     let open = false;
     let nextDeadline = Infinity;
-    const waitOn = (deadlineAt: string, stop: RunStop) => {
+    // The reason is made only when the deadline has passed (an Error captures a stack).
+    const waitOn = (deadlineAt: string, stop: () => RunStop) => {
       const at = Date.parse(deadlineAt);
-      if (at <= now) throw stop;
+      if (at <= now) throw stop();
       nextDeadline = Math.min(nextDeadline, at);
       open = true;
     };
@@ -297,7 +298,7 @@ export class ModelRunDriver extends RunDriver {
         const a = inputs.approvals.get(approvalIdOf(call.id));
         if (!a) throw new RunStop("internal_error", `The approval of call ${call.id} is missing.`);
         if (!a.answered) {
-          waitOn(a.deadline_at, new RunStop("approval_timeout", `No decision on approval ${a.approval_id} (${name}) in time.`));
+          waitOn(a.deadline_at, () => new RunStop("approval_timeout", `No decision on approval ${a.approval_id} (${name}) in time.`));
           continue;
         }
         this.trace.approvalDone(a.approval_id, a.decision ?? "deny");
@@ -313,7 +314,7 @@ export class ModelRunDriver extends RunDriver {
         continue;
       }
       if (!tc.answered) {
-        waitOn(tc.deadline_at, new RunStop("tool_result_timeout", `No result for tool call ${call.id} (${name}) in time.`));
+        waitOn(tc.deadline_at, () => new RunStop("tool_result_timeout", `No result for tool call ${call.id} (${name}) in time.`));
         continue;
       }
       this.trace.toolDone(call.id, tc.result, tc.is_error === true);
