@@ -43,6 +43,13 @@ export interface DriverDeps {
  */
 export const DELTA_MERGE_CHARS = 16 * 1024;
 export const DELTA_WINDOW_MS = 25;
+/**
+ * A chat completion's deltas are relayed to its reader before they are stored (`relayFirst`), and a
+ * turn cut off is run again from its start (`turn_restarted`): storing them sooner keeps nothing more
+ * for anyone. They are written at most once per this window instead, a tenth of the statements for a
+ * long stream; a reader of the run's events on another instance sees its text up to this much later.
+ */
+export const RELAYED_DELTA_WINDOW_MS = 250;
 
 /** A read given up while the database is away (the driver goes on with what it knew). */
 class DatabaseAway extends Error {}
@@ -344,10 +351,10 @@ export abstract class RunDriver {
     this.flushSoon();
   }
 
-  /** Streamed events are written in batches: at once after a quiet spell, then at most once per `DELTA_WINDOW_MS`. */
+  /** Streamed events are written in batches: at once after a quiet spell, then at most once per `DELTA_WINDOW_MS` (`RELAYED_DELTA_WINDOW_MS` when relayed first). */
   protected flushSoon(): void {
     if (this.deltaTimer) return;
-    const wait = Math.max(0, this.lastDeltaFlush + DELTA_WINDOW_MS - performance.now());
+    const wait = Math.max(0, this.lastDeltaFlush + (this.relayFirst ? RELAYED_DELTA_WINDOW_MS : DELTA_WINDOW_MS) - performance.now());
     this.deltaTimer = setTimeout(() => {
       this.deltaTimer = null;
       this.lastDeltaFlush = performance.now();
