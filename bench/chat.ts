@@ -35,7 +35,9 @@
  * default postgres://postgres@127.0.0.1:5432/postgres; a scratch database is created
  * and dropped), SVC_BENCH_HISTORY (finished runs of another app written into the database of 2 and 3
  * and analysed before they run, as a deployment's database is after a while, default 20000; 0: a fresh
- * database, as every measure before 2026-11-28's seventh part), SVC_BENCH_STRICT=1 (exit code 1 on a miss).
+ * database, as every measure before 2026-11-28's seventh part), SVC_BENCH_STRICT=1 (exit code 1 on a miss),
+ * SVC_BENCH_PROFILE_WINDOWS=1 (each 1,000-stream part prints its window in the clock of a
+ * `node --cpu-prof` profile of this process, to read that part alone).
  */
 import http from "node:http";
 import os from "node:os";
@@ -254,7 +256,10 @@ interface Many {
 
 async function manyStreams(label: string, url: string, headers: Record<string, string>, body: string): Promise<Many> {
   process.stdout.write(`  ${label}: ${STREAMS} streams at once...\n`);
+  const from = process.hrtime.bigint() / 1000n;
   const r = await runLoad<{ results: StreamResult[]; wallMs: number }>({ mode: "streams", url, headers, body, count: STREAMS, timeoutMs: STREAMS_TIMEOUT_MS }, STREAMS_TIMEOUT_MS + 30_000);
+  // To read a `node --cpu-prof` profile of this process for this part only (its clock, µs).
+  if (process.env.SVC_BENCH_PROFILE_WINDOWS === "1") process.stdout.write(`    window in a --cpu-prof profile's clock (µs): ${from} ${process.hrtime.bigint() / 1000n}\n`);
   // Complete: all the text, however many chunks carried it (under load the worker sends pieces that reach it together in one).
   const completed = r.results.filter((x) => x.done && x.chars === PACED_CHARS && !x.error);
   const errors = [...new Set(r.results.filter((x) => x.error).map((x) => x.error!))].slice(0, 3);
