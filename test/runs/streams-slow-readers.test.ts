@@ -188,6 +188,34 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
     }
   });
 
+  it("a stream with nothing to send yet has its head at once; what comes after reaches it, and its end ends it", async () => {
+    const { runStore, runBus } = server.services;
+    const tenant = { appId: server.dev.appId, environment: "test" as const };
+    const endUserId = await ensureEndUser(server.db, tenant, "carol");
+    const runId = randomId("run_", 24);
+    await server.db.prisma.run.create({
+      data: { id: runId, ...tenant, endUserId, source: "runs", model: "stand-in", request: { prompt: "wait" }, status: "running", leaseOwner: runStore.instance, leaseExpiresAt: new Date(server.clock.now().getTime() + 3_600_000) },
+    });
+    let seq = 0;
+    const write = async (events: Omit<StoredEvent, "seq">[], patch?: Parameters<typeof runStore.write>[3]["patch"]) => {
+      const stored = events.map((e) => ({ ...e, seq: ++seq }));
+      expect(await runStore.write(runId, endUserId, server.clock.now(), { events: stored, patch })).toBe(true);
+      runBus.publish(runId, stored);
+    };
+    await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", costClass: "user_hardware", machineId: null, runtime: "stand-in", model: "stand-in" } }]);
+    // Re-attached after the one event there is: no frame to write, the head goes out on its own, at once.
+    const reader = new RawReader(server.url, `/v1/runs/${runId}/events`, { ...auth(), "last-event-id": "1" });
+    const head = await Promise.race([reader.head, new Promise<string>((_, reject) => setTimeout(() => reject(new Error("no head within 3 s")), 3_000))]);
+    expect(head).toMatch(/^HTTP\/1\.1 200 /);
+    expect(head.toLowerCase()).toContain("content-type: text/event-stream");
+    // Then the run goes on: its frames reach the reader, in order, and its end closes the stream.
+    await write([{ kind: "text_delta", data: { kind: "text_delta", turn: 1, text: "late" } }]);
+    await write([{ kind: "run_completed", data: { kind: "run_completed", output: "late", stopReason: "end_turn", usage: { inputTokens: 1, outputTokens: 1, costClass: "user_hardware", amountMicros: 0 } } }], { status: "completed", finished: true, output: "late", stopReason: "end_turn" });
+    const body = await reader.resume(15_000);
+    expect(frameIds(body)).toEqual([2, 3]);
+    expect(body).toContain('"text":"late"');
+  });
+
   it(`${SLOW_READERS} readers that never read a large run: memory stays bounded, each is closed as slow with a reason and re-attaches losing nothing; a reader beside them gets everything; catch-up waits for the socket`, async () => {
     const { runStore, runBus } = server.services;
     // A run leased to this instance, which the test drives as a run's driver does.
