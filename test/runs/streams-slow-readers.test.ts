@@ -148,6 +148,25 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
     return frames;
   }
 
+  /** A run leased to this instance, with its `run_started` stored, which the test drives as a run's driver does (`write`: stored, then published). */
+  async function leasedRun(user: string, prompt: string) {
+    const { runStore, runBus } = server.services;
+    const tenant = { appId: server.dev.appId, environment: "test" as const };
+    const endUserId = await ensureEndUser(server.db, tenant, user);
+    const runId = randomId("run_", 24);
+    await server.db.prisma.run.create({
+      data: { id: runId, ...tenant, endUserId, source: "runs", model: "stand-in", request: { prompt }, status: "running", leaseOwner: runStore.instance, leaseExpiresAt: new Date(server.clock.now().getTime() + 3_600_000) },
+    });
+    let seq = 0;
+    const write = async (events: Omit<StoredEvent, "seq">[], patch?: Parameters<typeof runStore.write>[3]["patch"]) => {
+      const stored = events.map((e) => ({ ...e, seq: ++seq }));
+      expect(await runStore.write(runId, endUserId, server.clock.now(), { events: stored, patch })).toBe(true);
+      runBus.publish(runId, stored);
+    };
+    await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", costClass: "user_hardware", machineId: null, runtime: "stand-in", model: "stand-in" } }]);
+    return { runId, endUserId, write, lastSeq: () => seq };
+  }
+
   it("re-attaching at or past the end of a finished run answers its final event again and closes at once; the SDK takes it as the run's end", async () => {
     const run = svc.runs.create({ user: "alice", prompt: "Hello" });
     const seen: RunEvent[] = [];
@@ -189,20 +208,7 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
   });
 
   it("a stream with nothing to send yet has its head at once; what comes after reaches it, and its end ends it", async () => {
-    const { runStore, runBus } = server.services;
-    const tenant = { appId: server.dev.appId, environment: "test" as const };
-    const endUserId = await ensureEndUser(server.db, tenant, "carol");
-    const runId = randomId("run_", 24);
-    await server.db.prisma.run.create({
-      data: { id: runId, ...tenant, endUserId, source: "runs", model: "stand-in", request: { prompt: "wait" }, status: "running", leaseOwner: runStore.instance, leaseExpiresAt: new Date(server.clock.now().getTime() + 3_600_000) },
-    });
-    let seq = 0;
-    const write = async (events: Omit<StoredEvent, "seq">[], patch?: Parameters<typeof runStore.write>[3]["patch"]) => {
-      const stored = events.map((e) => ({ ...e, seq: ++seq }));
-      expect(await runStore.write(runId, endUserId, server.clock.now(), { events: stored, patch })).toBe(true);
-      runBus.publish(runId, stored);
-    };
-    await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", costClass: "user_hardware", machineId: null, runtime: "stand-in", model: "stand-in" } }]);
+    const { runId, write } = await leasedRun("carol", "wait");
     // Re-attached after the one event there is: no frame to write, the head goes out on its own, at once.
     const reader = new RawReader(server.url, `/v1/runs/${runId}/events`, { ...auth(), "last-event-id": "1" });
     const head = await Promise.race([reader.head, new Promise<string>((_, reject) => setTimeout(() => reject(new Error("no head within 3 s")), 3_000))]);
@@ -217,21 +223,8 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
   });
 
   it(`${SLOW_READERS} readers that never read a large run: memory stays bounded, each is closed as slow with a reason and re-attaches losing nothing; a reader beside them gets everything; catch-up waits for the socket`, async () => {
-    const { runStore, runBus } = server.services;
     // A run leased to this instance, which the test drives as a run's driver does.
-    const tenant = { appId: server.dev.appId, environment: "test" as const };
-    const endUserId = await ensureEndUser(server.db, tenant, "bob");
-    const runId = randomId("run_", 24);
-    await server.db.prisma.run.create({
-      data: { id: runId, ...tenant, endUserId, source: "runs", model: "stand-in", request: { prompt: "a long answer" }, status: "running", leaseOwner: runStore.instance, leaseExpiresAt: new Date(server.clock.now().getTime() + 3_600_000) },
-    });
-    let seq = 0;
-    const write = async (events: Omit<StoredEvent, "seq">[], patch?: Parameters<typeof runStore.write>[3]["patch"]) => {
-      const stored = events.map((e) => ({ ...e, seq: ++seq }));
-      expect(await runStore.write(runId, endUserId, server.clock.now(), { events: stored, patch })).toBe(true);
-      runBus.publish(runId, stored);
-    };
-    await write([{ kind: "run_started", data: { kind: "run_started", runId, route: "user-hardware", costClass: "user_hardware", machineId: null, runtime: "stand-in", model: "stand-in" } }]);
+    const { runId, write, lastSeq } = await leasedRun("bob", "a long answer");
 
     const before = memory();
 
@@ -279,11 +272,11 @@ onEachDatabase("slow readers of a run's stream on $db.name", (db) => {
     }
     expect(closedAt).toBeGreaterThan(0);
     // A reader ahead of the live run (an id it never sent): it waits, then gets the run's end as it comes, and closes.
-    const ahead = server.fetch(`/v1/runs/${runId}/events`, { headers: { ...auth(), "last-event-id": String(seq + 10) }, signal: AbortSignal.timeout(30_000) }).then((r) => r.text());
+    const ahead = server.fetch(`/v1/runs/${runId}/events`, { headers: { ...auth(), "last-event-id": String(lastSeq() + 10) }, signal: AbortSignal.timeout(30_000) }).then((r) => r.text());
     await new Promise((r) => setTimeout(r, 200));
     const finalData = { kind: "run_completed" as const, output: "(long)", usage: { inputTokens: 1, outputTokens: deltas, costClass: "user_hardware" as const, amountMicros: 0 }, stopReason: "stop" };
     await write([{ kind: "run_completed", data: finalData }], { status: "completed", output: "(long)", finished: true });
-    const total = seq;
+    const total = lastSeq();
     expect(frameIds(await ahead)).toEqual([total]);
     expect(await normal).toEqual({ count: total, bytes: deltas * DELTA_BYTES });
 
