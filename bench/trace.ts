@@ -12,6 +12,8 @@
  * median and p99 under that load and how often it runs per run; prints the
  * window in the clock of a `node --cpu-prof` profile, to look at just that part.
  * SVC_TRACE_WORKER_PROF=<dir>: the worker process writes a --cpu-prof profile there.
+ * On Postgres both modes end with what the measured runs wrote: WAL bytes per run (and the WAL range, for
+ * `pg_waldump --stats=record`) and how much each index of `runs` grew per run.
  */
 import { performance } from "node:perf_hooks";
 import { sseFrames } from "../test/helpers/sse.js";
@@ -69,6 +71,34 @@ const body = JSON.stringify({ user: USER, prompt: "Plan my afternoon.", tools: T
 const med = (a: number[]) => percentile(a, 50);
 const f = (n: number) => n.toFixed(2).padStart(7);
 
+// ---------------------------------------------------------------- Postgres's writes
+
+/** The WAL position now and the size of each index of `runs` (Postgres only). */
+async function pgWrites(): Promise<{ lsn: string; indexes: Map<string, number> } | null> {
+  if (which !== "postgres") return null;
+  const [{ lsn }] = await server.db.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn");
+  const rows = await server.db.query<{ name: string; bytes: string }>(
+    "SELECT c.relname AS name, pg_relation_size(c.oid)::text AS bytes FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'runs'::regclass ORDER BY 1",
+  );
+  return { lsn, indexes: new Map(rows.map((r) => [r.name, Number(r.bytes)])) };
+}
+
+/**
+ * WAL bytes and `runs` index bytes per run since `before` (index sizes grow by 8 KB pages: measure a few hundred
+ * runs). The WAL range is printed for `pg_waldump --stats=record` (read it before the scratch database is dropped:
+ * the drop's checkpoint may recycle the segments).
+ */
+async function reportWrites(before: Awaited<ReturnType<typeof pgWrites>>, runs: number) {
+  const after = await pgWrites();
+  if (!before || !after || runs === 0) return;
+  const [{ bytes }] = await server.db.query<{ bytes: string }>("SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::text AS bytes", [after.lsn, before.lsn]);
+  const grown = [...after.indexes].map(([name, b]) => ({ name, perRun: (b - (before.indexes.get(name) ?? 0)) / runs }));
+  process.stdout.write(
+    `Postgres's writes per run (${runs} runs, WAL ${before.lsn} to ${after.lsn}): WAL ${(Number(bytes) / runs).toFixed(0)} bytes; the runs table's indexes grew ${grown.reduce((a, g) => a + g.perRun, 0).toFixed(0)} bytes:\n`,
+  );
+  for (const g of grown.sort((a, b) => b.perRun - a.perRun)) process.stdout.write(`  ${g.perRun.toFixed(0).padStart(6)} bytes  ${g.name}\n`);
+}
+
 // ---------------------------------------------------------------- one at a time
 
 /** Per round trip: the summed time of each step, and the gaps between stages. */
@@ -96,7 +126,9 @@ function account(rt: { t: number; what: string }[]) {
 }
 
 async function oneAtATime() {
+  let writes: Awaited<ReturnType<typeof pgWrites>> = null;
   for (let i = 0; i < RUNS; i++) {
+    if (i === WARMUP) writes = await pgWrites();
     const res = await fetch(`${server.url}/v1/runs`, { method: "POST", headers, body });
     const runId = res.headers.get("service-run-id");
     let origin = 0;
@@ -124,6 +156,7 @@ async function oneAtATime() {
   }
   process.stdout.write(`${which}, one run at a time, ${RUNS - WARMUP} runs after ${WARMUP} warm-up; per round trip, median ms (a step's calls summed; steps overlap):\n`);
   for (const [k, v] of [...perRoundTrip].sort((a, b) => med(b[1]) - med(a[1]))) process.stdout.write(`  ${f(med(v))}  in ${String(v.length).padStart(3)} round trips  ${k}\n`);
+  await reportWrites(writes, RUNS - WARMUP);
 }
 
 // ---------------------------------------------------------------- under load
@@ -163,6 +196,7 @@ async function underLoad(seconds: number) {
 async function load() {
   await underLoad(1);
   durations.clear();
+  const writes = await pgWrites();
   const from = process.hrtime.bigint() / 1000n;
   const { runs, elapsed, app } = await underLoad(SECONDS);
   const to = process.hrtime.bigint() / 1000n;
@@ -172,6 +206,7 @@ async function load() {
   const rows = [...durations].map(([k, v]) => ({ k, n: v.length / runs, m: med(v), p: percentile(v, 99), total: v.reduce((a, b) => a + b, 0) / runs }));
   for (const r of rows.sort((a, b) => b.total - a.total)) process.stdout.write(`  median ${f(r.m)}  p99 ${f(r.p)}  ${r.n.toFixed(2).padStart(6)}/run ${f(r.total)} ms/run  ${r.k}\n`);
   process.stdout.write(`window in a --cpu-prof profile's clock (µs): ${from} ${to}\n`);
+  await reportWrites(writes, runs);
 }
 
 try {

@@ -27,6 +27,13 @@ function schemaSql(): string {
   });
 }
 
+/**
+ * Migrations that say what Prisma's schema cannot (Prisma 6 has no partial indexes): applied after the schema's
+ * own SQL on the side the migrations are compared with, so the comparison still covers every other index. Each
+ * is named in prisma/schema.prisma beside the index it refines.
+ */
+const BEYOND_THE_SCHEMA = ["20261129005249_runs_partial_indexes"];
+
 describe("migrations", () => {
   let expectedSql: string;
   beforeAll(() => {
@@ -54,6 +61,7 @@ describe("migrations", () => {
     it("the committed migrations produce exactly the schema of prisma/schema.prisma", async () => {
       expect(await migrate(fromMigrations)).toEqual(readMigrations().map((m) => m.name));
       await fromSchema.exec(expectedSql);
+      for (const name of BEYOND_THE_SCHEMA) await fromSchema.exec(readMigrations().find((m) => m.name === name)!.sql);
       const got = await describeSchema(fromMigrations);
       const want = await describeSchema(fromSchema);
       expect(got.columns.length).toBeGreaterThan(100);
