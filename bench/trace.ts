@@ -12,6 +12,7 @@
  * median and p99 under that load and how often it runs per run; prints the
  * window in the clock of a `node --cpu-prof` profile, to look at just that part.
  * SVC_TRACE_WORKER_PROF=<dir>: the worker process writes a --cpu-prof profile there.
+ * SVC_TRACE_TOOLS=<n>: runs of n tool round trips (default 3), to see what grows with a run's length.
  * On Postgres both modes end with what the measured runs wrote: WAL bytes per run (and the WAL range, for
  * `pg_waldump --stats=record`) and how much each index of `runs` grew per run.
  */
@@ -28,7 +29,8 @@ const WARMUP = Math.min(10, Math.floor(RUNS / 3));
 const SECONDS = Number(process.env.SVC_TRACE_SECONDS ?? 5);
 const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const USER = "trace-user";
-const TOOLS = ["weather", "museums", "cafes"].map((name) => ({ name }));
+// SVC_TRACE_TOOLS=<n>: a run of n tool round trips (the stand-in calls the tools one after another), default 3.
+const TOOLS = Array.from({ length: Number(process.env.SVC_TRACE_TOOLS ?? 3) }, (_, i) => ({ name: ["weather", "museums", "cafes"][i] ?? `tool_${i + 1}` }));
 
 // ---------------------------------------------------------------- set-up
 

@@ -75,7 +75,7 @@ export class InstanceBeat {
     // The held machines and the time, taken together: a connection made here after them (its row's `connected_at` later) is not stray.
     const held = this.held();
     const rows = await this.sql.query<{ id: string }>(
-      `WITH me AS (INSERT INTO server_instances (id, started_at, alive_at, marks_watched_runs) VALUES ($1, $2, $2, true) ON CONFLICT (id) DO UPDATE SET alive_at = EXCLUDED.alive_at),
+      `WITH me AS (INSERT INTO server_instances (id, started_at, alive_at, marks_watched_runs, stores_run_messages) VALUES ($1, $2, $2, true, true) ON CONFLICT (id) DO UPDATE SET alive_at = EXCLUDED.alive_at),
             stray AS (UPDATE machines SET connected_instance = NULL WHERE connected_instance = $1 AND connected_at < $2 AND NOT (id = ANY ($3::text[])))
        SELECT h.id FROM unnest($3::text[]) AS h(id) LEFT JOIN machines m ON m.id = h.id WHERE m.id IS NULL OR m.revoked_at IS NOT NULL`,
       [this.instance, this.clock.now(), held],

@@ -48,6 +48,13 @@ export class ModelRunDriver extends RunDriver {
     const { request } = this.run;
     const opening: ChatMessage[] = [...(request.system ? [{ role: "system" as const, content: request.system }] : []), { role: "user", content: request.prompt }];
     let transcript: ChatMessage[] = this.run.transcript ?? opening;
+    // How many of its messages are stored (a run taken over: all it read); each write adds those after them.
+    let stored = this.run.transcript?.length ?? 0;
+    const added = () => {
+      const from = stored;
+      stored = transcript.length;
+      return { from, messages: transcript.slice(from) };
+    };
     let turns = this.run.turns;
     const last = transcript.at(-1);
     if (last?.role === "assistant" && last.tool_calls?.length) {
@@ -75,7 +82,8 @@ export class ModelRunDriver extends RunDriver {
       const calls: ChatToolCall[] = r.calls.map((c) => ({ id: randomId("call_", 20), type: "function", function: { name: c.name, arguments: c.arguments } }));
       transcript = [...transcript, { role: "assistant", content: r.text || null, ...(calls.length ? { tool_calls: calls } : {}) }];
       const { row } = this.usage(turn, r.usage.inputTokens, r.usage.outputTokens);
-      const patch = { turns, transcript, output: r.text, addInputTokens: r.usage.inputTokens, addOutputTokens: r.usage.outputTokens };
+      // Written in order, and a write that fails ends this driver: the next one adds from where this one ends.
+      const patch = { turns, transcript: added(), output: r.text, addInputTokens: r.usage.inputTokens, addOutputTokens: r.usage.outputTokens };
       if (calls.length === 0) return { output: r.text, stopReason: r.finishReason === "stop" ? "end_turn" : r.finishReason, patch, extra: { usage: [row] } };
       const { toolCalls, approvals } = this.announce(calls);
       await this.flush({ ...patch, status: "waiting" }, { usage: [row], toolCalls, approvals });

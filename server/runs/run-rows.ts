@@ -47,6 +47,7 @@ export interface RunRow {
   machine_id: string | null;
   runtime_name: string | null;
   turns: number;
+  /** The model conversation stored so far: the row's own (`runs.transcript`), else its `run_messages` in order; null: none yet. */
   transcript: ChatMessage[] | null;
   agent_state: AgentState | null;
   output: string | null;
@@ -99,7 +100,8 @@ export interface AgentState {
 export interface RunPatch {
   status?: Exclude<RunStatus, "handed_back">;
   turns?: number;
-  transcript?: ChatMessage[];
+  /** Messages added to the run's conversation: `messages[i]` is its message number `from + i` (`run_messages`, or the row's whole conversation: `run-writer.ts`). */
+  transcript?: { from: number; messages: ChatMessage[] };
   agentState?: AgentState;
   output?: string;
   addInputTokens?: number;

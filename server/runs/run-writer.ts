@@ -129,7 +129,7 @@ export class RunWriter {
         last_seq: w.events?.at(-1)?.seq ?? null,
         status: p.status ?? null,
         turns: p.turns ?? null,
-        transcript: p.transcript ?? null,
+        transcript_add: p.transcript?.messages.length ? p.transcript.messages.map((message, i) => ({ n: p.transcript!.from + i, message })) : null,
         agent_state: p.agentState ?? null,
         output: p.output ?? null,
         add_in: p.addInputTokens ?? 0,
@@ -157,6 +157,10 @@ export class RunWriter {
 
 const writtenOf = (owned: Map<string, boolean>, runId: string): Written => ({ owned: owned.has(runId), streamed: owned.get(runId) === true });
 
+/** True while an instance of a version without `mark` (a column of `server_instances`) is alive: a rolling upgrade's older instances. */
+const unmarked = (mark: string) =>
+  `EXISTS (SELECT 1 FROM server_instances si WHERE NOT si.${mark} AND si.alive_at > $3::timestamptz - interval '${UNMARKED_INSTANCE_ALIVE_SECONDS} seconds')`;
+
 /**
  * The statement writing a batch of steps ($1 the steps as JSON, $2 this instance, $3 now, $4 the run ids).
  * `bus`: a run's events go to the run bus, published once this commits; the statement keeps the step's
@@ -175,7 +179,7 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
   // at a time. The mark is an UPDATE of the run's row, which `o` locks: a mark committed before this statement locked the
   // row is seen here (read committed reads a locked row's latest version), and one after it waits for this commit, then its
   // reader reads what this stored. While an instance of a version before the marks is alive, every step is announced.
-  const announced = `(o.watched_elsewhere OR EXISTS (SELECT 1 FROM server_instances si WHERE NOT si.marks_watched_runs AND si.alive_at > $3::timestamptz - interval '${UNMARKED_INSTANCE_ALIVE_SECONDS} seconds'))`;
+  const announced = `(o.watched_elsewhere OR ${unmarked("marks_watched_runs")})`;
   const notify = kind === "postgres" ? `(SELECT pg_notify('${RUN_EVENT_CHANNEL}', ${payload}) FROM r WHERE r.id = o.id AND r.events IS NOT NULL AND NOT r.streamed AND ${announced})` : "NULL";
   const streamed = bus ? "(o.events_in_stream OR o.stored_seq = 0)" : "false";
   // `ANY((SELECT $4))`, not `ANY($4)`: a custom plan (one made for the values given) saw a step of one run as cheaper
@@ -183,7 +187,7 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
   // of the writes under 1,000 streams, all of them one run at a time). Hidden from both, the generic plan is kept.
   // Its rows are still found by their key (an index condition on the sub-select's value).
   return `WITH x AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript jsonb, agent_state jsonb, output text,
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript_add jsonb, agent_state jsonb, output text,
            add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, pause jsonb, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq, events_in_stream, watched_elsewhere FROM runs
               WHERE id = ANY((SELECT $4::text[])::text[]) AND lease_owner = $2 ORDER BY id FOR NO KEY UPDATE),
@@ -199,6 +203,9 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
          SELECT r.id, r.app_id, r.environment, a.approval_id, a.kind, a.request, a.deadline_at, $3
            FROM r, jsonb_to_recordset(r.approvals) AS a(approval_id text, kind text, request jsonb, deadline_at timestamptz)
          ON CONFLICT DO NOTHING RETURNING 1),
+       tm AS (INSERT INTO run_messages (run_id, app_id, environment, n, message)
+         SELECT r.id, r.app_id, r.environment, t.n, t.message FROM r, jsonb_to_recordset(r.transcript_add) AS t(n int, message jsonb)
+         ON CONFLICT DO NOTHING RETURNING 1),
        -- In order (the statement's steps, each step's rows): svc_overage_micros is VOLATILE, so each call sees the rows this
        -- statement inserted before it (SPI's read-write visibility), and a user's rows are priced as one after another.
        ur AS (INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, amount_micros, period, unique_key, created_at)
@@ -213,7 +220,10 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
            -- Paused since the write that paused it; any other status written ends the pause.
            paused_at = CASE WHEN r.status = 'paused' THEN COALESCE(runs.paused_at, $3) WHEN r.status IS NOT NULL THEN NULL ELSE runs.paused_at END,
            turns = COALESCE(r.turns, runs.turns),
-           transcript = COALESCE(r.transcript, runs.transcript),
+           -- The whole conversation on the row too only for a run that has it there already, or while an instance of a
+           -- version before run_messages is alive (it reads it there): svc_transcript_append adds the messages it lacks.
+           transcript = CASE WHEN r.transcript_add IS NULL OR (runs.transcript IS NULL AND NOT ${unmarked("stores_run_messages")}) THEN runs.transcript
+             ELSE svc_transcript_append(COALESCE(runs.transcript, (SELECT jsonb_agg(m.message ORDER BY m.n) FROM run_messages m WHERE m.run_id = runs.id)), r.transcript_add) END,
            agent_state = COALESCE(r.agent_state, runs.agent_state),
            output = COALESCE(r.output, runs.output),
            input_tokens = runs.input_tokens + r.add_in,

@@ -35,7 +35,14 @@ const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_
 /** On the run bus the answer's statement names the run's driver instead, and the wake goes to that instance alone (`RunStream.signal`). */
 const DRIVER_OF_RUN = `CASE WHEN $9::text IS NOT NULL THEN (SELECT lease_owner FROM runs WHERE id = $1) END AS owner`;
 
-const RUN_COLUMNS = `id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at`;
+/**
+ * A `RunRow`'s columns of `runs`, for a statement's RETURNING: the conversation is the row's own when it has one
+ * (a run begun before `run_messages`, or while an instance of a version before it was alive), else its messages.
+ */
+const RETURNED_RUN = "id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at"
+  .split(", ")
+  .map((c) => (c === "transcript" ? `COALESCE(runs.transcript, (SELECT jsonb_agg(m.message ORDER BY m.n) FROM run_messages m WHERE m.run_id = runs.id)) AS transcript` : `runs.${c}`))
+  .join(", ");
 
 export class RunStore {
   private readonly writer: RunWriter;
@@ -84,7 +91,7 @@ export class RunStore {
           AND runs.status IN (${ACTIVE_STATUSES_SQL})
           AND (runs.lease_owner IS NULL OR runs.lease_expires_at IS NULL OR runs.lease_expires_at < $2 OR runs.lease_owner = $1)
           ${runId ? "AND runs.id = $4" : "AND (runs.lease_owner IS DISTINCT FROM $1 OR runs.lease_expires_at < $2)"}
-      RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}`,
+      RETURNING ${RETURNED_RUN}`,
       runId ? [this.instance, now, until, runId] : [this.instance, now, until],
       { prepared: true },
     );
@@ -126,7 +133,7 @@ export class RunStore {
           FOR UPDATE OF r SKIP LOCKED)
        UPDATE runs SET lease_owner = $1, lease_expires_at = $3 FROM o
         WHERE runs.id = o.id AND (runs.lease_expires_at IS NULL OR runs.lease_expires_at < $4)
-      RETURNING ${RUN_COLUMNS.split(", ").map((c) => `runs.${c}`).join(", ")}, o.machine_removed`,
+      RETURNING ${RETURNED_RUN}, o.machine_removed`,
       [this.instance, before, until, now],
       { prepared: true },
     );

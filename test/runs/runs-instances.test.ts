@@ -331,6 +331,14 @@ for (const bus of BUSES) {
       expect(toolSaid(all.at(-1)!.data.output)).toEqual({ tool: "news", temp: 21 });
       // Three model turns in all: the one before the kill was not run again.
       expect(requestsOf(tag)).toHaveLength(3);
+      // Y sent the model the whole conversation it read back, a row a message: the prompt, the call and its result, then the next.
+      expect(requestsOf(tag).map((r) => (r.messages as { role: string }[]).map((m) => m.role).join(" "))).toEqual(["user", "user assistant tool", "user assistant tool assistant tool"]);
+      const conversation = await withClient(databaseUrl, (c) => c.query<{ n: number; role: string; column: unknown }>(
+        "SELECT m.n, m.message->>'role' AS role, r.transcript AS column FROM run_messages m JOIN runs r ON r.id = m.run_id WHERE m.run_id = $1 ORDER BY m.n",
+        [runId],
+      ));
+      expect(conversation.rows.map((m) => `${m.n} ${m.role}`)).toEqual(["0 user", "1 assistant", "2 tool", "3 assistant", "4 tool", "5 assistant"]);
+      expect(conversation.rows.every((m) => m.column === null)).toBe(true);
       expect(claimedBy(y, runId)).toEqual([expect.objectContaining({ resumed: true })]);
       // Reconnected once, through the balancer, to Y.
       expect((w.stdout.match(/✓ Connected/g) ?? []).length).toBe(2);
