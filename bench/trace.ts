@@ -12,10 +12,12 @@
  * median and p99 under that load and how often it runs per run; prints the
  * window in the clock of a `node --cpu-prof` profile, to look at just that part.
  * SVC_TRACE_WORKER_PROF=<dir>: the worker process writes a --cpu-prof profile there.
- * SVC_TRACE_TOOLS=<n>: runs of n tool round trips (default 3), to see what grows with a run's length.
+ * SVC_TRACE_TOOLS=<n>: runs of n tool round trips (default 3), to see what grows with a run's length;
+ * SVC_TRACE_RESULT_BYTES=<n>: each tool result with n bytes of random text (default: `{ok: true}`).
  * On Postgres both modes end with what the measured runs wrote: WAL bytes per run (and the WAL range, for
  * `pg_waldump --stats=record`) and how much each index of `runs` grew per run.
  */
+import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { sseFrames } from "../test/helpers/sse.js";
 import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer } from "./lib.js";
@@ -29,6 +31,9 @@ const WARMUP = Math.min(10, Math.floor(RUNS / 3));
 const SECONDS = Number(process.env.SVC_TRACE_SECONDS ?? 5);
 const POSTGRES_URL = process.env.SVC_BENCH_POSTGRES_URL ?? process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";
 const USER = "trace-user";
+// SVC_TRACE_RESULT_BYTES=<n>: each tool result carries n bytes of random text (a page, a file: what real tools return), default none.
+const RESULT_BYTES = Number(process.env.SVC_TRACE_RESULT_BYTES ?? 0);
+const toolResult = () => (RESULT_BYTES > 0 ? { ok: true, data: randomBytes(Math.ceil((RESULT_BYTES * 3) / 4)).toString("base64").slice(0, RESULT_BYTES) } : { ok: true });
 // SVC_TRACE_TOOLS=<n>: a run of n tool round trips (the stand-in calls the tools one after another), default 3.
 const TOOLS = Array.from({ length: Number(process.env.SVC_TRACE_TOOLS ?? 3) }, (_, i) => ({ name: ["weather", "museums", "cafes"][i] ?? `tool_${i + 1}` }));
 
@@ -150,7 +155,7 @@ async function oneAtATime() {
         marks.length = 0;
         origin = performance.now();
         mark("app: result ready, POST tool_result");
-        const r = await fetch(`${server.url}/v1/runs/${runId}/tool_result`, { method: "POST", headers, body: JSON.stringify({ callId: frame.data.callId, result: { ok: true } }) });
+        const r = await fetch(`${server.url}/v1/runs/${runId}/tool_result`, { method: "POST", headers, body: JSON.stringify({ callId: frame.data.callId, result: toolResult() }) });
         await r.arrayBuffer();
         mark(`app: tool_result answered ${r.status}`);
       }
@@ -181,7 +186,7 @@ async function underLoad(seconds: number) {
           if ((frame.event === "tool_call" || frame.event === "run_completed") && ready) app["round trip"].push(performance.now() - ready);
           if (frame.event === "tool_call") {
             const p0 = (ready = performance.now());
-            const post = fetch(`${server.url}/v1/runs/${runId}/tool_result`, { method: "POST", headers, body: JSON.stringify({ callId: frame.data.callId, result: { ok: true } }) });
+            const post = fetch(`${server.url}/v1/runs/${runId}/tool_result`, { method: "POST", headers, body: JSON.stringify({ callId: frame.data.callId, result: toolResult() }) });
             posts.push(post.then((r) => r.arrayBuffer()).then(() => app["POST tool_result answered"].push(performance.now() - p0)));
           }
         }
