@@ -366,13 +366,12 @@ export function parseFrame<S extends z.ZodTypeAny>(catalog: S, data: string): { 
 /** Whether `o` is a plain JSON object with exactly the keys `required`, plus any of `optional`, and no other. */
 function hasKeys(o: unknown, required: readonly string[], optional: readonly string[] = []): o is Record<string, unknown> {
   if (typeof o !== "object" || o === null || Array.isArray(o)) return false;
-  let n = 0;
+  // Every key one of those named (so never more of them than named), then each required one there.
   for (const k in o) {
     if (!Object.hasOwn(o, k)) return false;
     if (!required.includes(k) && !optional.includes(k)) return false;
-    n++;
   }
-  return required.every((k) => Object.hasOwn(o, k)) && n <= required.length + optional.length;
+  return required.every((k) => Object.hasOwn(o, k));
 }
 
 /**
