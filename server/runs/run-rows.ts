@@ -7,6 +7,9 @@ export const ACTIVE_STATUSES = ["queued", "running", "waiting", "paused"] as con
 /** The same, as an SQL list. */
 export const ACTIVE_STATUSES_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(", ");
 
+/** A run's model conversation as stored, in a statement on `runs`: the row's own when it has one (a run begun before `run_messages`, or while an instance of a version before it was alive), else its messages in order. */
+export const STORED_CONVERSATION_SQL = `COALESCE(runs.transcript, (SELECT jsonb_agg(m.message ORDER BY m.n) FROM run_messages m WHERE m.run_id = runs.id))`;
+
 /** Which endpoint started a run: `runs` (the agent loop), or `chat` / `responses` (one model turn, the caller owns the loop). */
 export type RunSource = "runs" | "chat" | "responses";
 

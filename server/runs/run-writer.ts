@@ -1,6 +1,6 @@
 import type { Database } from "../db/open.js";
 import { overageMicrosSql } from "../ledger/functions.js";
-import type { Writes } from "./run-rows.js";
+import { STORED_CONVERSATION_SQL, type Writes } from "./run-rows.js";
 import { NOTICE_EVENTS_BYTES } from "./notices.js";
 import { UNMARKED_INSTANCE_ALIVE_SECONDS } from "../bus/watched-runs.js";
 
@@ -223,7 +223,7 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
            -- The whole conversation on the row too only for a run that has it there already, or while an instance of a
            -- version before run_messages is alive (it reads it there): svc_transcript_append adds the messages it lacks.
            transcript = CASE WHEN r.transcript_add IS NULL OR (runs.transcript IS NULL AND NOT ${unmarked("stores_run_messages")}) THEN runs.transcript
-             ELSE svc_transcript_append(COALESCE(runs.transcript, (SELECT jsonb_agg(m.message ORDER BY m.n) FROM run_messages m WHERE m.run_id = runs.id)), r.transcript_add) END,
+             ELSE svc_transcript_append(${STORED_CONVERSATION_SQL}, r.transcript_add) END,
            agent_state = COALESCE(r.agent_state, runs.agent_state),
            output = COALESCE(r.output, runs.output),
            input_tokens = runs.input_tokens + r.add_in,

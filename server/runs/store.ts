@@ -6,7 +6,7 @@ import { readLimits, type Limit, type LimitsRead } from "./limits.js";
 import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
 import type { RunStream } from "../bus/run-stream.js";
 import { StreamedEvents } from "../bus/streamed-events.js";
-import { ACTIVE_STATUSES_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
+import { ACTIVE_STATUSES_SQL, STORED_CONVERSATION_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
 
 /**
  * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
@@ -36,12 +36,11 @@ const WAKE_DRIVER = `CASE WHEN $9::text IS NOT NULL THEN pg_notify('${RUN_INPUT_
 const DRIVER_OF_RUN = `CASE WHEN $9::text IS NOT NULL THEN (SELECT lease_owner FROM runs WHERE id = $1) END AS owner`;
 
 /**
- * A `RunRow`'s columns of `runs`, for a statement's RETURNING: the conversation is the row's own when it has one
- * (a run begun before `run_messages`, or while an instance of a version before it was alive), else its messages.
+ * A `RunRow`'s columns of `runs`, for a statement's RETURNING, the conversation as stored (`STORED_CONVERSATION_SQL`).
  */
 const RETURNED_RUN = "id, source, app_id, environment, end_user_id, model, request, status, route_kind, machine_id, runtime_name, turns, transcript, agent_state, output, input_tokens, output_tokens, last_seq, cancel_requested_at, cancel_reason, paused_at"
   .split(", ")
-  .map((c) => (c === "transcript" ? `COALESCE(runs.transcript, (SELECT jsonb_agg(m.message ORDER BY m.n) FROM run_messages m WHERE m.run_id = runs.id)) AS transcript` : `runs.${c}`))
+  .map((c) => (c === "transcript" ? `${STORED_CONVERSATION_SQL} AS transcript` : `runs.${c}`))
   .join(", ");
 
 export class RunStore {
