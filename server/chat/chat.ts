@@ -136,17 +136,20 @@ export class ChatService {
     const usage = { inputTokens: countWords(body.messages.map((m) => (typeof m.content === "string" ? m.content : "")).join(" ")), outputTokens: countWords(text) };
     const endUserId = await ensureEndUser(this.db, tenant, body.user);
     // A repeat (same Idempotency-Key) is answered again, not recorded again.
-    if (!replayRunId) await this.echoRecords.add({
-      id: runId,
-      app_id: tenant.appId,
-      environment: tenant.environment,
-      end_user_id: endUserId,
-      output: text,
-      input_tokens: usage.inputTokens,
-      output_tokens: usage.outputTokens,
-      created_at: now.toISOString(),
-      period: periodOf(now),
-    });
+    if (!replayRunId) {
+      await this.echoRecords.add({
+        id: runId,
+        app_id: tenant.appId,
+        environment: tenant.environment,
+        end_user_id: endUserId,
+        output: text,
+        input_tokens: usage.inputTokens,
+        output_tokens: usage.outputTokens,
+        created_at: now.toISOString(),
+        period: periodOf(now),
+      });
+      this.runs.ended("completed", null);
+    }
     res.setHeader("Service-Run-Id", runId);
     const head: CompletionHead = { id: `chatcmpl-${runId.slice(4)}`, created: Math.floor(now.getTime() / 1000), model: ECHO_MODEL };
     const events: StoredEvent[] = [

@@ -1,5 +1,6 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Database } from "../db/open.js";
+import { ACTIVE_STATUSES_SQL } from "../runs/run-rows.js";
 
 /** What the scrape-time gauges read: this instance's live state, and the shared database. */
 export interface MetricSources {
@@ -11,6 +12,13 @@ export interface MetricSources {
 }
 
 export type WebhookOutcome = "delivered" | "retrying" | "failed";
+
+/**
+ * The active runs by status and route kind: counted at each scrape through the index that holds active runs only
+ * (`runs_status_lease_expires_at_idx`, partial). Runs that ended are counted as they end (`svc_runs_finished_total`),
+ * not at the scrape: counting them read every run ever made at every scrape of every instance.
+ */
+export const ACTIVE_RUNS_COUNT_SQL = `SELECT status::text AS status, coalesce(route_kind, 'none') AS route_kind, count(*)::int AS n FROM runs WHERE status IN (${ACTIVE_STATUSES_SQL}) GROUP BY 1, 2`;
 
 /** How a run's route was chosen: in memory from the machines held here, from the rows, or again from the rows after the start's statement refused the first choice. */
 export type RoutedBy = "memory" | "rows" | "rerouted";
@@ -27,6 +35,7 @@ export class Metrics {
   private readonly latency: Histogram<"method" | "route" | "status">;
   private readonly webhooks: Counter<"outcome">;
   private readonly routes: Counter<"how">;
+  private readonly finished: Counter<"status" | "route_kind">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -48,18 +57,22 @@ export class Metrics {
       registers,
     });
     for (const how of ["memory", "rows", "rerouted"]) this.routes.inc({ how }, 0);
+    this.finished = new Counter({
+      name: "svc_runs_finished_total",
+      help: "Runs that ended on this instance, by status (completed, failed, cancelled: ended by their driver here; handed_back: handed to the app at their start here) and route kind (none: not routed). Sum over instances for the deployment's.",
+      labelNames: ["status", "route_kind"],
+      registers,
+    });
 
     new Gauge({ name: "svc_open_streams", help: "Event streams (SSE: runs, re-attaches, streamed chat completions) open on this instance.", registers, collect() { this.set(sources.openStreams()); } });
     new Gauge({ name: "svc_machines_online", help: "Machines whose worker connection (hello said) is held by this instance.", registers, collect() { this.set(sources.machinesOnline()); } });
     new Gauge({
       name: "svc_runs",
-      help: "Runs in the database (all instances), by status and route kind (none: not routed), counted at scrape time.",
+      help: "Active runs in the database (all instances: queued, running, waiting, paused), by status and route kind (none: not routed), counted at scrape time. Ended runs: svc_runs_finished_total.",
       labelNames: ["status", "route_kind"],
       registers,
       async collect() {
-        const rows = await sources.db
-          .query<{ status: string; route_kind: string; n: number }>(`SELECT status::text AS status, coalesce(route_kind, 'none') AS route_kind, count(*)::int AS n FROM runs GROUP BY 1, 2`)
-          .catch(() => null);
+        const rows = await sources.db.query<{ status: string; route_kind: string; n: number }>(ACTIVE_RUNS_COUNT_SQL).catch(() => null);
         this.reset();
         for (const r of rows ?? []) this.set({ status: r.status, route_kind: r.route_kind }, Number(r.n));
       },
@@ -101,6 +114,10 @@ export class Metrics {
 
   routed(how: RoutedBy): void {
     this.routes.inc({ how });
+  }
+
+  runEnded(status: string, routeKind: string | null): void {
+    this.finished.inc({ status, route_kind: routeKind ?? "none" });
   }
 
   /** The text exposition and its content type. */

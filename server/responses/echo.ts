@@ -31,6 +31,8 @@ export class EchoResponder {
   constructor(
     private readonly db: Database,
     private readonly clock: Clock,
+    /** Told of each answer recorded (its run ended completed: the metrics' `svc_runs_finished_total`). */
+    private readonly recorded: () => void = () => {},
   ) {
     this.records = new GroupCommit((records) => recordEchoes(this.db, records));
   }
@@ -65,6 +67,7 @@ export class EchoResponder {
         source: "responses",
         request: { prompt: "", model: ECHO_MODEL, responses: { ...record, final } },
       });
+      this.recorded();
     }
     res.setHeader("Service-Run-Id", `run_${final.id.slice(5)}`);
     if (!stream) return final;

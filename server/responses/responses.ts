@@ -71,7 +71,7 @@ export class ResponsesService {
     private readonly log: Logger,
     private readonly retentionDays: number = DEFAULT_RESPONSE_RETENTION_DAYS,
   ) {
-    this.echo = new EchoResponder(db, clock);
+    this.echo = new EchoResponder(db, clock, () => runs.ended("completed", null));
   }
 
   /** Now on the service's clock, in epoch seconds (a response's times). */

@@ -36,6 +36,8 @@ export interface EngineOptions {
   limits?: RunLimitsConfig;
   /** Told when a pass meets the database unreachable: the outage is logged once, not once a second. */
   outage?: DatabaseOutage;
+  /** Told when a run driven here ended, once its end is stored (the metrics' `svc_runs_finished_total`). */
+  ended?: (status: string, routeKind: string | null) => void;
 }
 
 /**
@@ -64,7 +66,7 @@ export class RunEngine {
     private readonly log: Logger,
     private readonly options: EngineOptions,
   ) {
-    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 10_000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS, outage: options.outage };
+    this.deps = { store, bus, hub, echo: new EchoRuntime(), clock, log, pollMs: options.pollMs ?? 10_000, facts: options.facts, limits: options.limits ?? DEFAULT_RUN_LIMITS, outage: options.outage, ended: options.ended };
   }
 
   get instance(): string {

@@ -77,6 +77,8 @@ export class RunService {
     private readonly queueBound: number = 100,
     /** Told how each started run's route was chosen (the metrics' `svc_run_routes_total`). */
     private readonly onRouted: (how: RoutedBy) => void = () => {},
+    /** Told of each run that ended here without a driver: handed to the app at its start, or a `svc/echo` answer (the metrics' `svc_runs_finished_total`; runs driven here are told by the engine). */
+    private readonly onEnded: (status: string, routeKind: string | null) => void = () => {},
   ) {
     this.budgets = new RunBudgets(db, engine);
     this.starts = new RunStarts(db);
@@ -84,6 +86,11 @@ export class RunService {
 
   private readonly budgets: RunBudgets;
   private readonly starts: RunStarts;
+
+  /** A run that ended here without a driver (handed back at its start, a `svc/echo` answer recorded whole). */
+  ended(status: string, routeKind: string | null): void {
+    this.onEnded(status, routeKind);
+  }
 
   /** Why nothing on the user's machines took the run, in words that say what is true (`route-refusals.ts`). */
   whyNoRoute(tenant: Tenant, endUserId: string, user: string, model: string, prefer: RouteKind[]): Promise<string> {
@@ -193,7 +200,10 @@ export class RunService {
     // Nothing can pause this run (no ceiling, no tokens allowance, no budget): its driver here need not look between turns.
     if (r.ceiling === null && !(r.unit === "tokens" && r.allowance !== null) && !request.budget) request.unlimited = true;
     if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
-    if (app) return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now, busy };
+    if (app) {
+      this.ended("handed_back", "app");
+      return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now, busy };
+    }
     if (local) this.engine.drive(newRunRow(runId, tenant, endUser.id, spec.source, model, request, route), true);
     else await this.engine.announce(route.instance, runId);
     return { runId, endUserId: endUser.id, handedBack: false, repeated: false, model, drivenHere: local, createdAt: now };

@@ -95,6 +95,7 @@ onEachDatabase("operations on $db.name", (db) => {
     const before = await scrape();
     const ledgerBefore = sample(before, "svc_ledger_rows_written_total")!;
     expect(ledgerBefore).not.toBeNull();
+    const finishedBefore = (status: string, route_kind: string) => sample(before, "svc_runs_finished_total", { status, route_kind }) ?? 0;
 
     // A webhook endpoint, then a fact it hears (a plan set by the app: plan.changed).
     const ep = await server.fetch("/v1/webhook_endpoints", { method: "POST", headers: { ...bearer(server.dev.appKey), ...json }, body: JSON.stringify({ url: receiver.url, events: ["plan.changed"] }) });
@@ -125,7 +126,17 @@ onEachDatabase("operations on $db.name", (db) => {
     expect(after).not.toContain("ops-user");
 
     expect(sample(after, "svc_ledger_rows_written_total")).toBe(ledgerBefore + 1);
-    expect(sample(after, "svc_runs", { status: "completed" })).toBeGreaterThanOrEqual(1);
+    // Ended runs are counted as they end, by this instance: the chat completion on svc/echo (recorded whole, never routed),
+    // a run on svc/echo (driven here, route service), and one handed to the app at its start. The gauge counts active runs only.
+    const echoRun = await server.fetch("/v1/runs", { method: "POST", headers: { ...bearer(server.dev.appKey), ...json }, body: JSON.stringify({ user: "ops-user", model: "svc/echo", prompt: "hello" }) });
+    expect(echoRun.status).toBe(200);
+    expect(await echoRun.text()).toContain("run_completed");
+    const handedBack = await server.fetch("/v1/runs", { method: "POST", headers: { ...bearer(server.dev.appKey), ...json }, body: JSON.stringify({ user: "ops-user", prompt: "hi", route: { prefer: ["app"] } }) });
+    expect(handedBack.status).toBe(409);
+    const ended = await pollUntil(scrape, (t) => sample(t, "svc_runs_finished_total", { status: "completed", route_kind: "service" }) === finishedBefore("completed", "service") + 1, 10_000, "the echo run's end counted");
+    expect(sample(ended, "svc_runs_finished_total", { status: "completed", route_kind: "none" })).toBe(finishedBefore("completed", "none") + 1);
+    expect(sample(ended, "svc_runs_finished_total", { status: "handed_back", route_kind: "app" })).toBe(finishedBefore("handed_back", "app") + 1);
+    expect(sample(ended, "svc_runs", { status: "completed" })).toBeNull();
     expect(sample(after, "svc_webhook_deliveries_total", { outcome: "retrying" })).toBe(1);
     expect(sample(after, "svc_webhook_deliveries_total", { outcome: "failed" })).toBe(0);
     expect(sample(after, "svc_db_info", { kind: db.name === "pglite" ? "pglite" : "postgres" })).toBe(1);

@@ -3,6 +3,7 @@ import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { ensureEndUser } from "../../server/users/end-users.js";
 import { ACTIVE_STATUSES_SQL } from "../../server/runs/run-rows.js";
+import { ACTIVE_RUNS_COUNT_SQL } from "../../server/metrics/metrics.js";
 
 /**
  * Three indexes of `runs` are partial (migration `runs_partial_indexes`): the lease sweeps' index holds active
@@ -75,11 +76,15 @@ onEachDatabase("runs' partial indexes on $db.name", (db) => {
     expect(repeat).toContain("runs_app_id_environment_request_hash_created_at_idx");
     const compaction = await plan(`SELECT id FROM runs WHERE events_in_stream AND finished_at < now() ORDER BY finished_at LIMIT 10`);
     expect(compaction).toContain("runs_events_in_stream_finished_at_idx");
+    // The metrics' count of active runs at each scrape (svc_runs): through the same index, not every run ever made.
+    expect(await plan(ACTIVE_RUNS_COUNT_SQL)).toContain("runs_status_lease_expires_at_idx");
     const finished = await plan(`SELECT id FROM runs WHERE status = 'completed' AND lease_expires_at IS NULL`);
     expect(finished).not.toContain("runs_status_lease_expires_at_idx");
   });
 
-  it("the sweeps find what they look for through them", async () => {
+  it("the sweeps find what they look for through them, and the metrics count the active runs only", async () => {
+    const counted = await server.db.query<{ status: string; route_kind: string; n: number }>(ACTIVE_RUNS_COUNT_SQL);
+    expect(counted).toEqual([{ status: "running", route_kind: "none", n: 20 }]);
     const live = await server.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM runs WHERE status IN (${ACTIVE_STATUSES_SQL}) AND lease_expires_at > now()`);
     expect(live[0].n).toBe(20);
     const chat = await server.db.query<{ id: string }>(`SELECT id FROM runs WHERE app_id = $1 AND environment = 'test' AND request_hash = 'hash_3'`, [appId]);
