@@ -59,7 +59,7 @@ export class Metrics {
     for (const how of ["memory", "rows", "rerouted"]) this.routes.inc({ how }, 0);
     this.finished = new Counter({
       name: "svc_runs_finished_total",
-      help: "Runs that ended on this instance, by status (completed, failed, cancelled: ended by their driver here; handed_back: handed to the app at their start here) and route kind (none: not routed). Sum over instances for the deployment's.",
+      help: "Runs that ended on this instance, by status (completed, failed, cancelled: ended by their driver here; handed_back: handed to the app at their start here; a svc/echo answer: completed) and route kind (none: not routed, as a svc/echo answer). Sum over instances for the deployment's.",
       labelNames: ["status", "route_kind"],
       registers,
     });
