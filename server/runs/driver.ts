@@ -336,8 +336,10 @@ export abstract class RunDriver {
       if (unseen.length) this.deps.bus.publish(this.run.id, unseen, this.deps.clock.now());
       // Its tokens and charges may cross the plan's thresholds; a run the start found nothing to limit (a runs plan counted there, no plan) crosses none here.
       if (patch?.finished && this.run.request.unlimited !== true) void this.deps.facts?.checkThresholds({ appId: this.run.app_id, environment: this.run.environment }, this.run.end_user_id, this.deps.clock.now());
-      if (patch?.finished) this.deps.ended?.(patch.status!, this.run.route_kind);
-      if (patch?.finished) void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
+      if (patch?.finished) {
+        this.deps.ended?.(patch.status!, this.run.route_kind);
+        void this.deps.facts?.runFinished(this.run, { status: patch.status as RunOutcome["status"], stopReason: patch.stopReason ?? null, usage: { inputTokens: this.tokens.inputTokens, outputTokens: this.tokens.outputTokens, costClass: this.costClass } });
+      }
     });
     this.writing = step.catch(() => {});
     return step;
