@@ -25,6 +25,7 @@ export function removeTempDirs(): void {
 }
 
 export interface BenchServer extends RunningServer {
+  appId: string;
   appKey: string;
   connectKey: string;
 }
@@ -44,7 +45,7 @@ export async function startBenchServer(database: DatabaseTarget): Promise<BenchS
   const server = await startServer({ config, logger: createLogger(config.logLevel, sink), database, print: (t) => printed.push(t) });
   const banner = printed.join("");
   const field = (label: string) => new RegExp(`${label}\\s+(\\S+)`).exec(banner)?.[1] ?? "";
-  return { ...server, appKey: field("app key"), connectKey: field("connect key") };
+  return { ...server, appId: field("app ID"), appKey: field("app key"), connectKey: field("connect key") };
 }
 
 /** Pairs a machine for `user` through the real endpoints (test/helpers/pair-via-api.ts); returns its config folder. */
@@ -232,3 +233,15 @@ export function ownCpuMs(): number {
   return (u.user + u.system) / 1000;
 }
 
+
+/**
+ * Gives the bench's database the statistics a deployment's has (Postgres's autovacuum, or
+ * the embedded database's upkeep, analyses tables within a minute of their changes): a
+ * fresh scratch database has none, and without them the planner reads a run through the
+ * app's index of runs by date (every row naming a run pays a check reading all of the
+ * app's runs). Called after a bench's warm-up; `SVC_BENCH_ANALYZE=0` measures the
+ * database as it is (a fresh one, before autovacuum's first pass).
+ */
+export async function withStatistics(db: { query(sql: string): Promise<unknown> }): Promise<void> {
+  if (process.env.SVC_BENCH_ANALYZE !== "0") await db.query("ANALYZE");
+}

@@ -5,6 +5,7 @@ import { PublicUrls } from "./public-urls.js";
 import { systemClock, type Clock } from "./clock.js";
 import type { Logger } from "./logger.js";
 import { openDatabase, type Database, type DatabaseTarget } from "./db/open.js";
+import { EmbeddedUpkeep } from "./db/upkeep.js";
 import { migrate } from "./db/migrate.js";
 import { createApp, createServices, type Services } from "./app.js";
 import { bootstrapDevApp, devAppBanner } from "./keys/bootstrap.js";
@@ -74,6 +75,12 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
     cleanup.push(() => db.close());
     const applied = await migrate(db);
     if (applied.length) logger.info({ applied }, "migrations applied");
+    if (db.kind === "pglite") {
+      // Postgres's autovacuum, for the embedded database that has none: its tables' statistics and dead rows.
+      const upkeep = new EmbeddedUpkeep(db, logger);
+      upkeep.start();
+      cleanup.push(() => upkeep.stop());
+    }
 
     const urls = new PublicUrls(config);
     // The run bus (NATS_URL): connected before anything drives a run; a lost link after start is an outage (runs wait, readers retry).
