@@ -15,12 +15,15 @@
  * SVC_TRACE_TOOLS=<n>: runs of n tool round trips (default 3), to see what grows with a run's length;
  * SVC_TRACE_RESULT_BYTES=<n>: each tool result with n bytes of random text (default: `{ok: true}`).
  * On Postgres both modes end with what the measured runs wrote: WAL bytes per run (and the WAL range, for
- * `pg_waldump --stats=record`) and how much each index of `runs` grew per run.
+ * `pg_waldump --stats=record`), how much each index of `runs` grew per run, and the CPU per run of the
+ * database's backends (read from /proc: Postgres on this machine). Both analyse the database after the
+ * warm-up, as a deployment's tables are (SVC_BENCH_ANALYZE=0: measured as a fresh database is).
  */
+import { readFile } from "node:fs/promises";
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { sseFrames } from "../test/helpers/sse.js";
-import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer } from "./lib.js";
+import { pairMachine, percentile, removeTempDirs, scratchPostgres, spawnNode, spawnWorker, startBenchServer, withStatistics } from "./lib.js";
 import type { DatabaseTarget } from "../server/db/open.js";
 import { durations, mark, marks, traceDispatch, wrap } from "./instruments.js";
 
@@ -80,14 +83,33 @@ const f = (n: number) => n.toFixed(2).padStart(7);
 
 // ---------------------------------------------------------------- Postgres's writes
 
-/** The WAL position now and the size of each index of `runs` (Postgres only). */
-async function pgWrites(): Promise<{ lsn: string; indexes: Map<string, number> } | null> {
+/**
+ * The CPU time (ms) the scratch database's backends have used so far, by pid, read from `/proc` (Postgres on this
+ * machine, as the bench starts it; empty when `/proc` cannot be read). The clock ticks are 10 ms: measure hundreds
+ * of runs.
+ */
+async function backendCpu(): Promise<Map<number, number>> {
+  const rows = await server.db.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
+  const tick = 1000 / 100;
+  const cpu = new Map<number, number>();
+  for (const { pid } of rows) {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => null);
+    // Fields 14 and 15 (utime, stime), counted after the command's closing parenthesis.
+    const fields = stat?.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields) cpu.set(pid, (Number(fields[11]) + Number(fields[12])) * tick);
+  }
+  return cpu;
+}
+
+/** The WAL position now, the size of each index of `runs` and the backends' CPU (Postgres only). */
+async function pgWrites(): Promise<{ lsn: string; indexes: Map<string, number>; cpu: Map<number, number> } | null> {
   if (which !== "postgres") return null;
+  const cpu = await backendCpu();
   const [{ lsn }] = await server.db.query<{ lsn: string }>("SELECT pg_current_wal_lsn()::text AS lsn");
   const rows = await server.db.query<{ name: string; bytes: string }>(
     "SELECT c.relname AS name, pg_relation_size(c.oid)::text AS bytes FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'runs'::regclass ORDER BY 1",
   );
-  return { lsn, indexes: new Map(rows.map((r) => [r.name, Number(r.bytes)])) };
+  return { lsn, indexes: new Map(rows.map((r) => [r.name, Number(r.bytes)])), cpu };
 }
 
 /**
@@ -104,6 +126,9 @@ async function reportWrites(before: Awaited<ReturnType<typeof pgWrites>>, runs: 
     `Postgres's writes per run (${runs} runs, WAL ${before.lsn} to ${after.lsn}): WAL ${(Number(bytes) / runs).toFixed(0)} bytes; the runs table's indexes grew ${grown.reduce((a, g) => a + g.perRun, 0).toFixed(0)} bytes:\n`,
   );
   for (const g of grown.sort((a, b) => b.perRun - a.perRun)) process.stdout.write(`  ${g.perRun.toFixed(0).padStart(6)} bytes  ${g.name}\n`);
+  // A backend that ended meanwhile is left out (its CPU is lost with it); one that began counts from 0.
+  const used = [...after.cpu].reduce((sum, [pid, ms]) => sum + ms - (before.cpu.get(pid) ?? 0), 0);
+  if (after.cpu.size > 0) process.stdout.write(`Postgres's CPU per run (${after.cpu.size} backends of the database): ${(used / runs).toFixed(2)} ms\n`);
 }
 
 // ---------------------------------------------------------------- one at a time
@@ -135,7 +160,10 @@ function account(rt: { t: number; what: string }[]) {
 async function oneAtATime() {
   let writes: Awaited<ReturnType<typeof pgWrites>> = null;
   for (let i = 0; i < RUNS; i++) {
-    if (i === WARMUP) writes = await pgWrites();
+    if (i === WARMUP) {
+      await withStatistics(server.db);
+      writes = await pgWrites();
+    }
     const res = await fetch(`${server.url}/v1/runs`, { method: "POST", headers, body });
     const runId = res.headers.get("service-run-id");
     let origin = 0;
@@ -202,6 +230,7 @@ async function underLoad(seconds: number) {
 
 async function load() {
   await underLoad(1);
+  await withStatistics(server.db);
   durations.clear();
   const writes = await pgWrites();
   const from = process.hrtime.bigint() / 1000n;
