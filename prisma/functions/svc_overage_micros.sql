@@ -5,6 +5,13 @@ DECLARE
   used BIGINT;
 BEGIN
   IF p_tokens <= 0 THEN RETURN 0; END IF;
+  -- Nothing to price unless a plan of the app prices tokens past its allowance (archived ones too: a subscription may
+  -- still hold one). Most apps have none, and every model turn's ledger row asks: this look at the app's plans, on
+  -- their (app, environment) index, costs a fraction of finding the user's plan (svc_user_plan and its subscription).
+  IF NOT EXISTS (SELECT 1 FROM plans p WHERE p.app_id = p_app AND p.environment = p_env AND p.allowance_unit = 'tokens' AND p.overage
+                  AND p.allowance IS NOT NULL AND COALESCE(p.overage_price_micros, 0) <> 0) THEN
+    RETURN 0;
+  END IF;
   SELECT p.allowance_unit::text AS unit, p.allowance, p.overage, p.overage_price_micros AS price, p.period INTO plan FROM plans p
    WHERE p.id = svc_user_plan(p_app, p_env, p_user);
   IF NOT FOUND OR plan.unit <> 'tokens' OR NOT plan.overage OR plan.allowance IS NULL OR COALESCE(plan.price, 0) = 0 THEN RETURN 0; END IF;
