@@ -48,9 +48,10 @@ export const DELTA_WINDOW_MS = 25;
 /**
  * A chat completion's deltas are relayed to its reader before they are stored (`relayFirst`), and a
  * turn cut off is run again from its start (`turn_restarted`): storing them sooner keeps nothing more
- * for anyone. They are written at most once per this window instead (1,000 chat and 1,000 responses
- * streams: a quarter of the statements, 2,387 → 571); a reader of the run's events elsewhere sees its
- * text up to this much later.
+ * for anyone. They are written this long after the first one not yet written instead (1,000 chat and
+ * 1,000 responses streams: a quarter of the statements, 2,387 → 571), so a completion shorter than
+ * this is written once, with its end; a reader of the run's events elsewhere sees its text up to this
+ * much later.
  */
 export const RELAYED_DELTA_WINDOW_MS = 250;
 
@@ -357,10 +358,15 @@ export abstract class RunDriver {
     this.flushSoon();
   }
 
-  /** Streamed events are written in batches: at once after a quiet spell, then at most once per `DELTA_WINDOW_MS` (`RELAYED_DELTA_WINDOW_MS` when relayed first). */
+  /**
+   * Streamed events are written in batches: at once after a quiet spell, then at most once per `DELTA_WINDOW_MS`.
+   * Relayed first, they wait a whole `RELAYED_DELTA_WINDOW_MS` from the first one not written, a quiet spell or not:
+   * their reader has them, so a completion shorter than the window is written once, at its end, and its end's write
+   * does not wait behind a write of its first words (≈ 2 ms of a short completion's time on Postgres).
+   */
   protected flushSoon(): void {
     if (this.deltaTimer) return;
-    const wait = Math.max(0, this.lastDeltaFlush + (this.relayFirst ? RELAYED_DELTA_WINDOW_MS : DELTA_WINDOW_MS) - performance.now());
+    const wait = this.relayFirst ? RELAYED_DELTA_WINDOW_MS : Math.max(0, this.lastDeltaFlush + DELTA_WINDOW_MS - performance.now());
     this.deltaTimer = setTimeout(() => {
       this.deltaTimer = null;
       this.lastDeltaFlush = performance.now();

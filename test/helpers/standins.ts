@@ -64,7 +64,8 @@ export async function startModelStandIn(models = ["llama3.2:3b", "qwen2.5:7b"]):
       for (const piece of text.match(/.{1,8}/g)!) frames.push({ ...base, choices: [{ index: 0, delta: { content: piece }, finish_reason: null }] });
       frames.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] });
     }
-    const paced = prompt.includes("[slow]") ? 50 : 0;
+    // "[paced]": the same answer, a frame every 5 ms (streamed over a few tens of ms, as a fast local model does).
+    const paced = prompt.includes("[slow]") ? 50 : prompt.includes("[paced]") ? 5 : 0;
     frames.push({ ...base, choices: [], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
     // "[late]" in the prompt: each answer begins 30 ms late (a model thinking), so a turn outlasts a driver's short polls.
     if (prompt.includes("[late]")) await new Promise((r) => setTimeout(r, 30));
