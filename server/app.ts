@@ -36,6 +36,7 @@ import { RunBus } from "./runs/bus.js";
 import { WatchedRuns } from "./bus/watched-runs.js";
 import { RunEngine } from "./runs/engine.js";
 import { RunService } from "./runs/runs.js";
+import type { RunEnded } from "./runs/driver.js";
 import { RunStreams } from "./runs/streams.js";
 import { ChatService } from "./chat/chat.js";
 import { ResponsesService } from "./responses/responses.js";
@@ -155,8 +156,10 @@ export function createServices(db: Database, clock: Clock, config: Config, urls:
   // On the bus, this instance receives a run's live events only while it has a reader of that run; on
   // Postgres alone, a run's steps are announced only once a reader elsewhere marked it (an embedded database is one instance).
   const runBus = new RunBus(stream ?? (db.kind === "postgres" ? new WatchedRuns(db, logger) : null));
-  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage, ended: (status, kind) => metrics.runEnded(status, kind) });
-  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts, config.runLimits.queuePerMachine, (how) => metrics.routed(how), (status, kind) => metrics.runEnded(status, kind));
+  // Runs ended by their driver here (the engine's) and without one (handed back at their start, svc/echo answers: RunService's).
+  const ended: RunEnded = (status, kind) => metrics.runEnded(status, kind);
+  const runEngine = new RunEngine(runStore, runBus, workers, db, clock, logger, { leaseSeconds: config.runLeaseSeconds, pollMs: config.runPollMs, graceSeconds: config.runMachineGraceSeconds, facts: webhooks.facts, limits: config.runLimits, outage, ended });
+  const runs = new RunService(db, clock, runStore, runEngine, config.runLeaseSeconds, webhooks.facts, config.runLimits.queuePerMachine, (how) => metrics.routed(how), ended);
   const plans = new PlanService(db, clock);
   const users = new UserLedger(db, clock, machines, plans, webhooks.facts);
   const keys = new KeyService(db.prisma, clock, db);

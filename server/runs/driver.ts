@@ -17,6 +17,9 @@ import { runTrace, type RunOutcome as TraceOutcome, type RunTrace, type TurnTrac
 import { machineTimer } from "../http/server-timing.js";
 import type { RequestTiming } from "../request-scope.js";
 
+/** Told that a run ended, once its end is stored: its status and route kind (the metrics' `svc_runs_finished_total`). */
+export type RunEnded = (status: string, routeKind: string | null) => void;
+
 export interface DriverDeps {
   store: RunStore;
   bus: RunBus;
@@ -33,8 +36,8 @@ export interface DriverDeps {
   limits: RunLimitsConfig;
   /** Told when a run's write meets the database unreachable: the outage is logged once. */
   outage?: DatabaseOutage;
-  /** Told when a run's end is stored (the metrics' `svc_runs_finished_total`). */
-  ended?: (status: string, routeKind: string | null) => void;
+  /** Told when a run's end is stored. */
+  ended?: RunEnded;
 }
 
 /**

@@ -6,7 +6,7 @@ import type { Tenant } from "../keys/keys.js";
 import type { Candidate } from "./routing.js";
 import { AgentRunDriver } from "./agent-relay.js";
 import type { RunBus } from "./bus.js";
-import type { Answer, DriverDeps, RunDriver } from "./driver.js";
+import type { Answer, DriverDeps, RunDriver, RunEnded } from "./driver.js";
 import { readEventNotice, readWake } from "./notices.js";
 import { Cancelled, DEFAULT_RUN_LIMITS, RunStop } from "./run-stop.js";
 import type { RunLimitsConfig } from "../config.js";
@@ -37,7 +37,7 @@ export interface EngineOptions {
   /** Told when a pass meets the database unreachable: the outage is logged once, not once a second. */
   outage?: DatabaseOutage;
   /** Told when a run driven here ended, once its end is stored (the metrics' `svc_runs_finished_total`). */
-  ended?: (status: string, routeKind: string | null) => void;
+  ended?: RunEnded;
 }
 
 /**

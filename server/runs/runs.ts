@@ -13,7 +13,7 @@ import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, pickRoute, type Rou
 import { busyReason, noRouteReason } from "./route-refusals.js";
 import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
-import type { Answer } from "./driver.js";
+import type { Answer, RunEnded } from "./driver.js";
 import type { RunStore } from "./store.js";
 import { ACTIVE_STATUSES, type RunRow, type RunSource } from "./run-rows.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
@@ -78,7 +78,7 @@ export class RunService {
     /** Told how each started run's route was chosen (the metrics' `svc_run_routes_total`). */
     private readonly onRouted: (how: RoutedBy) => void = () => {},
     /** Told of each run that ended here without a driver: handed to the app at its start, or a `svc/echo` answer (the metrics' `svc_runs_finished_total`; runs driven here are told by the engine). */
-    private readonly onEnded: (status: string, routeKind: string | null) => void = () => {},
+    private readonly onEnded: RunEnded = () => {},
   ) {
     this.budgets = new RunBudgets(db, engine);
     this.starts = new RunStarts(db);

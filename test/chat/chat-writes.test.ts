@@ -4,11 +4,8 @@ import { startTestServerOn, type TestServer } from "../helpers/server.js";
 import { startModelMachine, type WorkerProcess } from "../helpers/worker.js";
 import { removeTempDirs } from "../helpers/process.js";
 import { startModelStandIn, type ModelStandIn } from "../helpers/standins.js";
-import { watchingStatements } from "../helpers/statements.js";
+import { STEP_STATEMENT, watchingStatements } from "../helpers/statements.js";
 import { sseFrames } from "../helpers/sse.js";
-
-/** The run writer's statement (server/runs/run-writer.ts). */
-const STEP_STATEMENT = "jsonb_to_recordset($1::jsonb) AS x(run_id";
 
 /** Each step the run writer sent, as it sent them: its run and the kinds of its events. */
 function watchSteps(steps: { run: string; kinds: string[] }[]) {

@@ -2,10 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GroupCommit, KeyedGroupCommit } from "../../server/db/group-commit.js";
 import { onEachDatabase } from "../helpers/databases.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
-import { watchingStatements } from "../helpers/statements.js";
-
-/** The run writer's statement, told by its text. */
-const STEP_STATEMENT = "jsonb_to_recordset($1::jsonb) AS x(run_id";
+import { STEP_STATEMENT, watchingStatements } from "../helpers/statements.js";
 import { ensureEndUser } from "../../server/users/end-users.js";
 import { randomId } from "../../server/crypto.js";
 import { RunWriter } from "../../server/runs/run-writer.js";
