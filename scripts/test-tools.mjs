@@ -10,14 +10,20 @@ import { fileURLToPath } from "node:url";
 
 export const TOOLS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "test", "tools");
 /**
- * Only the CLIs go on the tests' PATH (node_modules/.bin would also put a `node` there). Their links sit
- * inside node_modules, as `.bin` does: the worker's sandbox makes a CLI's outermost node_modules readable.
+ * Where the tests' agent CLIs are installed as users install them, outside every folder the worker's
+ * sandbox mounts by itself (so every agent suite goes through the launcher's link resolution):
+ * - Claude Code as Anthropic's native installer leaves it: the binary in
+ *   `<home>/.local/share/claude/versions/<version>` and `<home>/.local/bin/claude` linking to it;
+ * - Codex through a link of the user's own in `<home>/bin`, to the npm package's launcher script
+ *   (`#!/usr/bin/env node`), whose native binary sits in a sibling platform package.
+ * `TOOLS_BIN` (on the tests' PATH) holds only links to those two (node_modules/.bin would also put a `node` there).
  */
-export const TOOLS_BIN = path.join(TOOLS_DIR, "node_modules", ".svc-bin");
+export const TOOLS_HOME = path.join(TOOLS_DIR, "home");
+export const TOOLS_BIN = path.join(TOOLS_DIR, "bin");
 const BINS = { claude: "@anthropic-ai/claude-code", codex: "@openai/codex" };
-/** The agent CLIs as the tests run them (links in TOOLS_BIN). */
-export const CLAUDE_BIN = path.join(TOOLS_BIN, "claude");
-export const CODEX_BIN = path.join(TOOLS_BIN, "codex");
+/** The agent CLIs as the tests run them: the links a user's PATH reaches. */
+export const CLAUDE_BIN = path.join(TOOLS_HOME, ".local", "bin", "claude");
+export const CODEX_BIN = path.join(TOOLS_HOME, "bin", "codex");
 const STAMP = path.join(TOOLS_DIR, "node_modules", ".svc-installed");
 
 /** A Node of the given major the tests can run the worker and the SDK on, or null where none came (another platform). */
@@ -36,14 +42,28 @@ export function ensureTestTools({ quiet = false } = {}) {
     execFileSync(npm[0], [...npm[1], "ci", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: TOOLS_DIR, stdio: quiet ? "ignore" : ["ignore", "inherit", "inherit"] });
     fs.writeFileSync(STAMP, want);
   }
-  fs.mkdirSync(TOOLS_BIN, { recursive: true });
-  for (const [name, pkg] of Object.entries(BINS)) {
+  const binOf = (name) => {
+    const pkg = BINS[name];
     const manifest = JSON.parse(fs.readFileSync(path.join(TOOLS_DIR, "node_modules", pkg, "package.json"), "utf8"));
-    const rel = typeof manifest.bin === "string" ? manifest.bin : manifest.bin[name];
-    const link = path.join(TOOLS_BIN, name);
-    fs.rmSync(link, { force: true });
-    fs.symlinkSync(path.join("..", pkg, rel), link);
+    return { file: path.join(TOOLS_DIR, "node_modules", pkg, typeof manifest.bin === "string" ? manifest.bin : manifest.bin[name]), version: manifest.version };
+  };
+  const link = (target, at) => {
+    fs.mkdirSync(path.dirname(at), { recursive: true });
+    fs.rmSync(at, { force: true });
+    fs.symlinkSync(target, at);
+  };
+  // Claude Code's native binary (the npm package's bin is the same binary) where the native installer puts it: a hard link, no copy.
+  const claude = binOf("claude");
+  const version = path.join(TOOLS_HOME, ".local", "share", "claude", "versions", claude.version);
+  fs.mkdirSync(path.dirname(version), { recursive: true });
+  if (!fs.existsSync(version) || fs.statSync(version).ino !== fs.statSync(claude.file).ino) {
+    fs.rmSync(version, { force: true });
+    fs.linkSync(claude.file, version);
   }
+  link(path.join("..", "share", "claude", "versions", claude.version), CLAUDE_BIN);
+  link(binOf("codex").file, CODEX_BIN);
+  link(CLAUDE_BIN, path.join(TOOLS_BIN, "claude"));
+  link(CODEX_BIN, path.join(TOOLS_BIN, "codex"));
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) ensureTestTools();

@@ -16,6 +16,19 @@ export type RuntimeKind = z.infer<typeof RuntimeKind>;
 /** For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model`. */
 export const RuntimeBilling = z.enum(["subscription", "api_key", "local_model"]);
 export type RuntimeBilling = z.infer<typeof RuntimeBilling>;
+/**
+ * Why a runtime found on a machine cannot run there (its worker tried it, as a job would start it):
+ * `sandbox_missing`: agent CLIs run only inside the operating-system sandbox and the machine has none (bubblewrap is not installed);
+ * `sandbox_refused`: the sandbox is installed but the host forbids the namespaces it needs (a container, Ubuntu's AppArmor restriction);
+ * `cli_not_launchable`: the CLI is installed and turned on but does not start (a version manager's shim the worker cannot resolve, a broken install).
+ */
+export const RuntimeUnavailableReason = z.enum(["sandbox_missing", "sandbox_refused", "cli_not_launchable"]);
+export type RuntimeUnavailableReason = z.infer<typeof RuntimeUnavailableReason>;
+export const RuntimeUnavailable = z.object({
+  reason: RuntimeUnavailableReason,
+  message: z.string().max(512).describe("What is wrong and what the machine's user can do, in words for them; never a path, user name or environment value of the machine."),
+});
+export type RuntimeUnavailable = z.infer<typeof RuntimeUnavailable>;
 export const LiveState = z.enum(["online", "offline", "busy"]);
 
 /** Integer micros (millionths of the currency unit): never a float, never a string. */
@@ -97,6 +110,9 @@ export const Runtime = z.object({
     .describe("For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or a `local_model`; null for a model runtime."),
   supported: z.boolean().describe("False: found on the machine in a version its worker does not support; never routed to."),
   note: z.string().nullable().describe("Why it is not supported, or anything else the machine said of it."),
+  unavailable: RuntimeUnavailable.nullable().describe(
+    "Found and turned on, but it cannot run on this machine, and why (`sandbox_missing`, `sandbox_refused`, `cli_not_launchable`): never routed to; the machine's user can fix it there (the message says how). Null: it runs.",
+  ),
   state: LiveState,
   limits: RuntimeLimits.optional().describe(
     "An agent CLI on a subscription: its usage windows as the CLI last reported them (absent until it has; Claude Code reports them only on a subscription login). A runtime with a `rejected` window is not routed to until its `resetsAt`.",

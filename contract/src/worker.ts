@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { CostClass, IsoTime, RuntimeBilling, RuntimeKind, UsageWindow } from "./common.js";
+import { CostClass, IsoTime, RuntimeBilling, RuntimeKind, RuntimeUnavailable, UsageWindow } from "./common.js";
 import { ChatMessage, ChatTool } from "./chat.js";
 
 /**
@@ -76,6 +76,9 @@ export const RuntimeAdvert = z.object({
     .optional()
     .describe("false: found, but this worker does not support its version; shown in compute reads, never routed to. Absent: supported."),
   note: z.string().max(512).optional().describe("Why it is not supported, or anything else its user should know."),
+  unavailable: RuntimeUnavailable.optional().describe(
+    "Found and turned on, but it does not run here (the worker's preflight: the CLI started once inside the sandbox as a job would): never routed to. Sent with `supported: false`, so a service that does not know this field routes nothing to it either.",
+  ),
 });
 export type RuntimeAdvert = z.infer<typeof RuntimeAdvert>;
 

@@ -25,6 +25,7 @@ export const checks = [
   same<Same<W.RunRoute, z.infer<typeof C.RunRoute>>>(),
   same<Same<W.RuntimeKind, C.RuntimeKind>>(),
   same<Same<W.RuntimeBilling, C.RuntimeBilling>>(),
+  same<Same<W.RuntimeUnavailable, C.RuntimeUnavailable>>(),
   same<Same<W.Runtime, z.infer<typeof C.Runtime>>>(),
   same<Same<W.UsageWindow, C.UsageWindow>>(),
   same<Same<W.RuntimeLimits, C.RuntimeLimits>>(),

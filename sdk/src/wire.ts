@@ -95,6 +95,14 @@ export type RuntimeKind = "model" | "agent";
 /** For an agent CLI, what pays for its model: the user's `subscription`, a provider `api_key` the user let it use, or the user's own `local_model`. */
 export type RuntimeBilling = "subscription" | "api_key" | "local_model";
 
+/** Why a runtime found on a machine cannot run there. */
+export type RuntimeUnavailableReason = "sandbox_missing" | "sandbox_refused" | "cli_not_launchable";
+export interface RuntimeUnavailable {
+  reason: RuntimeUnavailableReason;
+  /** What is wrong and what the machine's user can do; never a path, user name or environment value of the machine. */
+  message: string;
+}
+
 /** One runtime on a user's machine. */
 export interface Runtime {
   /** e.g. `ollama`, `llamacpp`, `lmstudio`, `openai-compatible:<name>`, `claude-code`, `codex`, `claude-code-local`, `codex-local`. */
@@ -108,6 +116,12 @@ export interface Runtime {
   /** False: found in a version its worker does not support; never routed to. */
   supported: boolean;
   note: string | null;
+  /**
+   * Found and turned on, but it cannot run on the machine, and why: `sandbox_missing` (agent CLIs run only in a sandbox and
+   * the machine has none), `sandbox_refused` (the host forbids the sandbox's namespaces), `cli_not_launchable` (the CLI does
+   * not start). Never routed to; `message` says what the machine's user can do. Null: it runs.
+   */
+  unavailable: RuntimeUnavailable | null;
   state: LiveState;
   /** An agent CLI on a subscription: its usage windows as the CLI last reported them (absent until it has). A runtime with a `rejected` window is not routed to until its `resetsAt`. */
   limits?: RuntimeLimits;

@@ -3,7 +3,7 @@ import type { Machine as MachineView } from "@svc/contract";
 import type { Notifications, Prisma, Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
-import type { RuntimeAdvert, RuntimeLimits } from "@svc/contract";
+import type { RuntimeAdvert, RuntimeLimits, RuntimeUnavailableReason } from "@svc/contract";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { WindowFacts } from "./window-facts.js";
 import { ApiError } from "../errors.js";
@@ -130,13 +130,13 @@ export class MachineService {
     const rows = [...byName.values()].map((r) => ({ id: randomId("rt_", 20), name: r.name, ...advertised(r) }));
     const stored = await this.db.query<{ name: string; limits: RuntimeLimits | null }>(
       `WITH adv AS (SELECT * FROM jsonb_to_recordset($4::jsonb)
-                      AS a(id text, name text, kind text, "costClass" text, models jsonb, "maxConcurrentJobs" int, version text, billing text, supported boolean, note text)),
+                      AS a(id text, name text, kind text, "costClass" text, models jsonb, "maxConcurrentJobs" int, version text, billing text, supported boolean, note text, unavailable text)),
             gone AS (DELETE FROM runtimes WHERE machine_id = $1 AND NOT (name = ANY (ARRAY(SELECT name FROM adv))))
-       INSERT INTO runtimes (id, app_id, environment, machine_id, name, kind, cost_class, models, max_concurrent_jobs, version, billing, supported, note, updated_at)
-       SELECT a.id, $2, $3::"Environment", $1, a.name, a.kind::"RuntimeKind", a."costClass"::"CostClass", a.models, a."maxConcurrentJobs", a.version, a.billing, a.supported, a.note, $5::timestamptz
+       INSERT INTO runtimes (id, app_id, environment, machine_id, name, kind, cost_class, models, max_concurrent_jobs, version, billing, supported, note, unavailable, updated_at)
+       SELECT a.id, $2, $3::"Environment", $1, a.name, a.kind::"RuntimeKind", a."costClass"::"CostClass", a.models, a."maxConcurrentJobs", a.version, a.billing, a.supported, a.note, a.unavailable, $5::timestamptz
          FROM adv a
        ON CONFLICT (machine_id, name) DO UPDATE SET kind = EXCLUDED.kind, cost_class = EXCLUDED.cost_class, models = EXCLUDED.models, max_concurrent_jobs = EXCLUDED.max_concurrent_jobs,
-         version = EXCLUDED.version, billing = EXCLUDED.billing, supported = EXCLUDED.supported, note = EXCLUDED.note, updated_at = EXCLUDED.updated_at
+         version = EXCLUDED.version, billing = EXCLUDED.billing, supported = EXCLUDED.supported, note = EXCLUDED.note, unavailable = EXCLUDED.unavailable, updated_at = EXCLUDED.updated_at
        RETURNING name, limits`,
       [id.machineId, id.appId, id.environment, JSON.stringify(rows), now.toISOString()],
     );
@@ -269,6 +269,7 @@ export class MachineService {
         billing: cost.billing,
         supported: r.supported,
         note: r.note,
+        unavailable: r.unavailable ? { reason: r.unavailable as RuntimeUnavailableReason, message: r.note ?? "" } : null,
         state: !connected ? ("offline" as const) : r.busy ? ("busy" as const) : ("online" as const),
         ...(r.limits ? { limits: r.limits as unknown as RuntimeLimits } : {}),
       };
@@ -297,7 +298,9 @@ function advertised(r: RuntimeAdvert) {
     maxConcurrentJobs: r.maxConcurrentJobs ?? null,
     version: r.version ?? null,
     billing: cost.billing,
-    supported: r.supported !== false,
-    note: r.note ?? null,
+    // Unavailable runtimes come with `supported: false` (for services that do not know `unavailable`): their version is not the matter.
+    supported: r.unavailable ? true : r.supported !== false,
+    note: r.unavailable?.message ?? r.note ?? null,
+    unavailable: r.unavailable?.reason ?? null,
   };
 }

@@ -20,6 +20,7 @@ const runtime = {
   billing: null,
   supported: true,
   note: null,
+  unavailable: null,
   state: "online",
 };
 
@@ -43,6 +44,19 @@ const machine = {
       billing: "subscription",
       supported: true,
       note: null,
+      unavailable: null,
+      state: "online",
+    },
+    {
+      name: "codex",
+      kind: "agent",
+      costClass: "user_subscription",
+      models: [],
+      version: "0.169.0",
+      billing: "subscription",
+      supported: true,
+      note: "codex is installed and turned on, but agent CLIs run only inside a sandbox and this machine has none: bubblewrap is not installed. On the machine: install bubblewrap (sudo apt install bubblewrap), or accept unconfined runs (svc-worker policy set sandbox.required false).",
+      unavailable: { reason: "sandbox_missing", message: "codex is installed and turned on, but agent CLIs run only inside a sandbox and this machine has none: bubblewrap is not installed. On the machine: install bubblewrap (sudo apt install bubblewrap), or accept unconfined runs (svc-worker policy set sandbox.required false)." },
       state: "online",
     },
   ],

@@ -31,8 +31,8 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
     const seen = last.last_heartbeat_at ? `last seen ${ago(now - new Date(last.last_heartbeat_at).getTime())} ago (${last.hostname})` : `never connected (${last.hostname})`;
     return `none of ${user}'s ${machines.length} paired machine${machines.length === 1 ? " is" : "s is"} online: ${seen}; a run routes there once svc-worker start runs on it`;
   }
-  const runtimes = await sql.query<{ machine_id: string; hostname: string; name: string; kind: "model" | "agent"; billing: Billing | null; models: unknown; supported: boolean; note: string | null; version: string | null; limits: RuntimeLimits | null }>(
-    `SELECT r.machine_id, m.hostname, r.name, r.kind, r.billing, r.models, r.supported, r.note, r.version, r.limits FROM runtimes r JOIN machines m ON m.id = r.machine_id
+  const runtimes = await sql.query<{ machine_id: string; hostname: string; name: string; kind: "model" | "agent"; billing: Billing | null; models: unknown; supported: boolean; note: string | null; unavailable: string | null; version: string | null; limits: RuntimeLimits | null }>(
+    `SELECT r.machine_id, m.hostname, r.name, r.kind, r.billing, r.models, r.supported, r.note, r.unavailable, r.version, r.limits FROM runtimes r JOIN machines m ON m.id = r.machine_id
       WHERE r.machine_id = ANY($1::text[]) ORDER BY r.name`,
     [online.map((m) => m.id)],
   );
@@ -40,28 +40,38 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
   // The same rule routing applies (`modelServed`), on every runtime of the online machines, at its cap or not, supported or not.
   const serves = (r: (typeof runtimes)[number]) => modelServed({ kind: r.kind, runtime: r.name, models: Array.isArray(r.models) ? (r.models as string[]) : [] }, model) !== undefined;
   const matching = runtimes.filter(serves);
-  const unsupported = matching.filter((r) => !r.supported);
-  if (matching.length && unsupported.length === matching.length) {
-    const r = unsupported[0];
-    return `${r.name} on ${r.hostname} is a version the worker does not run${r.version ? ` (${r.version})` : ""}${r.note ? `: ${r.note}` : ""}`;
+  const runs = (r: (typeof runtimes)[number]) => r.supported && !r.unavailable;
+  if (matching.length && !matching.some(runs)) {
+    // Found there, but it cannot run: say why (the machine's own words, which never hold its paths), and what fixes it.
+    const each = matching.map((r) =>
+      r.unavailable
+        ? `${r.name} on ${user}'s ${r.hostname} cannot run there (${r.unavailable})${r.note ? `: ${r.note}` : ""}`
+        : `${r.name} on ${user}'s ${r.hostname} is a version the worker does not run${r.version ? ` (${r.version})` : ""}${r.note ? `: ${r.note}` : ""}`,
+    );
+    return [...new Set(each)].join("; ");
   }
   const asked = prefer.filter((k) => k !== "app");
   // Everything that would serve it on the routes asked has spent its subscription's window: say which, and when it resets.
-  const onRoute = matching.filter((r) => r.supported && asked.includes(runtimeCost(r.kind, r.billing).route));
+  const onRoute = matching.filter((r) => runs(r) && asked.includes(runtimeCost(r.kind, r.billing).route));
   const spent = onRoute.map((r) => ({ r, w: spentWindow(r.limits, clock.now()) }));
   if (onRoute.length && spent.every((s) => s.w)) {
     const each = spent.map(({ r, w }) => `${r.name} on ${user}'s ${r.hostname} has used its subscription's ${windowWords(w!.window)}; it resets at ${w!.until.toISOString()} (in ${ago(w!.until.getTime() - now)})`);
     return `${each.join("; ")}. Retry once it resets, ask for another runtime or route (route.prefer with \`app\` hands the run back to you), or ask the user to raise their plan`;
   }
-  const elsewhere = matching.filter((r) => r.supported && !asked.includes(runtimeCost(r.kind, r.billing).route));
+  const elsewhere = matching.filter((r) => runs(r) && !asked.includes(runtimeCost(r.kind, r.billing).route));
   if (matching.length && elsewhere.length === matching.length) {
     const routes = [...new Set(elsewhere.map((r) => runtimeCost(r.kind, r.billing).route))].join(", ");
     return `what serves ${model} on ${user}'s machine (${elsewhere.map((r) => r.name).join(", ")}) is on route ${routes}, which this request does not ask for (${asked.join(", ") || "app only"})`;
   }
-  const served = [...new Set(runtimes.filter((r) => r.supported).flatMap(names))].sort();
+  const served = [...new Set(runtimes.filter(runs).flatMap(names))].sort();
+  const cannot = runtimes.filter((r) => r.unavailable).map((r) => `${r.name} (${r.unavailable}${r.note ? `: ${r.note}` : ""})`);
+  const also = cannot.length ? `; found there but unable to run: ${[...new Set(cannot)].join("; ")}` : "";
   const online_ = `${user}'s machine${online.length === 1 ? ` ${online[0].hostname} is` : `s ${online.map((m) => m.hostname).join(", ")} are`} online`;
-  if (served.length === 0) return `${online_} but offer${online.length === 1 ? "s" : ""} no runtime (no model server found, and no agent CLI turned on in its owner's policy)`;
-  return `${online_} but none serves ${model}: ${online.length === 1 ? "it serves" : "they serve"} ${served.join(", ")} (${models}; an agent CLI is offered only when its owner turned it on: svc-worker policy set agents.<name> true)`;
+  if (served.length === 0) {
+    if (cannot.length) return `${online_} but serve${online.length === 1 ? "s" : ""} nothing: ${[...new Set(cannot)].join("; ")}`;
+    return `${online_} but offer${online.length === 1 ? "s" : ""} no runtime (no model server found, and no agent CLI turned on in its owner's policy)`;
+  }
+  return `${online_} but none serves ${model}: ${online.length === 1 ? "it serves" : "they serve"} ${served.join(", ")} (${models}; an agent CLI is offered only when its owner turned it on: svc-worker policy set agents.<name> true)${also}`;
 }
 
 /** Why a run was refused `compute_busy`: which runtimes are full, at which cap, with how many runs already waiting. */

@@ -152,7 +152,7 @@ export async function reachableRuntimes(sql: Sql, clock: Clock, tenant: Tenant, 
             CASE WHEN r.max_concurrent_jobs IS NULL THEN 0 ELSE
               (SELECT count(*) FROM runs x WHERE x.machine_id = m.id AND x.runtime_name = r.name
                  AND svc_holds_slot(x.status, r.kind))::int END AS active
-       FROM machines m JOIN runtimes r ON r.machine_id = m.id AND r.supported
+       FROM machines m JOIN runtimes r ON r.machine_id = m.id AND r.supported AND r.unavailable IS NULL
       WHERE m.app_id = $1 AND m.environment = $2::"Environment" AND m.end_user_id = $3
         AND m.revoked_at IS NULL AND ${machineOnlineSql("m", "$4")}
       ORDER BY r.busy, m.connected_at DESC`,

@@ -50,7 +50,7 @@ export class HeldRuntimes {
   /** Its runtimes as routing's candidates; `active(runtime)`: its jobs sent or waiting here. */
   candidates(machineId: string, instance: string, active: (runtime: string) => number): Candidate[] {
     return this.adverts
-      .filter((r) => r.supported !== false)
+      .filter((r) => r.supported !== false && !r.unavailable)
       .map((r) => ({
         machine_id: machineId,
         instance,

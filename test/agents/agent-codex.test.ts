@@ -83,7 +83,7 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
   const run = (prompt: string, extra: Partial<Parameters<Svc["runs"]["create"]>[0]> = {}) => svc.runs.create({ user: "cody", prompt, model: "codex", route: { prefer: ["user-subscription"] }, ...extra });
   const codexRunning = () => {
     try {
-      return execFileSync("pgrep", ["-f", `${CODEX} app-server`]).toString().trim().length > 0;
+      return execFileSync("pgrep", ["-f", `${fs.realpathSync(CODEX)} app-server`]).toString().trim().length > 0;
     } catch {
       return false;
     }

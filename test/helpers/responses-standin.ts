@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
  * with usage, cached tokens included), for driving the real Codex CLI offline.
  * What it answers is scripted by markers in the conversation's first user text:
  *
+ * - several markers: one per model turn, in the order written (the next once the last has its output);
  * - `[tool:<name>]`: calls the first offered tool whose name contains `<name>`
  *   (MCP tools too, inside their namespace), then answers with what it returned;
  * - `[shell:<command>]`: runs `<command>` through Codex's shell tool, then answers with its output;
@@ -73,12 +74,13 @@ export async function startResponsesStandIn(): Promise<ResponsesStandIn> {
     send("response.created", { response: { id, object: "response", status: "in_progress", output: [] } });
     const out: unknown[] = [];
 
-    const toolWanted = /\[tool:([\w-]+)\]/.exec(prompt)?.[1];
-    const shell = /\[(shell|escalate):([^\]]+)\]/.exec(prompt);
-    const shellWanted = shell?.[2];
-    if ((toolWanted || shellWanted) && outputs.length === 0) {
+    // The markers in the order written, one per model turn: the next is the first without its output yet.
+    const steps = [...prompt.matchAll(/\[(tool|shell|escalate):([^\]]+)\]/g)].map((m) => ({ kind: m[1], what: m[2] }));
+    const step = steps[outputs.length];
+    if (step) {
+      const toolWanted = step.kind === "tool" ? step.what : undefined;
       const call = toolWanted ? findTool(body.tools ?? [], toolWanted) : { name: shellToolOf(body.tools ?? []) };
-      const args = toolWanted ? { id: "42" } : shellArgs(call.name, shellWanted!, shell![1] === "escalate");
+      const args = toolWanted ? { id: "42" } : shellArgs(call.name, step.what, step.kind === "escalate");
       const item = { type: "function_call", id: `fc_${seq}`, call_id: `call_${seq}`, name: call.name, ...(call.namespace ? { namespace: call.namespace } : {}), arguments: JSON.stringify(args), status: "completed" };
       send("response.output_item.added", { output_index: 0, item: { ...item, arguments: "" } });
       send("response.function_call_arguments.delta", { item_id: item.id, output_index: 0, delta: item.arguments });

@@ -55,9 +55,11 @@ export class WorkerProcess {
 }
 
 /** Starts `svc-worker <args>` with a fresh config folder (or `home`); does not wait. */
-export function spawnWorker(args: string[], home = tempDir("svc-worker-home-"), extraEnv: NodeJS.ProcessEnv = {}): WorkerProcess {
+export function spawnWorker(args: string[], home = tempDir("svc-worker-home-"), extraEnv: NodeJS.ProcessEnv = {}, wrapper: string[] = []): WorkerProcess {
   const env: NodeJS.ProcessEnv = { ...process.env, SVC_WORKER_HOME: home, ...extraEnv };
-  const child = spawn(process.execPath, ["worker/bin/svc-worker.js", ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
+  // `wrapper`: a command the worker runs under (a namespace that forbids the sandbox's), before node.
+  const [command, ...argv] = [...wrapper, process.execPath, "worker/bin/svc-worker.js", ...args];
+  const child = spawn(command, argv, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
   return new WorkerProcess(child, home);
 }
 

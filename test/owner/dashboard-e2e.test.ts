@@ -199,12 +199,27 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     try {
       const laptop = await pairViaApi(server, server.dev, "alice");
       const w = await connectRawWorker(server.url, laptop.token, open);
-      w.send(workerMessage("hello", { client: "dashboard-test", version: "0", runtimes: [{ name: "claude-code", kind: "agent", costClass: "user_subscription", models: [], billing: "subscription" }] }));
+      // And Codex, turned on there but unable to run: the machine has no sandbox (as a worker advertises it, `supported: false` for older services).
+      const cannot = "codex is installed and turned on, but agent CLIs run only inside a sandbox and this machine has none: bubblewrap is not installed.";
+      w.send(
+        workerMessage("hello", {
+          client: "dashboard-test",
+          version: "0",
+          runtimes: [
+            { name: "claude-code", kind: "agent", costClass: "user_subscription", models: [], billing: "subscription" },
+            { name: "codex", kind: "agent", costClass: "user_subscription", models: [], billing: "subscription", supported: false, note: cannot, unavailable: { reason: "sandbox_missing", message: cannot } },
+          ],
+        }),
+      );
       await w.next("welcome");
       w.send(workerMessage("runtime_limits", { runtime: "claude-code", windows: [{ window: "5h", status: "rejected", resetsAt: "2026-11-27T10:00:00.000Z" }, { window: "7d", status: "warning", usedPercent: 93 }], updatedAt: new Date().toISOString() }));
       // The open page keeps up on its own: the new machine and its windows appear without a reload.
       await page.getByText(/5h: spent, resets/).waitFor({ timeout: 20_000 });
       expect(await page.getByText("7d: 93% used (warning)").count()).toBe(1);
+      expect(await page.getByText("cannot run (no sandbox on the machine)").count()).toBe(1);
+      expect(await page.getByText(cannot).count()).toBe(1);
+      // Unsupported is a version matter: an unavailable runtime is not called that.
+      expect(await page.getByText(/unsupported/).count()).toBe(0);
     } finally {
       closeRawWorkers(open);
     }

@@ -9,6 +9,7 @@ import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 import { RUNS_FROM } from "./layout.js";
 import { JobSpans } from "./telemetry.js";
 import { WindowBook } from "./runtimes/usage-windows.js";
+import { redact } from "./redact.js";
 import { JobLog } from "./job-log.js";
 import { JobRecords, type JobRecord } from "./job-records.js";
 import { randomUUID } from "node:crypto";
@@ -26,6 +27,19 @@ export interface ConnectOptions {
   backoff?: { initialMs: number; maxMs: number };
   /** Where a job's unacknowledged events spill past their memory bound (`JobLog`); default: a folder under the system's temporary one. */
   jobsDir?: string;
+  /**
+   * Registers the caller's way to change what is served while serving (the policy or a CLI changed on disk:
+   * `main.ts` finds the runtimes again): the next jobs use it, and the service is told the new runtimes at once
+   * (`runtimes`). Jobs already running keep what they started with.
+   */
+  watch?: (apply: (next: Served) => void) => void;
+}
+
+/** What the worker serves now: its runtimes, those found and not served, and the user's policy. */
+export interface Served {
+  runtimes: Runtime[];
+  unsupported: RuntimeAdvert[];
+  policy: MachinePolicy;
 }
 
 /** How serving ended. */
@@ -102,7 +116,13 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
   const jobsDir = opts.jobsDir ?? path.join(os.tmpdir(), `svc-worker-jobs-${process.pid}`);
   const records = new JobRecords(jobsDir);
   const restored: Restored = new Map();
-  const policy = opts.policy ?? machinePolicy();
+  const served: Served = { runtimes: opts.runtimes, unsupported: opts.unsupported ?? [], policy: opts.policy ?? machinePolicy() };
+  /** Tells the service the runtimes served now, on the link that is up (set while one is). */
+  const announce: { now: (() => void) | null } = { now: null };
+  opts.watch?.((next) => {
+    Object.assign(served, next);
+    announce.now?.();
+  });
   for (const record of records.load()) {
     // Not asked for within its grace: the service has ended its run; the record and the CLI's session go.
     const timer = setTimeout(() => restored.has(record.jobId) && dropRestored(record.jobId), record.graceMs);
@@ -115,10 +135,10 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
     clearTimeout(r.timer);
     restored.delete(jobId);
     records.remove(jobId);
-    opts.runtimes.find((x) => x.advert.name === r.record.job.runtime)?.sessions?.forget(r.record.cliSessionId ?? r.record.sessionId, policy.allowedEnv);
+    served.runtimes.find((x) => x.advert.name === r.record.job.runtime)?.sessions?.forget(r.record.cliSessionId ?? r.record.sessionId, served.policy.allowedEnv);
   };
   while (!opts.signal.aborted) {
-    const outcome = await connectOnce({ ...opts, policy }, () => (attempt = 0), windows, jobs, { dir: jobsDir, records, restored, drop: dropRestored });
+    const outcome = await connectOnce(opts, () => (attempt = 0), windows, jobs, { dir: jobsDir, records, restored, drop: dropRestored }, served, announce);
     if (outcome.end) return outcome.end;
     const wait = Math.round(Math.random() * Math.min(maxMs, initialMs * 2 ** attempt++));
     opts.print(`  connection lost (${outcome.why}); reconnecting in ${(wait / 1000).toFixed(1)} s`);
@@ -150,9 +170,16 @@ interface Kept {
   drop(jobId: string): void;
 }
 
-function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<string, WindowBook>, jobs: Map<string, RunningJob>, kept: Kept): Promise<{ end?: ServeEnd; why: string }> {
-  const { credentials, runtimes, print, signal } = opts;
-  const policy = opts.policy ?? machinePolicy();
+function connectOnce(
+  opts: ConnectOptions,
+  welcomed: () => void,
+  windows: Map<string, WindowBook>,
+  jobs: Map<string, RunningJob>,
+  kept: Kept,
+  served: Served,
+  announce: { now: (() => void) | null },
+): Promise<{ end?: ServeEnd; why: string }> {
+  const { credentials, print, signal } = opts;
   return new Promise((resolve) => {
     const ws = new WebSocket(credentials.connectUrl, {
       headers: { authorization: `Bearer ${credentials.pairingToken}` },
@@ -170,6 +197,7 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       if (settled) return;
       settled = true;
       if (heartbeat) clearInterval(heartbeat);
+      announce.now = null;
       for (const w of windowsSent.values()) if (w.timer) clearTimeout(w.timer);
       // The jobs on this link: a resumable one is kept for the service's grace (its CLI runs on, its events are kept
       // for the instance the machine reconnects to); the others stop, as the service runs them again or ends them.
@@ -283,8 +311,8 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
     });
     ws.on("error", (err) => finish({ why: err.message }));
     // Within the catalog's bounds (at most 1,000 models of at most 256 characters each), so the hello is never refused for its size.
-    const adverts = [...runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) })), ...(opts.unsupported ?? [])];
-    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts, maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: [WORKER_FEATURES.jobResume] })));
+    const adverts = () => [...served.runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) })), ...served.unsupported];
+    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts(), maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: [WORKER_FEATURES.jobResume] })));
     ws.on("close", (code, reason) => {
       const text = reason.toString() || `code ${code}`;
       if (code === WORKER_CLOSE.revoked) finish({ end: { reason: "revoked", message: text }, why: text });
@@ -315,7 +343,11 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
           features.clear();
           for (const f of m.payload.features ?? []) features.add(f);
           graceMs = (m.payload.jobGraceSeconds ?? 0) * 1000;
-          print(`✓ Connected to ${m.payload.appName} as ${m.payload.machineId}; serving ${runtimes.map((r) => r.advert.name).join(", ") || "nothing"}.`);
+          print(`✓ Connected to ${m.payload.appName} as ${m.payload.machineId}; serving ${served.runtimes.map((r) => r.advert.name).join(", ") || "nothing"}.`);
+          announce.now = () => {
+            send(workerMessage("runtimes", { runtimes: adverts() }));
+            print(`  now serving ${served.runtimes.map((r) => r.advert.name).join(", ") || "nothing"}`);
+          };
           // Once per process, not on every reconnect.
           if (m.payload.update && !toldUpdate) {
             toldUpdate = true;
@@ -412,8 +444,9 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
     async function runJob(jobId: string, job: Job, traceparent?: string, restart?: { sessionId: string; cliSessionId?: string; after: number }) {
       /** Its spans, only when the user's policy lets this machine send traces and the service asked for them. */
       let spans: JobSpans | null = null;
-      // Only what the server asked for, on a runtime this machine serves, within its cap.
-      const runtime = runtimes.find((r) => r.advert.name === job.runtime);
+      // Only what the server asked for, on a runtime this machine serves, within its cap; under the policy of now.
+      const runtime = served.runtimes.find((r) => r.advert.name === job.runtime);
+      const policy = served.policy;
       // Resumable: an agent CLI's run (its own loop cannot be run again), for a service that resumes jobs and waits for a lost machine.
       const resumable = job.kind === "agent_run" && features.has(WORKER_FEATURES.jobResume) && graceMs > 0;
       // Kept on disk too, with the CLI's session, when the CLI can resume one: the job outlives a restart of the worker.
@@ -444,6 +477,9 @@ function connectOnce(opts: ConnectOptions, welcomed: () => void, windows: Map<st
       const texts = textBatcher((text) => sendEvent(jobId, running, { type: "text_delta", text }));
       const emit = (event: JobEvent) => {
         if (running.ended || running.tooLarge) return;
+        // A failure's text is the machine's (a CLI's stderr, a path that was missing): the app gets it without
+        // paths, names or environment values; the whole of it is printed here (the job's last line below).
+        if (event.type === "failed") event = { ...event, message: redact(event.message) };
         spans?.event(event);
         if (event.type === "text_delta") return texts.add(event.text);
         // An older service takes no `usage` events (it would count them as bad messages): only the job's end carries its usage then.

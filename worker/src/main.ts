@@ -1,7 +1,8 @@
 import path from "node:path";
 import { Command, InvalidArgumentError } from "commander";
 import { pair } from "./pair.js";
-import { serve, unpairRemotely } from "./connection.js";
+import { serve, unpairRemotely, type Served } from "./connection.js";
+import { servedFingerprint, watchServed } from "./served-watch.js";
 import { checkToken } from "./token-check.js";
 import { discoverRuntimes } from "./runtimes/discover.js";
 import { lockServing } from "./lock.js";
@@ -89,7 +90,22 @@ program
     const { runtimes, unsupported } = await findRuntimes(store, opts.workdir, "serves");
     const abort = new AbortController();
     process.once("SIGINT", () => abort.abort()).once("SIGTERM", () => abort.abort());
-    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()), jobsDir: path.join(store.dir, "jobs") });
+    // The policy, an agent CLI or the sandbox changed while serving: found again and said to the service, no restart needed.
+    const watch = (apply: (next: Served) => void) =>
+      watchServed(
+        () => servedFingerprint(store),
+        async () => {
+          out("Your settings, an agent CLI or the sandbox changed; looking again:");
+          try {
+            const found = await findRuntimes(store, opts.workdir, "serves");
+            apply({ runtimes: found.runtimes, unsupported: found.unsupported, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()) });
+          } catch (err) {
+            out(`  could not look again (${(err as Error).message}); still serving what was found before`);
+          }
+        },
+        abort.signal,
+      );
+    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()), jobsDir: path.join(store.dir, "jobs"), watch });
     if (end.reason === "stopped") {
       out("Stopped.");
       return;

@@ -9,6 +9,9 @@ import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
 import { formatMoney } from "../format/money";
+
+/** What each reason a runtime cannot run on its machine means, in a few words (the message says the rest). */
+const UNAVAILABLE = { sandbox_missing: "no sandbox on the machine", sandbox_refused: "the machine refuses the sandbox", cli_not_launchable: "the CLI does not start" } as const;
 import { formatCount, formatTime } from "../format/time";
 
 export function UserDetail() {
@@ -89,8 +92,9 @@ export function UserDetail() {
                       label: "State",
                       cell: (r) => (
                         <>
-                          {r.state}
+                          {r.unavailable ? `cannot run (${UNAVAILABLE[r.unavailable.reason]})` : r.state}
                           {!r.supported && ` (unsupported${r.note ? `: ${r.note}` : ""})`}
+                          {r.unavailable && <p className="muted">{r.unavailable.message}</p>}
                         </>
                       ),
                     },

@@ -7,6 +7,8 @@ import type { Store } from "../store.js";
 const SETTINGS: Record<string, string> = {
   "agents.claude-code": "serve Claude Code runs at all (on your subscription or the provider key you allow)",
   "agents.codex": "serve Codex runs at all",
+  "commands.claude-code": "Claude Code's own path, where the worker cannot find it on PATH or through its version manager (unset: found on PATH)",
+  "commands.codex": "Codex's own path, likewise (unset: found on PATH)",
   "sandbox.required": "run agent CLIs only inside the operating-system sandbox; false: unconfined where there is none",
   "sandbox.network": "let the CLI and what it runs reach the network beyond its own model API",
   "sandbox.readable": "more folders the CLI may read (absolute paths)",
@@ -31,13 +33,13 @@ function put(o: Json, key: string, value: unknown): void {
   if (value === undefined) delete at[ks.at(-1)!];
   else at[ks.at(-1)!] = value;
 }
-const show = (v: unknown) => (Array.isArray(v) ? (v.length ? v.join(", ") : "(none)") : String(v));
+const show = (v: unknown) => (Array.isArray(v) ? (v.length ? v.join(", ") : "(none)") : v === undefined ? "(unset)" : String(v));
 
 /**
  * `svc-worker policy`: the user's rules for agent CLIs on this machine, shown in
  * plain words and changed one setting at a time, validated before anything is
- * written (a bad key or value changes nothing, exit 2). A running worker reads
- * the policy when it starts: restart it to apply a change.
+ * written (a bad key or value changes nothing, exit 2). A running worker sees
+ * the change within seconds (`served-watch.ts`) and applies it to the jobs it starts next.
  */
 export function registerPolicyCommand(program: Command, storeOf: () => Store, out: (line: string) => void): void {
   const policy = program.command("policy").description("Show your rules for agent CLIs on this machine (what an app may do here), or change them.");
@@ -55,7 +57,7 @@ export function registerPolicyCommand(program: Command, storeOf: () => Store, ou
       const isDefault = JSON.stringify(value) === JSON.stringify(get(defaults, key));
       out(`  ${key} = ${show(value)}${isDefault ? " (default)" : ""}: ${meaning}`);
     }
-    out("Change one with `svc-worker policy set <key> <value>` (lists: +NAME / -NAME); a running worker applies it when restarted.");
+    out("Change one with `svc-worker policy set <key> <value>` (lists: +NAME / -NAME); a running worker applies it within seconds.");
   });
 
   policy
@@ -90,7 +92,7 @@ export function registerPolicyCommand(program: Command, storeOf: () => Store, ou
         program.error(`${key} cannot be ${JSON.stringify(value)}: ${issue.message}. Nothing was changed.`, { exitCode: 2 });
       }
       store.writeSettings({ ...settings, policy: raw as Policy });
-      out(`${key} = ${show(next)}. A running worker applies it when restarted.`);
+      out(`${key} = ${show(next)}. A running worker applies it within seconds (to the jobs it starts next).`);
     });
 
   policy

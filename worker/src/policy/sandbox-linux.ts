@@ -104,7 +104,7 @@ export function bubblewrapArgs(c: Confinement, extra: Mount[] = []): string[] {
  */
 export async function launchInBubblewrap(bwrap: string, c: Confinement, args: string[], env: NodeJS.ProcessEnv): Promise<Launched> {
   const launchedEnv: NodeJS.ProcessEnv = { ...env, TMPDIR: "/tmp" };
-  let command = [c.command, ...args];
+  let command = [c.command, ...c.prefix, ...args];
   const extra: Mount[] = [];
   const servers: net.Server[] = [];
   let dir: string | undefined;

@@ -96,5 +96,5 @@ export async function launchInSeatbelt(sandboxExec: string, c: Confinement, args
     hidden: [...new Set(["/Users", "/Volumes", "/private/tmp", "/private/var/folders", real(c.home)])],
     ports,
   });
-  return { command: sandboxExec, args: ["-p", profile, c.command, ...args], cwd: c.cwd, env: launchedEnv, cleanup };
+  return { command: sandboxExec, args: ["-p", profile, c.command, ...c.prefix, ...args], cwd: c.cwd, env: launchedEnv, cleanup };
 }

@@ -31,6 +31,17 @@ export const Policy = z
       })
       .strict()
       .default({}),
+    /**
+     * The agent CLIs' own paths, for an install the worker cannot resolve from PATH (a version
+     * manager's shim it cannot ask, a CLI kept off PATH). Absent: found on PATH as the shell would.
+     */
+    commands: z
+      .object({
+        "claude-code": z.string().refine((p) => p.startsWith("/") || /^[A-Za-z]:[\\/]/.test(p), "an absolute path").optional(),
+        codex: z.string().refine((p) => p.startsWith("/") || /^[A-Za-z]:[\\/]/.test(p), "an absolute path").optional(),
+      })
+      .strict()
+      .default({}),
     sandbox: z
       .object({
         /**

@@ -7,7 +7,11 @@ import { ClaudeCodeRuntime } from "./claude-code.js";
 import { CodexRuntime } from "./codex.js";
 import { supportOf, versionOf } from "./versions.js";
 import { detectSandbox } from "../policy/sandbox.js";
-import type { RuntimeAdvert, RuntimeKind } from "@svc/contract";
+import { Policy } from "../policy/schema.js";
+import { redact } from "../redact.js";
+import { commandFix, locateCli } from "./locate.js";
+import { preflightCli } from "./preflight.js";
+import type { RuntimeAdvert, RuntimeKind, RuntimeUnavailableReason } from "@svc/contract";
 
 /** The provider keys each agent CLI would use: listed in the policy's providerKeys and set, its runs are billed to that key. */
 const PROVIDER_KEYS = { "claude-code": ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"], codex: ["OPENAI_API_KEY", "CODEX_API_KEY"] } as const;
@@ -33,7 +37,10 @@ export function jobCapOf(name: string, kind: RuntimeKind, setting: Settings["max
 
 export interface Discovery {
   runtimes: Runtime[];
-  /** Agent CLIs found in a version this worker does not support: advertised (`supported: false`), never served. */
+  /**
+   * Agent CLIs found in a version this worker does not support, or turned on and unable to run here (no sandbox,
+   * the host refuses it, the CLI does not start: `unavailable`): advertised (`supported: false`), never served.
+   */
   unsupported: RuntimeAdvert[];
   /** One line per runtime looked for and not served, saying why. */
   notes: string[];
@@ -75,6 +82,8 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
 
   const workdir = settings.workdir ? path.resolve(settings.workdir) : null;
   const workdirOk = workdir !== null && fs.existsSync(workdir) && fs.statSync(workdir).isDirectory();
+  // Filled in with the defaults (settings read from disk already are; a caller's may not be).
+  const policy = Policy.parse(settings.policy ?? {});
   for (const [name, conf_, Kind] of [
     ["claude-code", conf.claude, ClaudeCodeRuntime],
     ["codex", conf.codex, CodexRuntime],
@@ -83,37 +92,66 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
       notes.push(`${name}: turned off in config`);
       continue;
     }
-    if (!settings.policy?.agents?.[name]) {
+    if (!policy.agents[name]) {
       notes.push(`${name}: not turned on (agent CLIs are served only when you allow them: svc-worker policy set agents.${name} true)`);
       continue;
     }
-    const command = findOnPath(conf_ ?? (name === "claude-code" ? "claude" : "codex"), env);
-    if (!command) {
-      notes.push(`${name}: not found on PATH`);
+    const located = locateCli(name, { explicit: policy.commands[name], configured: conf_, env, cwd: workdirOk ? workdir! : undefined });
+    if (!located.ok && located.code === "cli_not_found") {
+      notes.push(`${name}: ${located.message} (or name it: ${commandFix(name)})`);
       continue;
     }
     if (!workdirOk) {
-      notes.push(`${name}: found at ${command}, but no working folder is set (svc-worker start --workdir <folder>): agents run only there`);
+      notes.push(`${name}: found${located.ok ? ` at ${located.command}` : ""}, but no working folder is set (svc-worker start --workdir <folder>): agents run only there`);
       continue;
     }
-    const sandbox = detectSandbox();
-    if (sandbox.kind === null && settings.policy?.sandbox?.required !== false) {
-      notes.push(`${name}: found at ${command}, but agent CLIs run only inside a sandbox and this machine has none (${sandbox.why}); to run them unconfined anyway: svc-worker policy set sandbox.required false`);
-      continue;
-    }
-    const version = versionOf(command);
-    const support = supportOf(name, version);
-    const keys = settings.policy?.providerKeys ?? [];
+    const keys = policy.providerKeys;
     const billing = PROVIDER_KEYS[name].some((k) => keys.includes(k) && env[k]) ? ("api_key" as const) : ("subscription" as const);
     const local = conf.localAgents?.[name];
-    const adverts: { advert: RuntimeAdvert; options: AgentRuntimeOptions }[] = [
+    const advertsOf = (version: string | null): { advert: RuntimeAdvert; options: AgentRuntimeOptions }[] => [
       { advert: { name, kind: "agent", costClass: "user_subscription", models: [], ...(version ? { version } : {}), billing }, options: {} },
       // The same CLI on the user's own model: its own runtime, paid by nobody's subscription.
       ...(local
         ? [{ advert: { name: `${name}-local`, kind: "agent" as const, costClass: "user_hardware" as const, models: [local.model], ...(version ? { version } : {}), billing: "local_model" as const }, options: { localModel: { baseUrl: local.url, model: local.model, ...(local.apiKey ? { apiKey: local.apiKey } : {}) } } }]
         : []),
     ];
-    for (const { advert, options } of adverts) {
+    // Turned on but unable to run here: advertised as such (the app can tell its user why), never served.
+    const cannotRun = (reason: RuntimeUnavailableReason, forUser: string, forApp: string, version: string | null) => {
+      notes.push(`${name}: ${forUser}`);
+      for (const { advert } of advertsOf(version)) {
+        const message = redact(forApp).slice(0, 512);
+        unsupported.push({ ...advert, supported: false, note: message, unavailable: { reason, message } });
+      }
+    };
+    if (!located.ok) {
+      cannotRun("cli_not_launchable", located.message, `${name} is turned on, but the worker cannot tell which ${name} to start: ${located.message}`, null);
+      continue;
+    }
+    const command = located.command;
+    const via = located.via ? ` (through ${located.via}: ${located.found})` : "";
+    const sandbox = detectSandbox();
+    if (sandbox.kind === null && policy.sandbox.required) {
+      const cause = sandbox.code === "sandbox_refused" ? "the sandbox is installed but this host refuses it" : "this machine has no sandbox";
+      cannotRun(
+        sandbox.code ?? "sandbox_missing",
+        `found at ${command}${via}, but agent CLIs run only inside a sandbox and ${cause} (${sandbox.why}). To fix: ${sandbox.fix}`,
+        `${name} is installed and turned on, but agent CLIs run only inside a sandbox and ${cause}: ${sandbox.why}. On the machine: ${sandbox.fix}.`,
+        versionOf(command),
+      );
+      continue;
+    }
+    const checked = await preflightCli(command, { workdir: workdir!, policy, env, sandbox });
+    if (!checked.ok) {
+      cannotRun(
+        "cli_not_launchable",
+        `found at ${command}${via}, but ${checked.message}. Name the CLI to start, if another: ${commandFix(name)}`,
+        `${name} is installed and turned on, but ${checked.message}.`,
+        versionOf(command),
+      );
+      continue;
+    }
+    const support = supportOf(name, checked.version);
+    for (const { advert, options } of advertsOf(checked.version)) {
       if (!support.supported) {
         notes.push(`${advert.name}: ${support.note}`);
         unsupported.push({ ...advert, supported: false, note: support.note });
@@ -155,22 +193,4 @@ async function listModelsOnce(kind: string, baseUrl: string, signal: AbortSignal
   if (!res.ok) throw new Error(`HTTP ${res.status}`);
   const body = (await res.json()) as { data?: { id?: string }[] };
   return (body.data ?? []).map((m) => m.id ?? "").filter(Boolean);
-}
-
-/** The executable `name` resolves to on PATH (or `name` itself when it is a path). */
-export function findOnPath(name: string, env: NodeJS.ProcessEnv): string | null {
-  const executable = (p: string) => {
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return fs.statSync(p).isFile();
-    } catch {
-      return false;
-    }
-  };
-  if (name.includes(path.sep)) return executable(name) ? path.resolve(name) : null;
-  for (const dir of (env.PATH ?? "").split(path.delimiter).filter(Boolean)) {
-    const candidate = path.join(dir, name);
-    if (executable(candidate)) return candidate;
-  }
-  return null;
 }

@@ -1,0 +1,3 @@
+-- AlterTable
+ALTER TABLE "runtimes" ADD COLUMN     "unavailable" TEXT;
+
