@@ -16,7 +16,8 @@ export default defineConfig({
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/helpers/global-setup.ts"],
     // SVC_TEST_CPU_LOG=<file>: each test file appends the CPU its process and its reaped children spent (test/README.md).
-    setupFiles: process.env.SVC_TEST_CPU_LOG ? ["test/helpers/cpu-per-file.ts"] : [],
+    // openapi-check-setup.ts: a test during which a server answered what openapi.json does not declare fails.
+    setupFiles: ["test/helpers/openapi-check-setup.ts", ...(process.env.SVC_TEST_CPU_LOG ? ["test/helpers/cpu-per-file.ts"] : [])],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: "forks",

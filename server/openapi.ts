@@ -6,6 +6,7 @@ import { ChatCompletionChunk, contract, ERROR_CODES, ErrorEnvelope, RUN_EVENT_KI
 import { fixNullableDeep, SchemaRegistry } from "./openapi/components.js";
 import { hasOwnHeaders, HEADERS, PARAMETERS, responseHeaders } from "./openapi/headers.js";
 import { ROUTE_TAGS, TAGS } from "./openapi/tags.js";
+import { toOpenApi31 } from "./openapi/openapi-3-1.js";
 
 type Json = Record<string, any>;
 
@@ -63,9 +64,16 @@ const CHAT_ANSWER =
 const RESPONSE_ANSWER =
   "A `Response` (`application/json`); with `stream: true`, a `text/event-stream` of the Open Responses events: each frame's `event:` is the event's `type` and its `data:` one JSON `ResponseStreamEvent` (`sequence_number` from 0), from `response.created` to one of `response.completed`, `response.incomplete` or `response.failed`, then `data: [DONE]`.";
 
-const isEventStream = (r: unknown) => Boolean(r && typeof r === "object" && "contentType" in r && (r as { contentType: string }).contentType === "text/event-stream");
+/** The content type of a contract's `otherResponse` (a stream, a download), if `r` is one. */
+const otherContentType = (r: unknown) => (r && typeof r === "object" && "contentType" in r ? (r as { contentType: string }).contentType : undefined);
+const isEventStream = (r: unknown) => otherContentType(r) === "text/event-stream";
 
-/** The OpenAPI 3.0 document of the contract; `openapi.json` is this, committed. */
+/** What an answer that is a download says of itself. */
+const DOWNLOADS: Record<string, string> = {
+  "text/csv": "A CSV file (RFC 4180, UTF-8, a header row first), sent as an attachment (`Content-Disposition`).",
+};
+
+/** The OpenAPI 3.1 document of the contract (built as 3.0 by @ts-rest/open-api, then `toOpenApi31`); `openapi.json` is this, committed. */
 export function buildOpenApi() {
   const registry = new SchemaRegistry();
   /** `components/responses`: each error status as every operation answers it, by status. */
@@ -118,6 +126,10 @@ export function buildOpenApi() {
           } else if (isEventStream(response)) {
             // @ts-rest/open-api drops the content of `otherResponse` (the SSE routes).
             responses[status] = { description: RUN_EVENT_STREAM, headers, content: { "text/event-stream": { schema: registry.ref("RunEvent") } } };
+          } else if (otherContentType(response)) {
+            // Another `otherResponse` (dropped by @ts-rest/open-api too): a text download.
+            const type = otherContentType(response)!;
+            responses[status] = { description: DOWNLOADS[type] ?? `A \`${type}\` body.`, headers, content: { [type]: { schema: { type: "string" } } } };
           } else if (generated.content) {
             const content: Json = { "application/json": { schema: schemaOf(response, generated.content["application/json"].schema) } };
             let text = STATUS_CODES[Number(status)] ?? status;
@@ -164,7 +176,7 @@ export function buildOpenApi() {
     parameters: PARAMETERS,
     securitySchemes: SECURITY_SCHEMES,
   };
-  return doc;
+  return toOpenApi31(doc);
 }
 
 export function openApiJson(): string {

@@ -43,6 +43,8 @@ export interface RunningServer {
   metricsUrl: string | null;
   db: Database;
   services: Services;
+  /** The HTTP listener (the tests watch what it answers: test/helpers/openapi-check.ts). */
+  http: Server;
   close(): Promise<void>;
 }
 
@@ -141,7 +143,7 @@ export async function startServer(opts: StartOptions): Promise<RunningServer> {
       (opts.print ?? ((t) => process.stdout.write(t)))(devAppBanner(created, url, link ? signInLinkUrl(url, link.token) : undefined));
     }
     logger.info({ url, database: db.kind, runBus: stream ? "nats" : "database" }, "listening");
-    return { url, metricsUrl, db, services, close };
+    return { url, metricsUrl, db, services, http: server, close };
   } catch (err) {
     await close();
     throw err;

@@ -35,7 +35,11 @@ export interface RouteMetadata {
 
 export const meta = (m: RouteMetadata) => m;
 
-/** OpenAPI security scheme name for each credential. */
+/**
+ * OpenAPI security schemes: the credentials an HTTP operation takes. The pairing endpoints take
+ * none (the connect key is in their path), and the pairing token is taken only by the worker's
+ * WebSocket (docs/contributors/worker-protocol.md): neither is a scheme, or generators would send it.
+ */
 export const SECURITY_SCHEMES = {
   appKey: {
     type: "http",
@@ -49,24 +53,11 @@ export const SECURITY_SCHEMES = {
     bearerFormat: "est_<token>",
     description: "End-user session minted by the app's server (POST /v1/end_users/session); acts for exactly one end user for ten minutes.",
   },
-  pairingToken: {
-    type: "http",
-    scheme: "bearer",
-    bearerFormat: "pt_svc_<token>",
-    description: "Issued to a paired machine at the end of pairing. Taken only by the worker connection (WebSocket handshake), never by these HTTP endpoints.",
-  },
   ownerSession: {
     type: "apiKey",
     in: "cookie",
     name: "svc_owner",
     description:
       "The app owner's dashboard session (`ost_<token>`), set by the sign-in routes as an HttpOnly, SameSite=Strict cookie. Every request that is not a GET also sends `X-CSRF-Token` with the token from GET /v1/owner/me.",
-  },
-  connectKey: {
-    type: "apiKey",
-    in: "header",
-    name: "X-Connect-Key-In-Path",
-    description:
-      "Public connect key `pk_svc_<key>`. It travels in the path of the pairing endpoints (`/c/{pk}/v1/device/...`), not in a header: OpenAPI has no path-located security scheme, so this entry only documents it.",
   },
 } as const;

@@ -1,4 +1,5 @@
-import { execFileSync } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
+import { promisify } from "node:util";
 import fs from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -40,21 +41,22 @@ interface Layout {
   /** The CLIs it installs (the native installer is Claude Code's only). */
   clis: ("claude-code" | "codex")[];
   /** Installs the CLIs into `home`; answers the PATH entries the user's shell has for them. */
-  install(home: string): string[];
+  install(home: string): Promise<string[]>;
 }
 
-/** `npm install -g` into a prefix, as a user runs it (nvm's npm does the same into its Node's prefix); tarballs from npm's cache. */
-function npmGlobal(prefix: string): void {
-  execFileSync("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", `@anthropic-ai/claude-code@${VERSIONS.claude}`, `@openai/codex@${VERSIONS.codex}`], {
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+/**
+ * `npm install -g` into a prefix, as a user runs it (nvm's npm does the same into its Node's prefix); tarballs from
+ * npm's cache. Asynchronous: a test process blocked for seconds would let its own server's keep-alive sockets go stale.
+ */
+async function npmGlobal(prefix: string): Promise<void> {
+  await promisify(execFile)("npm", ["install", "-g", "--prefix", prefix, "--prefer-offline", "--no-audit", "--no-fund", "--loglevel=error", `@anthropic-ai/claude-code@${VERSIONS.claude}`, `@openai/codex@${VERSIONS.codex}`], { maxBuffer: 16 * 1024 * 1024 });
 }
 
 const LAYOUTS: Layout[] = [
   {
     name: "native",
     clis: ["claude-code"],
-    install: (home) => {
+    install: async (home) => {
       const versions = path.join(home, ".local", "share", "claude", "versions");
       fs.mkdirSync(versions, { recursive: true });
       // The installer's binary is the npm package's native one.
@@ -68,39 +70,39 @@ const LAYOUTS: Layout[] = [
   {
     name: "npm-home",
     clis: ["claude-code", "codex"],
-    install: (home) => {
-      npmGlobal(path.join(home, ".npm-global"));
+    install: async (home) => {
+      await npmGlobal(path.join(home, ".npm-global"));
       return [path.join(home, ".npm-global", "bin")];
     },
   },
   {
     name: "npm-system",
     clis: ["claude-code", "codex"],
-    install: (home) => {
-      const prefix = path.join("/usr/local/lib", `svc-test-${path.basename(home)}`);
+    install: async (home) => {
+      const prefix = path.join("/usr/local/lib", `svc-test-${path.basename(path.dirname(path.dirname(home)))}`);
       systemPrefixes.push(prefix);
-      npmGlobal(prefix);
+      await npmGlobal(prefix);
       return [path.join(prefix, "bin")];
     },
   },
   {
     name: "nvm",
     clis: ["claude-code", "codex"],
-    install: (home) => {
+    install: async (home) => {
       const node22 = testNode(22);
       if (!node22) throw new Error("the tests' Node 22 is missing");
       const prefix = path.join(home, ".nvm", "versions", "node", `v${execFileSync(node22, ["-p", "process.versions.node"]).toString().trim()}`);
       fs.mkdirSync(path.join(prefix, "bin"), { recursive: true });
       fs.copyFileSync(node22, path.join(prefix, "bin", "node"));
       fs.chmodSync(path.join(prefix, "bin", "node"), 0o755);
-      npmGlobal(prefix);
+      await npmGlobal(prefix);
       return [path.join(prefix, "bin")];
     },
   },
   {
     name: "home-bin",
     clis: ["claude-code", "codex"],
-    install: (home) => {
+    install: async (home) => {
       fs.mkdirSync(path.join(home, "bin"));
       fs.symlinkSync(CLAUDE_FILE, path.join(home, "bin", "claude"));
       fs.symlinkSync(CODEX_FILE, path.join(home, "bin", "codex"));
@@ -110,7 +112,7 @@ const LAYOUTS: Layout[] = [
   {
     name: "mise",
     clis: ["claude-code", "codex"],
-    install: (home) => {
+    install: async (home) => {
       // mise's own programs: `mise link` takes an install made elsewhere (here the npm packages) as a tool version,
       // `mise use -g` makes it the user's; its shims are links to the mise binary.
       const env = { ...process.env, HOME: home, MISE_OFFLINE: "1", MISE_YES: "1", XDG_CONFIG_HOME: path.join(home, ".config"), XDG_DATA_HOME: path.join(home, ".local", "share") };
@@ -146,22 +148,27 @@ describe.runIf(sandboxed)("agent CLIs as users install them, in the sandbox", ()
   const machines = new Map<string, { worker: WorkerProcess; workdir: string; pathEntries: string[]; home: string }>();
 
   beforeAll(async () => {
-    server = await startTestServer({ kind: "pglite", dataDir: null }, {}, { runningClock: true });
-    anthropic = await startAnthropicStandIn();
-    responses = await startResponsesStandIn();
-    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
     // Codex will not set up its home under /tmp: these machines live in /var/tmp.
     root = fs.mkdtempSync("/var/tmp/svc-layouts-");
+    // Every layout installed first, before any server or worker runs.
+    const installed = new Map<string, { home: string; workdir: string; pathEntries: string[] }>();
     for (const layout of LAYOUTS) {
       const home = path.join(root, layout.name, "home");
       const workdir = path.join(root, layout.name, "project");
       fs.mkdirSync(path.join(home, ".codex"), { recursive: true });
       fs.mkdirSync(workdir, { recursive: true });
+      installed.set(layout.name, { home, workdir, pathEntries: await layout.install(home) });
+    }
+    server = await startTestServer({ kind: "pglite", dataDir: null }, {}, { runningClock: true });
+    anthropic = await startAnthropicStandIn();
+    responses = await startResponsesStandIn();
+    svc = new Svc({ apiKey: server.dev.appKey, baseUrl: `${server.url}/v1` });
+    for (const layout of LAYOUTS) {
+      const { home, workdir, pathEntries } = installed.get(layout.name)!;
       fs.writeFileSync(
         path.join(home, ".codex", "config.toml"),
         `model = "standin-model"\nmodel_provider = "standin"\n[model_providers.standin]\nname = "standin"\nbase_url = "${responses.url}/v1"\nwire_api = "responses"\nenv_key = "STANDIN_API_KEY"\n`,
       );
-      const pathEntries = layout.install(home);
       const m = await pairViaApi(server, server.dev, `user-${layout.name}`, {
         workdir,
         runtimes: { ollama: false, llamacpp: false, lmstudio: false },

@@ -1,3 +1,5 @@
+import os from "node:os";
+import path from "node:path";
 import pg from "pg";
 import type { TestProject } from "vitest/node";
 import { buildServer, isFresh } from "../../scripts/build-server.mjs";
@@ -11,6 +13,8 @@ import { pgliteTemplate, postgresTemplate, templateHash } from "./templates.js";
  */
 export default async function setup(project: TestProject) {
   ensureTestTools();
+  // Where each test file adds up the answers it checked against openapi.json (the totals reporter prints the sum).
+  process.env.SVC_OPENAPI_CHECK_LOG = path.join(os.tmpdir(), `svc-openapi-check-${process.pid}-${Date.now()}.jsonl`);
   // The process tests run the server as `npm start` does: the production build, current with the sources.
   if (!isFresh()) await buildServer();
   const url = process.env.SVC_TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/postgres";

@@ -10,6 +10,7 @@ import type { DatabaseTarget } from "../../server/db/open.js";
 import type { NewKeys } from "../../server/keys/keys.js";
 import { pgliteTemplate, type TestDatabase } from "./databases.js";
 import { pgliteCopy } from "./templates.js";
+import { openApiCheck } from "./openapi-check.js";
 
 /**
  * A clock tests move by hand. Stopped (the default), it stands still between
@@ -79,6 +80,8 @@ async function startOn(database: DatabaseTarget, env: Record<string, string>, op
   const logger = createLogger(config.logLevel, sink);
   let dev: NewKeys | null = null;
   const server = await startServer({ config, logger, clock, database, print: (t) => printed.push(t) });
+  // Every answer it gives is checked against openapi.json (a mismatch fails the test: openapi-check-setup.ts).
+  openApiCheck().attach(server.http);
   // The banner is for people; tests read the keys from the same place a person would.
   const banner = printed.join("");
   const field = (label: string) => new RegExp(`${label}\\s+(\\S+)`).exec(banner)?.[1] ?? "";

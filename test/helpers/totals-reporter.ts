@@ -1,4 +1,20 @@
+import fs from "node:fs";
 import type { Reporter, TestModule } from "vitest/node";
+
+/** What the files checked against openapi.json (test/helpers/openapi-check.ts), added up; a line for the run's end. */
+function openApiChecked(): string {
+  const log = process.env.SVC_OPENAPI_CHECK_LOG;
+  if (!log || !fs.existsSync(log)) return "";
+  const sum = { answers: 0, events: 0, requestBodies: 0 };
+  for (const line of fs.readFileSync(log, "utf8").split("\n").filter(Boolean)) {
+    const c = JSON.parse(line) as typeof sum;
+    sum.answers += c.answers;
+    sum.events += c.events;
+    sum.requestBodies += c.requestBodies;
+  }
+  fs.rmSync(log, { force: true });
+  return `\nChecked against openapi.json: ${sum.answers} answers (${sum.events} stream events), ${sum.requestBodies} request bodies; any mismatch failed its test.\n`;
+}
 
 /** Prints the totals as the last line, in the plain form CI reads: `N passed, N failed`. */
 export default class TotalsReporter implements Reporter {
@@ -20,6 +36,7 @@ export default class TotalsReporter implements Reporter {
       failed += failedHere;
     }
     const notice = process.env.SVC_TEST_POSTGRES_SKIPPED ? `${process.env.SVC_TEST_POSTGRES_SKIPPED}\n` : "";
+    process.stdout.write(openApiChecked());
     process.stdout.write(`\n${notice}${skipped ? `(${skipped} skipped)\n` : ""}${passed} passed, ${failed} failed\n`);
   }
 }

@@ -3,6 +3,8 @@ import fs from "node:fs";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import openapiTS, { astToString } from "openapi-typescript";
+import { createClient as heyApi } from "@hey-api/openapi-ts";
+import SwaggerParser from "@apidevtools/swagger-parser";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -20,6 +22,25 @@ async function generateTypes(): Promise<void> {
   fs.writeFileSync(generated, `// Generated from openapi.json by test/platform/openapi-client.test.ts; not committed.\n${astToString(ast)}`);
 }
 
+/** The second generator, as its users run it: @hey-api/openapi-ts with its fetch client, into ./generated/hey-api/. */
+async function generateHeyApi(): Promise<void> {
+  await heyApi({ input: fileURLToPath(new URL("../../openapi.json", import.meta.url)), output: fileURLToPath(new URL("./generated/hey-api/", dir)), plugins: ["@hey-api/client-fetch"], logs: { level: "silent" } });
+}
+
+const tsc = fileURLToPath(new URL("../../node_modules/typescript/bin/tsc", import.meta.url));
+/** `tsc -p <config>` of this folder: what it printed, and whether it failed. */
+async function typeCheck(config: string): Promise<{ stdout: string; failed?: true }> {
+  return promisify(execFile)(process.execPath, [tsc, "-p", fileURLToPath(new URL(config, dir))]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true as const }));
+}
+
+describe("openapi.json as a document", () => {
+  it("is a valid OpenAPI 3.1 document to swagger-parser (its references resolved, its schemas well-formed)", async () => {
+    const api = (await SwaggerParser.validate(fileURLToPath(new URL("../../openapi.json", import.meta.url)))) as { openapi: string; paths: Record<string, unknown> };
+    expect(api.openapi).toBe("3.1.0");
+    expect(Object.keys(api.paths).length).toBeGreaterThan(50);
+  }, 60_000);
+});
+
 describe("a client generated from openapi.json (openapi-typescript + openapi-fetch)", () => {
   let server: TestServer;
   beforeAll(async () => {
@@ -29,11 +50,22 @@ describe("a client generated from openapi.json (openapi-typescript + openapi-fet
 
   it("type-checks under strict tsc, and refuses what the API refuses", async () => {
     await generateTypes();
-    const tsc = fileURLToPath(new URL("../../node_modules/typescript/bin/tsc", import.meta.url));
-    const result = await promisify(execFile)(process.execPath, [tsc, "-p", fileURLToPath(new URL("./tsconfig.json", dir))]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true }));
+    const result = await typeCheck("./tsconfig.json");
     expect(result.stdout).toBe("");
     expect("failed" in result).toBe(false);
   }, 120_000);
+
+  it("runs the app's main flow: a run whose app tool call and approval are answered over HTTP, a streamed response, the usage", async () => {
+    const { flow } = (await import(pathToFileURL(fileURLToPath(new URL("./sample.ts", dir))).href)) as { flow: (baseUrl: string, appKey: string, user: string) => Promise<Record<string, any>> };
+    const r = await flow(server.url, server.dev.appKey, "fetch-flow-user");
+    expect(r.kinds).toEqual(expect.arrayContaining(["run_started", "tool_call", "approval_request", "run_completed"]));
+    expect(r.toolResults).toEqual(["weather:true", "send_mail:true"]);
+    expect(r.approvals).toEqual(["allow"]);
+    expect(r.output).toBe("Done: sent.");
+    expect(r.responseEvents[0]).toBe("response.created");
+    expect(r.responseEvents).toContain("response.completed");
+    expect(r.usageKinds).toContain("echo");
+  }, 60_000);
 
   it("talks to the real server: a plan, a handed-back run and its usage, a user, chat completions plain and streamed, a typed error", async () => {
     // Loaded by path: its type-only import of the generated types exists only once the test above ran.
@@ -63,4 +95,31 @@ describe("a client generated from openapi.json (openapi-typescript + openapi-fet
 
     expect(r.missing).toEqual({ status: 404, code: "not_found" });
   }, 60_000);
+});
+
+describe("a client generated from openapi.json by a second generator (@hey-api/openapi-ts, its fetch client)", () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ kind: "pglite", dataDir: null });
+  });
+  afterAll(() => server?.close());
+
+  it("generates, type-checks under strict tsc with no casts, and runs the main flow against the server", async () => {
+    await generateHeyApi();
+    const checked = await typeCheck("./tsconfig.hey-api.json");
+    expect(checked.stdout).toBe("");
+    expect("failed" in checked).toBe(false);
+    expect(fs.readFileSync(new URL("./hey-api-sample.ts", dir), "utf8")).not.toMatch(/\bas (any|never|unknown)\b|\bas [A-Z]/);
+    const { heyApiSample } = (await import(pathToFileURL(fileURLToPath(new URL("./hey-api-sample.ts", dir))).href)) as { heyApiSample: (baseUrl: string, appKey: string, user: string) => Promise<Record<string, any>> };
+    const r = await heyApiSample(server.url, server.dev.appKey, "hey-api-user");
+    expect(r.kinds).toEqual(expect.arrayContaining(["run_started", "tool_call", "approval_request", "run_completed"]));
+    expect(r.toolResults).toEqual(["weather:true", "send_mail:true"]);
+    expect(r.approvals).toEqual(["allow"]);
+    expect(r.output).toBe("Done: sent.");
+    expect(r.runStatus).toBe("completed");
+    expect(r.chat).toBe("ping");
+    expect(r.responseEvents[0]).toBe("response.created");
+    expect(r.responseEvents).toContain("response.completed");
+    expect(r.usageKinds).toContain("echo");
+  }, 120_000);
 });

@@ -142,7 +142,8 @@ describe("the worker connection with a real svc-worker", () => {
   });
 
   it("a CLI in a version the worker does not support is shown with its version and why, and never routed to", async () => {
-    const m = await pairViaApi(server, server.dev, "olga", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true }, sandbox: { required: SANDBOX_REQUIRED } } });
+    // The version is what the CLI says started as a job would be (the preflight): the fake reads it from a variable the policy passes.
+    const m = await pairViaApi(server, server.dev, "olga", { workdir, runtimes: { ollama: false, llamacpp: false, lmstudio: false, codex: false }, policy: { agents: { "claude-code": true }, sandbox: { required: SANDBOX_REQUIRED }, env: ["SVC_FAKE_CLAUDE_VERSION"] } });
     const w = spawnWorker(["start"], m.home, { PATH: `${bin}${path.delimiter}${process.env.PATH}`, SVC_FAKE_CLAUDE_VERSION: "1.0.3" });
     workers.push(w);
     await w.waitFor(/Connected/);

@@ -3,12 +3,14 @@
  * test/platform/openapi-client.test.ts), calls made with openapi-fetch. Type-checked strictly on its own
  * (./tsconfig.json), then run against a real server. Nothing here imports the contract.
  */
+import { EventSourceParserStream } from "eventsource-parser/stream";
 import createClient from "openapi-fetch";
 import type { components, paths } from "./generated/openapi.js";
 
 type Plan = components["schemas"]["Plan"];
 type Run = components["schemas"]["Run"];
 type ErrorEnvelope = components["schemas"]["Error"];
+type RunEvent = components["schemas"]["RunEvent"];
 
 export interface SampleResult {
   plan: Plan;
@@ -100,4 +102,61 @@ export function refused(client: ReturnType<typeof createClient<paths>>) {
   // @ts-expect-error a run event kind the schema does not have
   const kind: components["schemas"]["RunEvent"]["kind"] = "run_exploded";
   return kind;
+}
+
+export interface FlowResult {
+  kinds: string[];
+  toolResults: string[];
+  approvals: string[];
+  output: string | null;
+  responseEvents: string[];
+  usageKinds: string[];
+}
+
+/**
+ * The app's main flow with openapi-fetch: a run on svc/echo that calls the app's tool and asks an
+ * approval (its events read from the stream as they come, each answered over HTTP), a streamed
+ * response, and the user's usage.
+ */
+export async function flow(baseUrl: string, appKey: string, user: string): Promise<FlowResult> {
+  const client = createClient<paths>({ baseUrl, headers: { Authorization: `Bearer ${appKey}` } });
+  const script = JSON.stringify([{ call: "weather", arguments: { city: "Paris" } }, { call: "send_mail", arguments: { to: "team@example.com" } }, { say: "Done: {{result}}." }]);
+  const started = await client.POST("/v1/runs", {
+    body: {
+      user,
+      model: "svc/echo",
+      prompt: script,
+      tools: [
+        { name: "weather", parameters: { type: "object", properties: { city: { type: "string" } } } },
+        { name: "send_mail", needsApproval: true, parameters: { type: "object" } },
+      ],
+    },
+    parseAs: "stream",
+  });
+  const runId = started.response.headers.get("Service-Run-Id") ?? "";
+  if (!started.response.body) throw new Error(`createRun: ${started.response.status}`);
+  const kinds: string[] = [];
+  const toolResults: string[] = [];
+  const approvals: string[] = [];
+  let output: string | null = null;
+  const events = started.response.body.pipeThrough(new TextDecoderStream()).pipeThrough(new EventSourceParserStream());
+  for await (const message of events) {
+    const event: RunEvent = JSON.parse(message.data);
+    kinds.push(event.kind);
+    if (event.kind === "tool_call") {
+      const answered = await client.POST("/v1/runs/{id}/tool_result", { params: { path: { id: runId } }, body: { callId: event.callId, result: event.name === "weather" ? "sunny" : "sent" } });
+      if (answered.data) toolResults.push(`${event.name}:${answered.data.accepted}`);
+    } else if (event.kind === "approval_request") {
+      const decided = await client.POST("/v1/runs/{id}/approval", { params: { path: { id: runId } }, body: { approvalId: event.approvalId, decision: "allow" } });
+      if (decided.data) approvals.push(decided.data.decision);
+    } else if (event.kind === "run_completed") output = event.output;
+  }
+
+  const streamed = await client.POST("/v1/responses", { body: { model: "svc/echo", user, input: "Hello", stream: true }, parseAs: "text" });
+  const text: unknown = streamed.data;
+  const responseEvents = typeof text === "string" ? [...text.matchAll(/^event: (.+)$/gm)].map((m) => m[1] ?? "") : [];
+
+  const usage = await client.GET("/v1/usage", { params: { query: { user, limit: 50 } } });
+  if (!usage.data) throw new Error(`listUsage: ${usage.response.status}`);
+  return { kinds, toolResults, approvals, output, responseEvents, usageKinds: usage.data.data.map((r) => r.kind) };
 }
