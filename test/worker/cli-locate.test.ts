@@ -64,7 +64,7 @@ describe("agent CLIs behind version managers' shims", () => {
     const lost = locateCli("claude-code", { env, cwd: workdir });
     expect(lost).toMatchObject({ ok: false, code: "cli_not_launchable" });
     expect(lost.ok === false && lost.message).toBe(
-      `${path.join(home, ".lost", "shims", "claude")} is a asdf shim, and \`asdf which claude\` did not say which claude it runs (No version is set for command claude); name the real one: svc-worker policy set commands.claude-code /full/path/to/claude`,
+      `${path.join(home, ".lost", "shims", "claude")} is a shim of asdf, and \`asdf which claude\` did not say which claude it runs (No version is set for command claude); name the real one: svc-worker policy set commands.claude-code /full/path/to/claude`,
     );
     expect(locateCli("claude-code", { env, cwd: workdir, explicit: CLAUDE_BIN })).toEqual({ ok: true, command: CLAUDE_BIN, found: CLAUDE_BIN });
     expect(locateCli("claude-code", { env, cwd: workdir, explicit: "/nowhere/claude" })).toMatchObject({ ok: false, code: "cli_not_launchable", message: expect.stringContaining("commands.claude-code") });

@@ -80,7 +80,7 @@ export function locateCli(name: AgentName, o: { explicit?: string; configured?: 
     ok: false,
     code: "cli_not_launchable",
     found,
-    message: `${found} is a ${shim.manager} shim, and \`${shim.manager} which ${program}\` did not say which ${program} it runs (${why}); name the real one: ${commandFix(name)}`,
+    message: `${found} is a shim of ${shim.manager}, and \`${shim.manager} which ${program}\` did not say which ${program} it runs (${why}); name the real one: ${commandFix(name)}`,
   };
 }
 
