@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { afterAll, afterEach } from "vitest";
-import { openApiCheck } from "./openapi-check.js";
+import { openApiCheck, takeMismatches } from "./openapi-check.js";
 
 /**
  * In every test file: a test during which an in-process server answered anything openapi.json
@@ -8,8 +8,8 @@ import { openApiCheck } from "./openapi-check.js";
  * checked is added up in SVC_OPENAPI_CHECK_LOG (the totals reporter prints the sum).
  */
 afterEach(() => {
-  const found = openApiCheck.peek()?.mismatches.splice(0) ?? [];
-  if (found.length) throw new Error(`answers that do not match openapi.json:\n${found.map((m) => `  ${m.problem}`).join("\n")}`);
+  const failed = takeMismatches(openApiCheck.peek());
+  if (failed) throw failed;
 });
 
 afterAll(() => {

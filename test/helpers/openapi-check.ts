@@ -194,3 +194,9 @@ export function openApiCheck(): OpenApiCheck {
 }
 /** The check, if a server of this process is watched. */
 openApiCheck.peek = (): OpenApiCheck | null => shared;
+
+/** What the check found since last asked, as the error that fails the test (openapi-check-setup.ts); null: nothing. */
+export function takeMismatches(check: OpenApiCheck | null): Error | null {
+  const found = check?.mismatches.splice(0) ?? [];
+  return found.length ? new Error(`answers that do not match openapi.json:\n${found.map((m) => `  ${m.problem}`).join("\n")}`) : null;
+}

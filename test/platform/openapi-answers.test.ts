@@ -1,6 +1,6 @@
 import fs from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { OpenApiCheck } from "../helpers/openapi-check.js";
+import { OpenApiCheck, openApiCheck, takeMismatches } from "../helpers/openapi-check.js";
 import { signInOwner } from "../helpers/owner.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -78,6 +78,22 @@ describe("openapi.json against the server's real answers", () => {
     expect(res.headers.get("content-type")).toMatch(/^text\/csv/);
     expect(problems(old)).toEqual([expect.stringMatching(/usage\/export 200: a text\/csv body where none is declared/)]);
     expect(problems(now)).toEqual([]);
+  });
+
+  it("every test server is watched by the suite's check, which fails the test that got a mismatch (wired in vitest.config.ts)", async () => {
+    const shared = openApiCheck();
+    const before = { ...shared.counts };
+    await app("/v1/users/nobody-here");
+    await app("/v1/plans");
+    expect(shared.counts.answers).toBe(before.answers + 2);
+    expect(fs.readFileSync(new URL("../../vitest.config.ts", import.meta.url), "utf8")).toMatch(/setupFiles: \["test\/helpers\/openapi-check-setup\.ts"/);
+    // After each test the setup file fails it with what the check found: here a check of a wrong document, on a real answer.
+    const wrong = broken((doc) => (doc.paths["/v1/plans"].get.responses["200"].content["application/json"].schema = { type: "string" }));
+    wrong.attach(server.http);
+    await app("/v1/plans");
+    expect(takeMismatches(wrong)?.message).toMatch(/^answers that do not match openapi.json:\n {2}GET \/v1\/plans 200: the body does not match: \/ must be string/);
+    expect(takeMismatches(wrong)).toBeNull();
+    expect(takeMismatches(shared)).toBeNull();
   });
 
   it("security schemes are only those operations take (no documentary pairing token or connect-key header a generator would send)", () => {
