@@ -2,7 +2,7 @@ import { STATUS_CODES } from "node:http";
 import { generateOpenApi } from "@ts-rest/open-api";
 import type { AppRoute } from "@ts-rest/core";
 import type { z } from "zod";
-import { ChatCompletionChunk, contract, ERROR_CODES, ErrorEnvelope, RUN_EVENT_KINDS, SECURITY_SCHEMES, type Contract, type RouteMetadata } from "@svc/contract";
+import { ChatCompletionStreamFrame, contract, ERROR_CODES, ErrorEnvelope, RUN_EVENT_KINDS, SECURITY_SCHEMES, type Contract, type RouteMetadata } from "@svc/contract";
 import { fixNullableDeep, SchemaRegistry } from "./openapi/components.js";
 import { hasOwnHeaders, HEADERS, PARAMETERS, responseHeaders } from "./openapi/headers.js";
 import { ROUTE_TAGS, TAGS } from "./openapi/tags.js";
@@ -134,7 +134,7 @@ export function buildOpenApi() {
             const content: Json = { "application/json": { schema: schemaOf(response, generated.content["application/json"].schema) } };
             let text = STATUS_CODES[Number(status)] ?? status;
             if (name === "createChatCompletion" && status === "200") {
-              content["text/event-stream"] = { schema: registry.ref(registry.nameOf(ChatCompletionChunk)!) };
+              content["text/event-stream"] = { schema: registry.ref(registry.nameOf(ChatCompletionStreamFrame)!) };
               text = CHAT_ANSWER;
             }
             if (name === "createResponse" && status === "200") {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { UserId } from "./common.js";
+import { ErrorBody } from "./errors.js";
 
 const ContentPart = z
   .object({ type: z.string() })
@@ -116,6 +117,21 @@ export const ChatCompletionChunk = z.object({
   ),
   usage: Usage.nullable().optional(),
 });
+
+/**
+ * One `data:` frame of a streamed chat completion (`stream: true`): a chunk, or, when the
+ * completion fails after streaming began, the error envelope as its last frame (no `[DONE]` then).
+ */
+export const ChatCompletionStreamFrame = z.union([
+  ChatCompletionChunk,
+  z
+    .object({
+      error: ErrorBody.extend({
+        code: z.string().describe("The run's failure code: the service's (an `Error` code such as `run_timeout`) or the runtime's own, relayed (`runtime_error`, `api_error_529`)."),
+      }),
+    })
+    .describe("The error envelope as a stream's last frame: its code is the run's failure code."),
+]);
 
 export const ModelList = z.object({
   object: z.literal("list"),

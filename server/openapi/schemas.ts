@@ -52,6 +52,7 @@ import {
   CancelResponse,
   ChatCompletion,
   ChatCompletionChunk,
+  ChatCompletionStreamFrame,
   ChatCompletionRequest,
   ChatMessage,
   ChatTool,
@@ -229,6 +230,11 @@ export const NAMED_SCHEMAS: NamedSchema[] = [
   { name: "ChatTool", schema: ChatTool, input: true, description: "A function the model may call; the caller owns the loop." },
   { name: "ChatCompletion", schema: ChatCompletion, description: "A chat completion (`stream` absent or false)." },
   { name: "ChatCompletionChunk", schema: ChatCompletionChunk, description: "One `data:` frame of a streamed completion (`stream: true`); the stream ends with `data: [DONE]`." },
+  {
+    name: "ChatCompletionStreamFrame",
+    schema: ChatCompletionStreamFrame,
+    description: "One `data:` frame of a streamed completion (`stream: true`): a `ChatCompletionChunk`, or, when the completion fails after streaming began, the `Error` envelope as the last frame (then no `data: [DONE]`).",
+  },
   { name: "ChatUsage", schema: chatUsage, description: "Tokens of a chat completion." },
   // responses
   { name: "CreateResponseRequest", schema: R.CreateResponseRequest, input: true, description: "The Responses request, plus `user` (or `safety_identifier`: required here). Unknown fields are accepted and ignored; what the service cannot do (a built-in tool, `background`) is a 400 naming it." },

@@ -17,8 +17,10 @@ import addFormatsModule from "ajv-formats";
 
 type Json = Record<string, any>;
 const DOC_ID = "https://svc.invalid/openapi.json";
-/** What is kept of a body to check: an answer larger than this is counted, not checked. */
-const MAX_BODY = 4 * 1024 * 1024;
+/** What is kept of a body to check: an answer larger than this is counted, not checked (an event stream is checked as it goes, whatever its length). */
+const MAX_BODY = 1024 * 1024;
+
+const contentTypeOf = (value: string) => value.split(";")[0].trim().toLowerCase();
 
 export interface Mismatch {
   method: string;
@@ -64,18 +66,45 @@ export class OpenApiCheck {
 
   private watch(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? "/").split("?")[0];
-    const operation = this.operations.find((o) => o.method === req.method && o.pattern.test(path));
-    if (!operation) return;
+    const o = this.operations.find((x) => x.method === req.method && x.pattern.test(path));
+    if (!o) return;
+    const fail = (problem: string) => this.mismatches.push({ method: o.method, path, status: res.statusCode, problem: `${o.method} ${o.template} ${res.statusCode}: ${problem}` });
+    // Headers given to writeHead are not readable with getHeader: kept here.
+    let headHeaders: Record<string, unknown> = {};
+    const header = (name: string): string => {
+      const set = res.getHeader(name) ?? Object.entries(headHeaders).find(([k]) => k.toLowerCase() === name)?.[1];
+      return set === undefined ? "" : String(set);
+    };
+    /** A body is kept whole (up to MAX_BODY) to check at the end; an event stream is checked event by event as it is written, keeping only an unfinished event. */
     const chunks: Buffer[] = [];
     let size = 0;
+    let stream: { pending: string; schema: Json | null } | null = null;
     const keep = (chunk: unknown, encoding?: unknown) => {
       if (chunk === undefined || chunk === null || typeof chunk === "function") return;
       const b = Buffer.isBuffer(chunk) ? chunk : typeof chunk === "string" ? Buffer.from(chunk, typeof encoding === "string" ? (encoding as BufferEncoding) : "utf8") : Buffer.from(chunk as Uint8Array);
+      if (stream === null && contentTypeOf(header("content-type")) === "text/event-stream" && !header("content-encoding")) {
+        stream = { pending: "", schema: this.mediaOf(o, res.statusCode, "text/event-stream")?.schema ?? null };
+      }
+      if (stream) {
+        stream.pending += b.toString("utf8");
+        const end = stream.pending.lastIndexOf("\n\n");
+        if (end < 0) return;
+        const complete = stream.pending.slice(0, end + 2);
+        stream.pending = stream.pending.slice(end + 2);
+        if (stream.schema) this.events(complete, stream.schema, fail);
+        return;
+      }
       size += b.length;
       if (size <= MAX_BODY) chunks.push(b);
+      else chunks.length = 0;
     };
+    const writeHead = res.writeHead;
     const write = res.write;
     const end = res.end;
+    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+      for (const a of args.slice(1)) if (a && typeof a === "object" && !Array.isArray(a)) headHeaders = a as Record<string, unknown>;
+      return (writeHead as (...a: unknown[]) => ServerResponse).apply(this, args);
+    } as typeof res.writeHead;
     res.write = function (this: ServerResponse, chunk: unknown, ...rest: unknown[]) {
       keep(chunk, rest[0]);
       return (write as (...a: unknown[]) => boolean).call(this, chunk, ...rest);
@@ -86,66 +115,76 @@ export class OpenApiCheck {
     } as typeof res.end;
     res.once("close", () => {
       try {
-        this.check(operation, req, res, size > MAX_BODY ? null : Buffer.concat(chunks), path);
+        this.check(o, req, res, { contentType: contentTypeOf(header("content-type")), encoding: header("content-encoding"), body: stream ? "stream" : size > MAX_BODY ? null : Buffer.concat(chunks) }, fail);
       } catch (err) {
-        this.mismatches.push({ method: operation.method, path, status: res.statusCode, problem: `the check itself failed: ${(err as Error).message}` });
+        fail(`the check itself failed: ${(err as Error).message}`);
       }
     });
   }
 
-  private check(o: Operation, req: IncomingMessage, res: ServerResponse, raw: Buffer | null, path: string): void {
+  /** The declared media of an operation's answer with this status and content type. */
+  private mediaOf(o: Operation, status: number, contentType: string): Json | undefined {
+    const declared = o.op.responses?.[String(status)] ?? o.op.responses?.default;
+    const response = declared?.$ref ? this.resolve(declared.$ref) : declared;
+    return response?.content?.[contentType];
+  }
+
+  /** Each whole event of `text` (ending with a blank line), its `data` checked against `schema`. */
+  private events(text: string, schema: Json, fail: (problem: string) => void): void {
+    for (const block of text.split(/\n\n/)) {
+      const data = block
+        .split("\n")
+        .filter((l) => l.startsWith("data:"))
+        .map((l) => l.slice(5).replace(/^ /, ""))
+        .join("\n");
+      if (!data || data === "[DONE]") continue;
+      this.counts.events++;
+      let value: unknown;
+      try {
+        value = JSON.parse(data);
+      } catch {
+        fail(`an event whose data is not JSON: ${data.slice(0, 200)}`);
+        continue;
+      }
+      this.validate(schema, value, fail, "an event");
+    }
+  }
+
+  private check(o: Operation, req: IncomingMessage, res: ServerResponse, answer: { contentType: string; encoding: string; body: Buffer | "stream" | null }, fail: (problem: string) => void): void {
     // Only what was answered: a connection the client dropped before the head was sent has no answer to check.
     if (!res.headersSent) return;
     const status = res.statusCode;
-    const where = { method: o.method, path, status };
-    const fail = (problem: string) => this.mismatches.push({ ...where, problem: `${o.method} ${o.template} ${status}: ${problem}` });
     this.counts.answers++;
     const declared = o.op.responses?.[String(status)] ?? o.op.responses?.default;
     if (!declared) return void fail(`status ${status} is not declared (declared: ${Object.keys(o.op.responses ?? {}).join(", ")})`);
     const response = declared.$ref ? this.resolve(declared.$ref) : declared;
-    const contentType = String(res.getHeader("content-type") ?? "").split(";")[0].trim().toLowerCase();
-    const body = raw === null ? null : decode(raw, String(res.getHeader("content-encoding") ?? ""));
+    const { contentType } = answer;
+    const body = answer.body === null || answer.body === "stream" ? answer.body : decode(answer.body, answer.encoding);
     if (!response.content) {
       // A redirect's little text body (Express's "Found. Redirecting to ...") is not the API's answer.
-      if (body && body.length && !(status >= 300 && status < 400)) fail(`a ${contentType || "typeless"} body where none is declared: ${body.subarray(0, 120)}`);
+      if (Buffer.isBuffer(body) && body.length && !(status >= 300 && status < 400)) fail(`a ${contentType || "typeless"} body where none is declared: ${body.subarray(0, 120)}`);
       return;
     }
-    if (body !== null && body.length === 0 && (status === 204 || status === 304)) return;
+    if (Buffer.isBuffer(body) && body.length === 0 && (status === 204 || status === 304)) return;
     const media = response.content[contentType];
     if (!media) return void fail(`content type ${contentType || "(none)"} is not declared (declared: ${Object.keys(response.content).join(", ")})`);
-    if (body === null) return;
-    const schema = media.schema;
-    if (contentType === "application/json") {
-      let value: unknown;
-      try {
-        value = JSON.parse(body.toString("utf8"));
-      } catch {
-        return void fail(`the body is not JSON: ${body.subarray(0, 200)}`);
-      }
-      this.validate(schema, value, fail, "the body");
-    } else if (contentType === "text/event-stream") {
-      // Whole events only (a stream the client left mid-event ends with a part of one).
-      const text = body.toString("utf8");
-      const complete = text.slice(0, text.lastIndexOf("\n\n") + 2);
-      for (const block of complete.split(/\n\n/)) {
-        const data = block
-          .split("\n")
-          .filter((l) => l.startsWith("data:"))
-          .map((l) => l.slice(5).replace(/^ /, ""))
-          .join("\n");
-        if (!data || data === "[DONE]") continue;
-        this.counts.events++;
+    if (Buffer.isBuffer(body)) {
+      const schema = media.schema;
+      if (contentType === "application/json") {
         let value: unknown;
         try {
-          value = JSON.parse(data);
+          value = JSON.parse(body.toString("utf8"));
         } catch {
-          fail(`an event whose data is not JSON: ${data.slice(0, 200)}`);
-          continue;
+          return void fail(`the body is not JSON: ${body.subarray(0, 200)}`);
         }
-        this.validate(schema, value, fail, "an event");
+        this.validate(schema, value, fail, "the body");
+      } else if (contentType === "text/event-stream") {
+        // A compressed stream, checked whole at its end (whole events only: a stream the client left ends with a part of one).
+        const text = body.toString("utf8");
+        this.events(text.slice(0, text.lastIndexOf("\n\n") + 2), schema, fail);
+      } else if (schema && schema.type !== "string") {
+        fail(`a ${contentType} body declared as ${JSON.stringify(schema).slice(0, 100)}`);
       }
-    } else if (schema && schema.type !== "string") {
-      fail(`a ${contentType} body declared as ${JSON.stringify(schema).slice(0, 100)}`);
     }
 
     // A request body the server took (a 2xx) must be one the document allows: a validating client or gateway would refuse it otherwise.

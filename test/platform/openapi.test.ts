@@ -97,7 +97,13 @@ describe("openapi.json", () => {
     }
     const chat = doc.paths["/v1/chat/completions"].post.responses["200"].content;
     expect(chat["application/json"].schema.$ref).toBe("#/components/schemas/ChatCompletion");
-    expect(chat["text/event-stream"].schema.$ref).toBe("#/components/schemas/ChatCompletionChunk");
+    // Each frame a chunk, or the error envelope as the last one when the completion fails after streaming began.
+    expect(chat["text/event-stream"].schema.$ref).toBe("#/components/schemas/ChatCompletionStreamFrame");
+    const frames = doc.components.schemas.ChatCompletionStreamFrame.anyOf;
+    expect(frames[0]).toEqual({ $ref: "#/components/schemas/ChatCompletionChunk" });
+    // The error frame relays the run's failure code, a runtime's own included: any string, not only the service's codes.
+    expect(frames[1].properties.error.properties.code).toMatchObject({ type: "string" });
+    expect(frames[1].properties.error.properties.code.enum).toBeUndefined();
     // Every kind the contract has, each its own schema, no other; and the description lists them all.
     const runEvent = doc.components.schemas.RunEvent;
     expect(runEvent.discriminator.propertyName).toBe("kind");

@@ -76,7 +76,8 @@ export const billingContract = c.router(
       description:
         "Where Stripe sends the app owner's browser: no credential, the `state` authenticates (unknown, used, expired: 400 `invalid_state`). OAuth: the code is exchanged with Stripe for the account's id, then attached (409 `account_in_use` when another app holds that account; `connect_denied` when the owner declined). Onboarding: the account's state is read from Stripe (`link=refresh`: a new onboarding link, 302). With the flow's `returnUrl`: 302 there with `stripe_connect=connected|onboarding|error` (and `code`); without: JSON.",
       query: ConnectCallbackQuery,
-      responses: { 200: ConnectCallbackResult, 302: c.noBody(), ...errors(409, 501, 503) },
+      // 401: a credential sent to a route that takes none (wrong_credential_kind).
+      responses: { 200: ConnectCallbackResult, 302: c.noBody(), ...errors(401, 409, 501, 503) },
       metadata: meta({ auth: "none" }),
     },
     // extension: what the plans and checkout components use (browser, `est_` session)
@@ -115,7 +116,8 @@ export const billingContract = c.router(
       description: "Verified against the raw body, deduplicated by event id, applied in any order: sets the user's entitlement.",
       headers: z.object({ "stripe-signature": z.string().max(4096).optional() }),
       body: StripeWebhookBody,
-      responses: { 200: StripeWebhookAck, ...notBuilt },
+      // 401: a credential sent to a route that takes none (wrong_credential_kind); Stripe's own signature is checked in the body's handler.
+      responses: { 200: StripeWebhookAck, ...errors(401), ...notBuilt },
       metadata: meta({ auth: "none" }),
     },
     // extension: outbound webhooks to the app

@@ -49,7 +49,8 @@ export const pairingContract = c.router(
       summary: "Poll for the pairing token (same as `/c/{pk}/v1/device/token`)",
       description: "The spec's state table names the token poll `/v1/device/token`; it is the same call, the device code naming the app.",
       body: DeviceTokenRequest,
-      responses: { 200: DeviceTokenResponse },
+      // 401: a credential sent to a route that takes none (wrong_credential_kind).
+      responses: { 200: DeviceTokenResponse, ...errors(401) },
       metadata: meta({ auth: "none" }),
     },
     // 9

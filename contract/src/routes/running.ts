@@ -62,7 +62,8 @@ export const runningContract = c.router(
       pathParams: runId,
       headers: z.object({ "last-event-id": z.string().regex(/^\d{1,9}$/, "the sequence number of the last event received").optional() }),
       query: z.object({ after: z.coerce.number().int().min(0).max(999_999_999).optional().describe("Same as `Last-Event-ID`, for clients that cannot set headers.") }),
-      responses: { 200: eventStream, ...appKeyErrors, ...notBuilt },
+      // 409 run_finished: a run handed back to the app has no stream.
+      responses: { 200: eventStream, ...errors(409), ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
     // 3

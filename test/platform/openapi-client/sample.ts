@@ -64,7 +64,7 @@ export async function sample(baseUrl: string, appKey: string): Promise<SampleRes
   });
   if (!echo.data) throw new Error(`createChatCompletion: ${echo.response.status}`);
   // The 200 is a `ChatCompletion` or, streamed, `ChatCompletionChunk` frames: the type says both.
-  if (echo.data.object !== "chat.completion") throw new Error("createChatCompletion: not a chat.completion");
+  if (!("object" in echo.data) || echo.data.object !== "chat.completion") throw new Error("createChatCompletion: not a chat.completion");
   const choice = echo.data.choices[0];
   const streamed = await client.POST("/v1/chat/completions", {
     body: { model: "svc/echo", user: "openapi-user", stream: true, messages: [{ role: "user", content: "pong" }] },
