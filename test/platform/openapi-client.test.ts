@@ -1,10 +1,10 @@
 import { execFile } from "node:child_process";
 import fs from "node:fs";
+import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import openapiTS, { astToString } from "openapi-typescript";
-import { createClient as heyApi } from "@hey-api/openapi-ts";
-import SwaggerParser from "@apidevtools/swagger-parser";
+import { TOOLS_DIR } from "../../scripts/test-tools.mjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -22,9 +22,16 @@ async function generateTypes(): Promise<void> {
   fs.writeFileSync(generated, `// Generated from openapi.json by test/platform/openapi-client.test.ts; not committed.\n${astToString(ast)}`);
 }
 
+const DOC = fileURLToPath(new URL("../../openapi.json", import.meta.url));
+/** A consumer's tool from test/tools (test/tools/openapi-consumers.mjs), in a child process: its one JSON line. */
+async function consumerTool(...args: string[]): Promise<Record<string, unknown>> {
+  const { stdout } = await promisify(execFile)(process.execPath, [path.join(TOOLS_DIR, "openapi-consumers.mjs"), ...args], { maxBuffer: 16 * 1024 * 1024 });
+  return JSON.parse(stdout) as Record<string, unknown>;
+}
+
 /** The second generator, as its users run it: @hey-api/openapi-ts with its fetch client, into ./generated/hey-api/. */
 async function generateHeyApi(): Promise<void> {
-  await heyApi({ input: fileURLToPath(new URL("../../openapi.json", import.meta.url)), output: fileURLToPath(new URL("./generated/hey-api/", dir)), plugins: ["@hey-api/client-fetch"], logs: { level: "silent" } });
+  await consumerTool("hey-api", DOC, fileURLToPath(new URL("./generated/hey-api/", dir)));
 }
 
 const tsc = fileURLToPath(new URL("../../node_modules/typescript/bin/tsc", import.meta.url));
@@ -35,9 +42,9 @@ async function typeCheck(config: string): Promise<{ stdout: string; failed?: tru
 
 describe("openapi.json as a document", () => {
   it("is a valid OpenAPI 3.1 document to swagger-parser (its references resolved, its schemas well-formed)", async () => {
-    const api = (await SwaggerParser.validate(fileURLToPath(new URL("../../openapi.json", import.meta.url)))) as { openapi: string; paths: Record<string, unknown> };
-    expect(api.openapi).toBe("3.1.0");
-    expect(Object.keys(api.paths).length).toBeGreaterThan(50);
+    const api = await consumerTool("validate", DOC);
+    expect(api).toEqual({ openapi: "3.1.0", paths: expect.any(Number) });
+    expect(api.paths).toBeGreaterThan(50);
   }, 60_000);
 });
 
