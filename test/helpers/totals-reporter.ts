@@ -1,6 +1,16 @@
 import fs from "node:fs";
 import type { Reporter, TestModule } from "vitest/node";
 
+/** The ten files that took longest (their tests and hooks), so the suite's time budget stays in sight. */
+function slowest(modules: ReadonlyArray<TestModule>): string {
+  const times = modules.map((m) => ({ file: m.relativeModuleId, s: m.diagnostic().duration / 1000 })).sort((a, b) => b.s - a.s);
+  if (times.length < 2) return "";
+  return `\nThe ten slowest files:\n${times
+    .slice(0, 10)
+    .map((t) => `  ${t.s.toFixed(1).padStart(6)} s  ${t.file}`)
+    .join("\n")}\n`;
+}
+
 /** What the files checked against openapi.json (test/helpers/openapi-check.ts), added up; a line for the run's end. */
 function openApiChecked(): string {
   const log = process.env.SVC_OPENAPI_CHECK_LOG;
@@ -37,6 +47,7 @@ export default class TotalsReporter implements Reporter {
     }
     const notice = process.env.SVC_TEST_POSTGRES_SKIPPED ? `${process.env.SVC_TEST_POSTGRES_SKIPPED}\n` : "";
     process.stdout.write(openApiChecked());
+    process.stdout.write(slowest(modules));
     process.stdout.write(`\n${notice}${skipped ? `(${skipped} skipped)\n` : ""}${passed} passed, ${failed} failed\n`);
   }
 }
