@@ -64,11 +64,11 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
     return `what serves ${model} on ${user}'s machine (${elsewhere.map((r) => r.name).join(", ")}) is on route ${routes}, which this request does not ask for (${asked.join(", ") || "app only"})`;
   }
   const served = [...new Set(runtimes.filter(runs).flatMap(names))].sort();
-  const cannot = runtimes.filter((r) => r.unavailable).map((r) => `${r.name} (${r.unavailable}${r.note ? `: ${r.note}` : ""})`);
-  const also = cannot.length ? `; found there but unable to run: ${[...new Set(cannot)].join("; ")}` : "";
+  const cannot = [...new Set(runtimes.filter((r) => r.unavailable).map((r) => `${r.name} (${r.unavailable}${r.note ? `: ${r.note}` : ""})`))].join("; ");
+  const also = cannot ? `; found there but unable to run: ${cannot}` : "";
   const online_ = `${user}'s machine${online.length === 1 ? ` ${online[0].hostname} is` : `s ${online.map((m) => m.hostname).join(", ")} are`} online`;
   if (served.length === 0) {
-    if (cannot.length) return `${online_} but serve${online.length === 1 ? "s" : ""} nothing: ${[...new Set(cannot)].join("; ")}`;
+    if (cannot) return `${online_} but serve${online.length === 1 ? "s" : ""} nothing: ${cannot}`;
     return `${online_} but offer${online.length === 1 ? "s" : ""} no runtime (no model server found, and no agent CLI turned on in its owner's policy)`;
   }
   return `${online_} but none serves ${model}: ${online.length === 1 ? "it serves" : "they serve"} ${served.join(", ")} (${models}; an agent CLI is offered only when its owner turned it on: svc-worker policy set agents.<name> true)${also}`;

@@ -122,11 +122,15 @@ export class OpenApiCheck {
     });
   }
 
+  /** The declared answer of an operation with this status (its `$ref` resolved), if any. */
+  private responseOf(o: Operation, status: number): Json | undefined {
+    const declared = o.op.responses?.[String(status)] ?? o.op.responses?.default;
+    return declared?.$ref ? this.resolve(declared.$ref) : declared;
+  }
+
   /** The declared media of an operation's answer with this status and content type. */
   private mediaOf(o: Operation, status: number, contentType: string): Json | undefined {
-    const declared = o.op.responses?.[String(status)] ?? o.op.responses?.default;
-    const response = declared?.$ref ? this.resolve(declared.$ref) : declared;
-    return response?.content?.[contentType];
+    return this.responseOf(o, status)?.content?.[contentType];
   }
 
   /** Each whole event of `text` (ending with a blank line), its `data` checked against `schema`. */
@@ -155,9 +159,8 @@ export class OpenApiCheck {
     if (!res.headersSent) return;
     const status = res.statusCode;
     this.counts.answers++;
-    const declared = o.op.responses?.[String(status)] ?? o.op.responses?.default;
-    if (!declared) return void fail(`status ${status} is not declared (declared: ${Object.keys(o.op.responses ?? {}).join(", ")})`);
-    const response = declared.$ref ? this.resolve(declared.$ref) : declared;
+    const response = this.responseOf(o, status);
+    if (!response) return void fail(`status ${status} is not declared (declared: ${Object.keys(o.op.responses ?? {}).join(", ")})`);
     const { contentType } = answer;
     const body = answer.body === null || answer.body === "stream" ? answer.body : decode(answer.body, answer.encoding);
     if (!response.content) {

@@ -40,6 +40,13 @@ async function typeCheck(config: string): Promise<{ stdout: string; failed?: tru
   return promisify(execFile)(process.execPath, [tsc, "-p", fileURLToPath(new URL(config, dir))]).catch((err: { stdout: string }) => ({ stdout: err.stdout, failed: true as const }));
 }
 
+/** One service for both generated clients (their users, plans and runs do not meet). */
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer({ kind: "pglite", dataDir: null });
+});
+afterAll(() => server?.close());
+
 describe("openapi.json as a document", () => {
   it("is a valid OpenAPI 3.1 document to swagger-parser (its references resolved, its schemas well-formed)", async () => {
     const api = await consumerTool("validate", DOC);
@@ -49,12 +56,6 @@ describe("openapi.json as a document", () => {
 });
 
 describe("a client generated from openapi.json (openapi-typescript + openapi-fetch)", () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ kind: "pglite", dataDir: null });
-  });
-  afterAll(() => server?.close());
-
   it("type-checks under strict tsc, and refuses what the API refuses", async () => {
     await generateTypes();
     const result = await typeCheck("./tsconfig.json");
@@ -105,12 +106,6 @@ describe("a client generated from openapi.json (openapi-typescript + openapi-fet
 });
 
 describe("a client generated from openapi.json by a second generator (@hey-api/openapi-ts, its fetch client)", () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ kind: "pglite", dataDir: null });
-  });
-  afterAll(() => server?.close());
-
   it("generates, type-checks under strict tsc with no casts, and runs the main flow against the server", async () => {
     await generateHeyApi();
     const checked = await typeCheck("./tsconfig.hey-api.json");

@@ -90,6 +90,7 @@ program
     const { runtimes, unsupported } = await findRuntimes(store, opts.workdir, "serves");
     const abort = new AbortController();
     process.once("SIGINT", () => abort.abort()).once("SIGTERM", () => abort.abort());
+    const policyNow = () => machinePolicy(store.readSettings().policy ?? defaultPolicy());
     // The policy, an agent CLI or the sandbox changed while serving: found again and said to the service, no restart needed.
     const watch = (apply: (next: Served) => void) =>
       watchServed(
@@ -98,14 +99,14 @@ program
           out("Your settings, an agent CLI or the sandbox changed; looking again:");
           try {
             const found = await findRuntimes(store, opts.workdir, "serves");
-            apply({ runtimes: found.runtimes, unsupported: found.unsupported, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()) });
+            apply({ runtimes: found.runtimes, unsupported: found.unsupported, policy: policyNow() });
           } catch (err) {
             out(`  could not look again (${(err as Error).message}); still serving what was found before`);
           }
         },
         abort.signal,
       );
-    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: machinePolicy(store.readSettings().policy ?? defaultPolicy()), jobsDir: path.join(store.dir, "jobs"), watch });
+    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: policyNow(), jobsDir: path.join(store.dir, "jobs"), watch });
     if (end.reason === "stopped") {
       out("Stopped.");
       return;

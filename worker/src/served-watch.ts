@@ -12,13 +12,8 @@ export const WATCH_EVERY_MS = 3000;
  * is on PATH. Cheap to take (reads and stats, no process started).
  */
 export function servedFingerprint(store: Store, env: NodeJS.ProcessEnv = process.env): string {
-  const parts: string[] = [];
-  try {
-    parts.push(fs.readFileSync(store.settingsPath, "utf8"));
-  } catch {
-    parts.push("-");
-  }
   const settings = store.readSettings();
+  const parts: string[] = [JSON.stringify(settings)];
   const explicit = Object.values(settings.policy?.commands ?? {}).filter((p): p is string => typeof p === "string");
   for (const found of [which("claude", env.PATH), which("codex", env.PATH), ...explicit]) {
     parts.push(found ?? "-");

@@ -5,8 +5,6 @@ import { parseModelApi, type ModelApi } from "./network.js";
 import type { Policy } from "./schema.js";
 import { interpreterInstall, launchableOf, which } from "./launchable.js";
 
-export { which } from "./launchable.js";
-
 /**
  * What one agent CLI may touch, whichever sandbox enforces it: the same list
  * becomes bubblewrap mounts on Linux and a Seatbelt profile on macOS.

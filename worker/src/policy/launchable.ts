@@ -24,18 +24,23 @@ export interface Launchable {
 
 const within = (child: string, parent: string) => child === parent || child.startsWith(parent.endsWith("/") ? parent : parent + "/");
 
+/** Whether `p` is a file this process may execute (a link followed). */
+export function isExecutableFile(p: string): boolean {
+  try {
+    fs.accessSync(p, fs.constants.X_OK);
+    return fs.statSync(p).isFile();
+  } catch {
+    return false;
+  }
+}
+
 /** Finds a command the way a shell would, on the PATH the CLI gets. */
 export function which(command: string, pathVar: string | undefined): string | undefined {
   if (command.includes("/")) return path.resolve(command);
   for (const dir of (pathVar ?? "").split(path.delimiter)) {
     if (!dir) continue;
     const candidate = path.join(dir, command);
-    try {
-      fs.accessSync(candidate, fs.constants.X_OK);
-      if (fs.statSync(candidate).isFile()) return candidate;
-    } catch {
-      // not here
-    }
+    if (isExecutableFile(candidate)) return candidate;
   }
   return undefined;
 }

@@ -1,7 +1,8 @@
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import type { AgentProcess, Launched, SandboxKind } from "../runtimes/runtime.js";
-import { confinementOf, which } from "./confinement.js";
+import { confinementOf } from "./confinement.js";
+import { which } from "./launchable.js";
 import type { Policy } from "./schema.js";
 import { launchInBubblewrap } from "./sandbox-linux.js";
 import { launchInSeatbelt } from "./sandbox-macos.js";

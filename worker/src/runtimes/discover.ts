@@ -118,10 +118,8 @@ export async function discoverRuntimes(settings: Settings, env: NodeJS.ProcessEn
     // Turned on but unable to run here: advertised as such (the app can tell its user why), never served.
     const cannotRun = (reason: RuntimeUnavailableReason, forUser: string, forApp: string, version: string | null) => {
       notes.push(`${name}: ${forUser}`);
-      for (const { advert } of advertsOf(version)) {
-        const message = redact(forApp).slice(0, 512);
-        unsupported.push({ ...advert, supported: false, note: message, unavailable: { reason, message } });
-      }
+      const message = redact(forApp).slice(0, 512);
+      for (const { advert } of advertsOf(version)) unsupported.push({ ...advert, supported: false, note: message, unavailable: { reason, message } });
     };
     if (!located.ok) {
       cannotRun("cli_not_launchable", located.message, `${name} is turned on, but the worker cannot tell which ${name} to start: ${located.message}`, null);

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { shebangOf, which } from "../policy/launchable.js";
+import { isExecutableFile, shebangOf, which } from "../policy/launchable.js";
 
 /** The agent CLIs the worker drives, by their runtime's name. */
 export type AgentName = "claude-code" | "codex";
@@ -64,6 +64,7 @@ export const commandFix = (name: AgentName) => `svc-worker policy set commands.$
 export function locateCli(name: AgentName, o: { explicit?: string; configured?: string; env: NodeJS.ProcessEnv; cwd?: string }): Located {
   const program = name === "claude-code" ? "claude" : "codex";
   const wanted = o.explicit ?? o.configured ?? program;
+  const executable = (p: string) => (isExecutableFile(p) ? p : undefined);
   const found = wanted.includes("/") ? executable(path.resolve(wanted)) : which(wanted, o.env.PATH);
   if (!found) {
     if (o.explicit) return { ok: false, code: "cli_not_launchable", found: o.explicit, message: `the policy names ${o.explicit} (commands.${name}), which is not an executable file` };
@@ -82,13 +83,4 @@ export function locateCli(name: AgentName, o: { explicit?: string; configured?: 
     found,
     message: `${found} is a shim of ${shim.manager}, and \`${shim.manager} which ${program}\` did not say which ${program} it runs (${why}); name the real one: ${commandFix(name)}`,
   };
-}
-
-function executable(p: string): string | undefined {
-  try {
-    fs.accessSync(p, fs.constants.X_OK);
-    return fs.statSync(p).isFile() ? p : undefined;
-  } catch {
-    return undefined;
-  }
 }
