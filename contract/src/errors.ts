@@ -43,6 +43,9 @@ export const ERROR_CODES = {
   no_compute: { status: 409, type: "routing_error", message: "The user has no reachable compute for this run and the route does not allow `app`." },
   already_answered: { status: 409, type: "conflict_error", message: "This call has already been answered." },
   run_finished: { status: 409, type: "conflict_error", message: "The run has already finished." },
+  run_active: { status: 409, type: "conflict_error", message: "The run is still active: a follow-up continues an ended run; wait for its end, or steer it with POST /v1/runs/:id/messages." },
+  session_unavailable: { status: 409, type: "routing_error", message: "The agent CLI session this follow-up continues cannot be reached now; retry when its machine is online, or ask `onSessionLost: restart`." },
+  conversation_unavailable: { status: 409, type: "conflict_error", message: "The service holds no conversation of that run to continue (the app served it itself)." },
   response_in_progress: { status: 409, type: "conflict_error", message: "The response is still in progress: wait for it to end." },
   idempotency_key_reused: { status: 409, type: "idempotency_error", message: "This Idempotency-Key was used with another request (method, path or body) in the last 24 hours." },
   idempotency_key_in_use: { status: 409, type: "idempotency_error", message: "A request with this Idempotency-Key is still being handled; retry after the time in Retry-After." },
@@ -114,6 +117,7 @@ export const RUN_STOP_CODES = {
   worker_lost: { stopReason: "worker_lost", message: "The link to the user's machine was lost; the run cannot go on." },
   worker_restarted: { stopReason: "worker_lost", message: "The worker on the user's machine was restarted while its agent CLI ran, and the CLI's session could not be resumed; the run cannot go on." },
   runtime_error: { stopReason: "runtime_error", message: "The user's runtime failed." },
+  session_not_found: { stopReason: "session_lost", message: "The agent CLI session this follow-up continues is not on the user's machine any more (forgotten by its user, expired, or never kept there); the run did not start it afresh (onSessionLost: refuse)." },
   usage_limit_reached: { stopReason: "usage_limit_reached", message: "The agent CLI's subscription window on the user's machine is spent; the run was stopped. It can run again once the window resets." },
   // svc/echo's own runtime (its scripts)
   invalid_script: { stopReason: "runtime_error", message: "The svc/echo script is not valid." },

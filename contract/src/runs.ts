@@ -39,6 +39,7 @@ export const RUN_FAILURE_REASONS = [
   "compute_busy",
   "usage_limit_reached",
   "pause_expired",
+  "session_lost",
 ] as const;
 export const RunFailureReason = z.enum(RUN_FAILURE_REASONS);
 export type RunFailureReason = z.infer<typeof RunFailureReason>;
@@ -76,9 +77,17 @@ export const RunBudgetStanding = z.object({
 /** Which limit paused a run. */
 export const PauseLimit = z.enum(["spend_ceiling", "allowance", "run_budget"]);
 
+/** What a follow-up run does when the agent CLI session it continues cannot be continued. */
+export const OnSessionLost = z.enum(["refuse", "restart"]);
+export type OnSessionLost = z.infer<typeof OnSessionLost>;
+
 export const CreateRunRequest = z.object({
   user: UserId,
-  model: z.string().min(1).default("auto").describe("`auto` lets the service pick; otherwise a model or `<runtime>/<model>` alias."),
+  model: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("`auto` (the default) lets the service pick; otherwise a model or `<runtime>/<model>` alias. On a follow-up (`previousRunId`), omitted: the model the previous run asked for."),
   prompt: z.string().min(1),
   system: z.string().optional(),
   tools: z.array(Tool).max(128).optional(),
@@ -90,8 +99,33 @@ export const CreateRunRequest = z.object({
   limits: RunLimits.optional(),
   budget: RunBudget.optional().describe("A cap on this run; reached between turns, the run pauses (`run_paused`) until the app raises it."),
   metadata: z.record(z.string()).optional(),
+  previousRunId: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .describe(
+      "Continue the conversation of this ended run (same app, environment and user; anything else is 404 as an unknown run; one still active is 409 `run_active`). On a model runtime the stored conversation goes first, to whichever runtime routing picks; on an agent CLI the same CLI session on the same machine is resumed. `tools` and `system` omitted: the previous run's are kept; given: they replace them. `limits`, `budget`, `route` and `metadata` are this run's own.",
+    ),
+  onSessionLost: OnSessionLost.optional().describe(
+    "On a follow-up of an agent CLI run whose session cannot be continued (its machine offline, the session forgotten there, the CLI refusing it): `refuse` (the default) answers 409 `session_unavailable` at the start, or fails the run `session_lost`; `restart` starts a fresh session on any route with the stored transcript as context, and says so in a `session_restarted` event.",
+  ),
 });
 export type CreateRunRequest = z.infer<typeof CreateRunRequest>;
+
+/** `POST /v1/runs/:id/messages`: a user message added to a run while it works (steering). */
+export const RunMessageRequest = z.object({
+  content: z.string().min(1).max(100_000).describe("The message, as the user typed it."),
+  user: UserId.optional().describe("The run's user; when given it must match, or the run is not found."),
+});
+export const MessageDelivery = z.enum(["now", "next_turn"]);
+export const RunMessageResponse = z.object({
+  runId: z.string(),
+  messageId: z.string().describe("The message's id; its `user_message` event carries it."),
+  delivery: MessageDelivery.describe(
+    "`now`: an agent CLI working on the run gets it mid-turn, as typed into it; `next_turn`: it goes in before the agent's next model call (a model runtime's turn in flight ends first; a run queued or paused gets it when it goes on).",
+  ),
+});
 
 /**
  * Optional on every answer: the run's user. When given and the run is another
@@ -186,6 +220,11 @@ export const RunEvent = z.discriminatedUnion("kind", [
       .object({ maxMicros: z.string().nullable(), maxTokens: z.number().int().nullable(), note: z.string().nullable() })
       .optional()
       .describe("The run's budget, when it has one; `note` says when it may never be reached as given (a route or plan that charges nothing)."),
+    previousRunId: z.string().optional().describe("The run whose conversation this one continues (`previousRunId` of the request)."),
+    session: z
+      .enum(["resumed", "new"])
+      .optional()
+      .describe("On an agent CLI: `resumed`, the previous run's CLI session goes on; `new`, a session begins. Absent on a model runtime (its conversation lives in the service)."),
   }),
   z.object({ kind: z.literal("text_delta"), turn: z.number().int(), text: z.string() }),
   z.object({
@@ -244,7 +283,7 @@ export const RunEvent = z.discriminatedUnion("kind", [
         "Why it failed: `max_turns`, `tool_result_timeout`, `approval_timeout`, `spend_ceiling`, `worker_lost`, `runtime_error`, `internal_error`, " +
           "`limit_exceeded` (the machine passed a per-run limit: events, bytes, permission requests or tool calls; `error.message` names it), " +
           "`conversation_too_large` (a model turn's job would not fit the link's frame limit), `turn_timeout` (a model turn passed its deadline), " +
-          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline), `usage_limit_reached` (the agent CLI's subscription window is spent; `error.message` names when it resets), `pause_expired` (paused at a limit for longer than a pause is kept). Unknown values may be added.",
+          "`run_timeout` (an agent CLI's run passed its deadline), `compute_busy` (queued for a slot on a full machine past the queue's deadline), `usage_limit_reached` (the agent CLI's subscription window is spent; `error.message` names when it resets), `pause_expired` (paused at a limit for longer than a pause is kept), `session_lost` (a follow-up's agent CLI session could not be continued and the request asked `onSessionLost: refuse`). Unknown values may be added.",
       ),
   }),
   z.object({
@@ -264,6 +303,17 @@ export const RunEvent = z.discriminatedUnion("kind", [
     pausedMs: z.number().int().describe("How long it was paused."),
   }),
   z.object({ kind: z.literal("run_cancelled"), reason: z.string().optional(), output: z.string().describe("What was produced before the cancel.") }),
+  z.object({
+    kind: z.literal("user_message"),
+    messageId: z.string(),
+    content: z.string(),
+    delivery: MessageDelivery.describe("`now`: handed to the agent CLI mid-turn; `next_turn`: added to the conversation before the next model call."),
+  }),
+  z.object({
+    kind: z.literal("session_restarted"),
+    previousRunId: z.string(),
+    reason: z.string().describe("Why the agent CLI session of the previous run could not be continued; the run goes on in a fresh session with the stored transcript as context (`onSessionLost: restart`)."),
+  }),
 ]);
 export type RunEvent = z.infer<typeof RunEvent>;
 /** One kind of run event, by its `kind`. */
@@ -300,6 +350,7 @@ export const Run = z.object({
     .nullable()
     .describe("The run's budget (as last raised); null: none."),
   pausedAt: IsoTime.nullable().describe("While `paused`: since when (its `run_paused` event says why and until when)."),
+  previousRunId: z.string().nullable().describe("The run whose conversation this one continues; null: it starts one."),
   lastEventId: z.number().int().describe("The sequence of its last stored event."),
   createdAt: z.string(),
   finishedAt: z.string().nullable(),

@@ -122,7 +122,16 @@ export const AgentRunJob = z.object({
   system: z.string().optional(),
   model: z.string().optional(),
   tools: z.array(AgentTool).max(128).optional(),
+  /**
+   * The conversation's CLI session on this machine (sent only to a worker whose `hello` lists `sessions`): `id` names it
+   * (Claude Code takes it as its own session id; the worker maps it to Codex's thread); `resume`: continue the session a
+   * previous run of it left on this machine (a worker that does not hold it fails the job `session_not_found`), else begin
+   * it. The worker keeps it after the job for as long as its user's policy says (`sessions.keepDays`).
+   */
+  session: z.object({ id: z.string().uuid(), resume: z.boolean() }).optional(),
 });
+
+export type AgentRunJob = z.infer<typeof AgentRunJob>;
 
 export const Job = z.discriminatedUnion("kind", [ModelTurnJob, AgentRunJob]);
 export type Job = z.infer<typeof Job>;
@@ -242,7 +251,7 @@ export const WorkerMessage = z.discriminatedUnion("type", [
         .array(z.string().max(64))
         .max(64)
         .optional()
-        .describe(`What this worker does beyond the first catalog: \`job_resume\` (it keeps an agent run's CLI through a lost link, numbers the job's events, and resumes the job on \`resume_job\`). An older worker sends none.`),
+        .describe(`What this worker does beyond the first catalog: \`job_resume\` (it keeps an agent run's CLI through a lost link, numbers the job's events, and resumes the job on \`resume_job\`), \`sessions\` (it keeps agent CLI sessions between runs for \`agent_run.session\`, and passes \`user_message\` to a running job). An older worker sends none.`),
     }),
   ),
   envelope("heartbeat", z.object({ busy: z.array(z.string().max(64)).max(64) })),
@@ -280,7 +289,7 @@ export const WorkerMessage = z.discriminatedUnion("type", [
 export type WorkerMessage = z.infer<typeof WorkerMessage>;
 
 /** The catalog's additions a service announces in `welcome.features` (a worker sends them only to a service that does). */
-export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans", runtimeLimits: "runtime_limits", jobResume: "job_resume" } as const;
+export const WORKER_FEATURES = { jobUsage: "job_usage", jobSpans: "job_spans", runtimeLimits: "runtime_limits", jobResume: "job_resume", sessions: "sessions" } as const;
 
 /** Service → worker. */
 export const ServerMessage = z.discriminatedUnion("type", [
@@ -326,6 +335,8 @@ export const ServerMessage = z.discriminatedUnion("type", [
   envelope("permission_response", z.object({ jobId: z.string(), requestId: z.string(), allow: z.boolean(), message: z.string().optional() })),
   /** The app's answer to an agent run's `tool_call` (its result as text, `isError` when the tool failed or was denied). */
   envelope("tool_result", z.object({ jobId: z.string(), callId: z.string(), output: z.string(), isError: z.boolean() })),
+  /** A user message for a running agent job (steering), sent only to a worker whose `hello` lists `sessions`: the CLI gets it as if typed into it. */
+  envelope("user_message", z.object({ jobId: z.string(), messageId: z.string().max(64), content: z.string() })),
   /** A job's events up to `n` are stored: the worker need not keep them for a resume (`job_resume`). */
   envelope("job_ack", z.object({ jobId: z.string(), n: z.number().int().min(0) })),
   /**

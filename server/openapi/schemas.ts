@@ -42,6 +42,8 @@ import {
   BillingAccountRequest,
   BillingOverview,
   CancelRequest,
+  RunMessageRequest,
+  RunMessageResponse,
   RunBudget,
   RunBudgetStanding,
   RaiseBudgetRequest,
@@ -152,6 +154,8 @@ const RUN_EVENT_DESCRIPTIONS: Record<RunEvent["kind"], string> = {
   run_paused:
     "The run stopped between turns at a limit (the plan's spend ceiling, a tokens plan's allowance, its own budget) and holds no job on the machine: which limit, the amounts, where the user stands, when the pause expires (`pause_expired`) and what resumes it. The stream stays open.",
   run_resumed: "The limit that paused the run no longer holds (an upgrade, a new window, a raised budget): it goes on from where it stopped.",
+  user_message: "A message the app added while the run worked (`POST /v1/runs/{id}/messages`), where the agent got it: mid-turn on an agent CLI (`now`), or before the next model call (`next_turn`).",
+  session_restarted: "A follow-up's agent CLI session could not be continued and the app asked for a fresh one (`onSessionLost: restart`): the run goes on in a new session with the stored transcript as context.",
 };
 
 /** `response.output_text.delta` → `ResponseOutputTextDeltaEvent`; `error` → `ResponseErrorEvent`. */
@@ -216,6 +220,8 @@ export const NAMED_SCHEMAS: NamedSchema[] = [
   { name: "AllowanceThresholdData", schema: AllowanceThresholdData, description: "The `data` of an `allowance.threshold` webhook: a threshold of the plan reached, once per user, window, measure and threshold." },
   { name: "RunPausedData", schema: RunPausedData, description: "The `data` of a `run.paused` webhook: once per pause." },
   { name: "RunResumedData", schema: RunResumedData, description: "The `data` of a `run.resumed` webhook: once per pause that ended in a resume." },
+  { name: "RunMessageRequest", schema: RunMessageRequest, input: true, description: "A user message for a run that works (steering)." },
+  { name: "RunMessageResponse", schema: RunMessageResponse, description: "The message taken: its id (its `user_message` event carries it) and how it reaches the agent." },
   { name: "CancelResponse", schema: CancelResponse },
   { name: "RunUsageReport", schema: RunUsage, input: true, description: "What a run the app served itself (after `serve_in_app`) used." },
   { name: "RunUsageResponse", schema: RunUsageResponse, description: "The ledger row recorded for the reported usage." },

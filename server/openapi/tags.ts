@@ -34,6 +34,7 @@ export const ROUTE_TAGS: Record<keyof Contract, TagName> = {
   submitApproval: "runs",
   cancelRun: "runs",
   raiseRunBudget: "runs",
+  sendRunMessage: "runs",
   reportRunUsage: "runs",
   requestDeviceCode: "pairing",
   pollDeviceToken: "pairing",

@@ -21,6 +21,7 @@ export function runRoutes({ runs, runStreams }: RouteServices) {
     submitToolResult: s.route(contract.submitToolResult, async ({ req, params, body }) => ({ status: 200, body: await runs.answerToolCall(tenantOf(req), params.id, body) })),
     submitApproval: s.route(contract.submitApproval, async ({ req, params, body }) => ({ status: 200, body: await runs.answerApproval(tenantOf(req), params.id, body) })),
     raiseRunBudget: s.route(contract.raiseRunBudget, async ({ req, params, body }) => ({ status: 200, body: await runs.raiseBudget(tenantOf(req), params.id, body) })),
+    sendRunMessage: s.route(contract.sendRunMessage, async ({ req, params, body }) => ({ status: 202, body: await runs.sendMessage(tenantOf(req), params.id, body) })),
     cancelRun: s.route(contract.cancelRun, async ({ req, params, body }) => ({ status: 200, body: await runs.cancel(tenantOf(req), params.id, body) })),
     reportRunUsage: s.route(contract.reportRunUsage, async ({ req, params, body }) => ({ status: 200, body: await runs.reportUsage(tenantOf(req), params.id, body) })),
   };

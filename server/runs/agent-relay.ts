@@ -1,4 +1,6 @@
-import type { JobEvent, Tool } from "@svc/contract";
+import type { AgentRunJob, JobEvent, Tool } from "@svc/contract";
+import { SessionsUnsupported } from "../workers/hub.js";
+import { contextPrompt, newSession } from "./conversations.js";
 import { randomId } from "../crypto.js";
 import { RunDriver, type RunEnd } from "./driver.js";
 import { Abandoned, RunStop } from "./run-stop.js";
@@ -7,6 +9,9 @@ import type { AgentState, NewApproval, NewToolCall, NewUsageRow, RunInputs, RunP
 
 /** The link to the machine dropped while its worker keeps the job: the run waits for it (on whichever instance it reconnects to). */
 class LinkLost extends Error {}
+
+/** The CLI session a follow-up resumes is not on the machine (forgotten, expired, never kept, or a worker that keeps none). */
+class SessionLost extends Error {}
 
 /** Tokens as a job event says them. */
 type Usage = Extract<JobEvent, { type: "done" }>["usage"];
@@ -156,16 +161,19 @@ export class AgentRunDriver extends RunDriver {
     if (this.seq > 1 && !state) throw new RunStop("worker_lost", "The link to the user's machine (or the instance driving this agent run) was lost, and the machine's worker cannot resume an agent CLI's run; the run ends.");
     if (state) await this.restore(state);
     const { request } = this.run;
-    const result = new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
+    const job = (): AgentRunJob => ({
+      kind: "agent_run",
+      runtime: this.run.runtime_name!,
+      // A session beginning afresh on a follow-up gets the conversation so far as context; a resumed one has it.
+      prompt: request.history?.length && !request.session?.resume ? contextPrompt(request.history, request.prompt) : request.prompt,
+      ...(request.system ? { system: request.system } : {}),
+      ...(this.run.model !== "auto" && this.run.model !== this.run.runtime_name ? { model: this.run.model } : {}),
+      ...(this.tools.length ? { tools: this.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) })) } : {}),
+      ...(request.session ? { session: request.session } : {}),
+    });
+    const send = (spec: AgentRunJob, resume?: { jobId: string; after: number; sentAt?: number }) => new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
       const handle = this.dispatch(
-        {
-          kind: "agent_run",
-          runtime: this.run.runtime_name!,
-          prompt: request.prompt,
-          ...(request.system ? { system: request.system } : {}),
-          ...(this.run.model !== "auto" && this.run.model !== this.run.runtime_name ? { model: this.run.model } : {}),
-          ...(this.tools.length ? { tools: this.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) })) } : {}),
-        },
+        spec,
         (e, n) => {
           if (n !== undefined) {
             // Sent again after a resume, already stored: never handled twice.
@@ -201,16 +209,25 @@ export class AgentRunDriver extends RunDriver {
               }
               // What the machine counted before the end goes in before the end is written.
               this.store(this.uncounted(e.usage));
+              if (e.code === "session_not_found") return reject(new SessionLost(e.message));
               if (e.code === "job_not_held") return reject(new RunStop("worker_restarted", `The worker on the user's machine no longer holds this run's agent CLI (${e.message}); the run cannot go on.`));
               return reject(this.failure(e));
           }
         },
         this.trace.agentJob(),
-        state?.jobId ? { jobId: state.jobId, after: state.n, ...(state.sentAt ? { sentAt: state.sentAt } : {}) } : undefined,
+        resume,
       );
       this.jobId = handle.jobId;
       this.resumable = handle.resumable;
     });
+    const first = (): Promise<Extract<JobEvent, { type: "done" }>> => {
+      try {
+        return send(job(), state?.jobId ? { jobId: state.jobId, after: state.n, ...(state.sentAt ? { sentAt: state.sentAt } : {}) } : undefined);
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    };
+    let result = first().catch((err: unknown) => (err instanceof SessionsUnsupported ? Promise.reject(new SessionLost(err.message)) : Promise.reject(err)));
     result.catch(() => {});
     let finished = false;
     // Taken over: what was answered while the machine was away is passed on at once.
@@ -229,6 +246,12 @@ export class AgentRunDriver extends RunDriver {
         if (finished) return;
         const inputs = await this.inputs();
         for (const r of this.resend.splice(0)) this.answerAgain(r, inputs);
+        // What the user added while the CLI works goes to it mid-turn, as typed into it (once the job is on the machine).
+        if (this.jobSent && this.job?.steerable && inputs.messages?.length) {
+          const steer = this.takeMessages(inputs, "now");
+          for (const m of steer.taken) this.job.sendMessage(m.message_id, m.content);
+          await this.flush(undefined, { delivered: steer.delivered });
+        }
         const waitedOn = this.asked.size + this.calls.size;
         this.relayPermissions(inputs);
         const granted = this.relayToolCalls(inputs);
@@ -237,15 +260,30 @@ export class AgentRunDriver extends RunDriver {
       }
     })();
     try {
-      const done = await Promise.race([result, relay.then(() => result)]);
-      const output = done.output || this.text;
-      const rows = this.uncounted(done.usage);
-      return {
-        output,
-        stopReason: done.finishReason,
-        patch: { turns: 1, ...this.added(rows) },
-        extra: { usage: rows },
-      };
+      for (;;) {
+        try {
+          const done = await Promise.race([result, relay.then(() => result)]);
+          const output = done.output || this.text;
+          const rows = this.uncounted(done.usage);
+          return {
+            output,
+            stopReason: done.finishReason,
+            patch: { turns: 1, ...this.added(rows) },
+            extra: { usage: rows },
+          };
+        } catch (err) {
+          if (!(err instanceof SessionLost)) throw err;
+          // The previous run's session is not on the machine: refused as asked, or begun afresh with the transcript as context.
+          if (request.onSessionLost !== "restart" || !request.previousRunId || !request.session?.resume) throw new RunStop("session_not_found", `${err.message} The follow-up was not started afresh (onSessionLost: refuse); start it with onSessionLost: "restart" to begin a fresh session with the stored transcript as context.`);
+          request.history = await this.throughOutage(() => this.deps.store.history(request.previousRunId!));
+          request.session = newSession();
+          await this.throughOutage(() => this.deps.store.setSession(this.run.id, request.session!), true);
+          this.emit("session_restarted", { previousRunId: request.previousRunId, reason: err.message });
+          await this.flush();
+          result = send(job());
+          result.catch(() => {});
+        }
+      }
     } catch (err) {
       if (err instanceof LinkLost) {
         // Where the run stands is stored with everything it said, then the run waits for its machine, anywhere.

@@ -1,7 +1,7 @@
 import { isFinalRunEvent, type ApprovalDecision, type Job, type JobEvent, type JobSpanRecord, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
-import { JobTooLarge, type WorkerHub, type JobHandle } from "../workers/hub.js";
+import { JobTooLarge, SessionsUnsupported, type WorkerHub, type JobHandle } from "../workers/hub.js";
 import type { RunLimitsConfig } from "../config.js";
 import { costClassOf, periodOf, type CostClassValue, type CostRoute } from "../ledger/metering.js";
 import type { RunBus } from "./bus.js";
@@ -65,7 +65,8 @@ class DatabaseAway extends Error {}
 export type Answer =
   | { kind: "tool"; callId: string; result: unknown; isError: boolean }
   | { kind: "approval"; approvalId: string; decision: ApprovalDecision; reason: string | null }
-  | { kind: "cancel"; reason: string | null };
+  | { kind: "cancel"; reason: string | null }
+  | { kind: "message"; messageId: string; content: string };
 
 /** How the loop ended well: the output, why it stopped, and writes to make with the completion. */
 export interface RunEnd {
@@ -157,7 +158,7 @@ export abstract class RunDriver {
    * here is lost.)
    */
   startsFresh(): void {
-    this.known = { cancel: null, budget: this.run.request.budget ?? null, toolCalls: new Map(), approvals: new Map() };
+    this.known = { cancel: null, budget: this.run.request.budget ?? null, toolCalls: new Map(), approvals: new Map(), messages: [] };
     this.stale = false;
   }
 
@@ -178,7 +179,11 @@ export abstract class RunDriver {
           model: this.run.model,
           ...(this.run.request.billing ? { billing: this.run.request.billing } : {}),
           ...(this.run.request.budget ? { budget: { ...budgetView(this.run.request.budget)!, note: this.run.request.budgetNote ?? null } } : {}),
+          ...(this.run.request.previousRunId ? { previousRunId: this.run.request.previousRunId } : {}),
+          ...(this.run.request.session ? { session: this.run.request.session.resume ? ("resumed" as const) : ("new" as const) } : {}),
         });
+        // The start knew the previous run's session could not be continued, and the app asked for a fresh one.
+        if (this.run.request.sessionRestarted && this.run.request.previousRunId) this.emit("session_restarted", { previousRunId: this.run.request.previousRunId, reason: this.run.request.sessionRestarted });
         // A chat's readers have it from memory: it is stored with the turn's first write (often its only one).
         if (this.relayFirst) this.later({ status: "running" });
         // Not awaited: the first job goes out at once; writes stay in order, and a lost lease shows at the next one.
@@ -259,6 +264,11 @@ export abstract class RunDriver {
   }
 
   private apply(known: RunInputs, a: Answer): boolean {
+    if (a.kind === "message") {
+      const pending = (known.messages ??= []);
+      if (!pending.some((m) => m.message_id === a.messageId) && !this.handedOver.has(a.messageId)) pending.push({ message_id: a.messageId, content: a.content });
+      return true;
+    }
     if (a.kind === "cancel") {
       known.cancel = { reason: a.reason };
       return true;
@@ -455,6 +465,25 @@ export abstract class RunDriver {
     this.wake();
   }
 
+  /** User messages handed to the agent by this driver (a read in flight may still list them as pending). */
+  private readonly handedOver = new Set<string>();
+
+  /**
+   * The user messages added while the run works and not handed to the agent yet, taken now: each gets its
+   * `user_message` event (`delivery` as it is handed over), and the write that stores the events marks them
+   * delivered (`Writes.delivered`), so each is delivered once, also across a takeover.
+   */
+  protected takeMessages(inputs: RunInputs, delivery: "now" | "next_turn"): { taken: { message_id: string; content: string }[]; delivered: { message_id: string; seq: number }[] } {
+    const taken = (inputs.messages ?? []).filter((m) => !this.handedOver.has(m.message_id));
+    if (inputs.messages) inputs.messages = [];
+    const delivered = taken.map((m) => {
+      this.handedOver.add(m.message_id);
+      this.emit("user_message", { messageId: m.message_id, content: m.content, delivery });
+      return { message_id: m.message_id, seq: this.seq };
+    });
+    return { taken, delivered };
+  }
+
   /** Has the app set a budget on the run (as last read)? */
   protected budgetSet(): boolean {
     return Boolean(this.known?.budget);
@@ -571,6 +600,8 @@ export abstract class RunDriver {
       onSent: () => {
         if (ended) return;
         sent();
+        // What waited for the job to reach the machine (a user's message for the agent) goes now.
+        this.nudge();
         void this.flush({ status: "running" }).catch(() => {});
       },
     };
@@ -586,6 +617,8 @@ export abstract class RunDriver {
     } catch (err) {
       finish();
       if (err instanceof JobTooLarge) throw new RunStop("conversation_too_large", err.message);
+      // A follow-up's session that this machine's worker cannot keep: the agent run decides (refuse, or begin afresh).
+      if (err instanceof SessionsUnsupported) throw err;
       // The machine is connected elsewhere now (or nowhere): its holder takes the run over.
       this.releaseLease();
       throw new Abandoned();

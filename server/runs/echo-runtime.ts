@@ -2,7 +2,7 @@ import type { ChatMessage, Job, JobEvent } from "@svc/contract";
 import { randomId } from "../crypto.js";
 import { jobFailed } from "../errors.js";
 import type { JobHandle } from "../workers/hub.js";
-import { countWords, parseScript, ScriptError, stepsOfTurn } from "./echo-script.js";
+import { countWords, parseScript, ScriptError, stepsOfTurn, type ScriptStep } from "./echo-script.js";
 
 /**
  * The service's own runtime for runs on `svc/echo`: it takes a model turn the
@@ -46,19 +46,29 @@ export class EchoRuntime {
       },
       answerPermission() {},
       answerTool() {},
+      // A model turn: a message the user adds goes in before the next turn, never into this one.
+      steerable: false,
+      sendMessage() {},
     };
   }
 
   private async turn(messages: ChatMessage[], tools: string[], send: (e: JobEvent) => void, sleep: (ms: number) => Promise<void>, cancelled: () => boolean): Promise<void> {
-    const userMessage = [...messages].reverse().find((m) => m.role === "user");
-    const prompt = userMessage ? textOf(userMessage) : "";
-    let steps;
-    try {
-      steps = parseScript(prompt, tools);
-    } catch (err) {
-      // Checked at the run's start already; only a prompt changed since could get here.
-      if (err instanceof ScriptError) return send(jobFailed("invalid_script", err.message));
-      throw err;
+    const userAt = messages.map((m) => m.role).lastIndexOf("user");
+    const prompt = userAt >= 0 ? textOf(messages[userAt]) : "";
+    // The script is the latest user message that is one (messages the user added while it ran come after it; a
+    // follow-up's prompt is the latest); a conversation without one echoes its latest user message.
+    let steps: ScriptStep[] | null = null;
+    let scriptAt = -1;
+    for (let i = userAt; i >= 0 && steps === null; i--) {
+      if (messages[i].role !== "user") continue;
+      try {
+        steps = parseScript(textOf(messages[i]), tools);
+        if (steps) scriptAt = i;
+      } catch (err) {
+        // Checked at the run's start already; only a prompt changed since could get here.
+        if (!(err instanceof ScriptError)) throw err;
+        if (i === userAt) return send(jobFailed("invalid_script", err.message));
+      }
     }
     const inputTokens = countWords(messages.map((m) => [textOf(m), ...(m.role === "assistant" ? (m.tool_calls ?? []) : []).map((c) => c.function.arguments)].join(" ")).join(" "));
     // The results of the previous turn's calls: what came after the last assistant message.
@@ -76,13 +86,17 @@ export class EchoRuntime {
       say(prompt);
       return done("stop");
     }
-    const turnIndex = messages.filter((m) => m.role === "assistant").length;
+    const since = messages.slice(scriptAt + 1);
+    const turnIndex = since.filter((m) => m.role === "assistant").length;
+    // `{{previous}}`: the answer before the script's prompt (a follow-up's previous run); `{{messages}}`: what the user added since.
+    const previous = messages.slice(0, scriptAt).filter((m) => m.role === "assistant").map(textOf).filter(Boolean).at(-1) ?? "";
+    const added = since.filter((m) => m.role === "user").map(textOf);
     const mine = stepsOfTurn(steps, turnIndex);
     let said = false;
     for (const step of mine) {
       if (cancelled()) return;
       if ("say" in step) {
-        say(step.say.replaceAll("{{result}}", results.join("\n")));
+        say(step.say.replaceAll("{{result}}", results.join("\n")).replaceAll("{{previous}}", previous).replaceAll("{{messages}}", added.join("\n")));
         said = true;
       } else if ("wait" in step) {
         await sleep(step.wait);
@@ -95,8 +109,10 @@ export class EchoRuntime {
       }
     }
     if (cancelled()) return;
-    // A last turn that says nothing answers with the tool results it was given.
+    // A last turn that says nothing answers with the tool results it was given, or else with what the user added since the last answer.
+    const fresh = messages.slice(Math.max(lastAssistant, scriptAt) + 1).filter((m) => m.role === "user").map(textOf);
     if (!said && results.length) say(results.join("\n"));
+    else if (!said && fresh.length) say(fresh.join("\n"));
     done("stop");
   }
 }

@@ -46,7 +46,8 @@ export class ModelRunDriver extends RunDriver {
 
   protected async loop(): Promise<RunEnd> {
     const { request } = this.run;
-    const opening: ChatMessage[] = [...(request.system ? [{ role: "system" as const, content: request.system }] : []), { role: "user", content: request.prompt }];
+    // A follow-up: the conversation it continues goes first (its system prompt is this run's).
+    const opening: ChatMessage[] = [...(request.system ? [{ role: "system" as const, content: request.system }] : []), ...(request.history ?? []), { role: "user", content: request.prompt }];
     let transcript: ChatMessage[] = this.run.transcript ?? opening;
     // How many of its messages are stored (a run taken over: all it read); each write adds those after them.
     let stored = this.run.transcript?.length ?? 0;
@@ -68,14 +69,21 @@ export class ModelRunDriver extends RunDriver {
       // Taken over mid-turn: that turn runs again; readers drop its text so far.
       await this.restart(turns + 1);
     }
-    // Right after the answers were read, the inputs are fresh: no second read before the turn.
-    let fresh = false;
     for (;;) {
-      if (!fresh) await this.inputs();
-      fresh = false;
+      // Right after the answers were read the inputs are known: no second read before the turn.
+      let inputs = await this.inputs();
       if (turns >= this.limits.maxTurns) throw new RunStop("max_turns", `The run reached its limit of ${this.limits.maxTurns} model turns.`);
       // Between turns (the start checked the plan before the first): a limit reached pauses the run until it no longer holds.
-      if (turns > 0) await this.holdAtLimits();
+      if (turns > 0) {
+        await this.holdAtLimits();
+        inputs = await this.inputs();
+      }
+      // Messages the user added while the run worked go in before this model call, after the turn they came during.
+      const steer = this.takeMessages(inputs, "next_turn");
+      if (steer.taken.length) {
+        transcript = [...transcript, ...steer.taken.map((m): ChatMessage => ({ role: "user", content: m.content }))];
+        await this.flush({ transcript: added() }, { delivered: steer.delivered });
+      }
       const turn = turns + 1;
       const r = await this.modelTurn(turn, transcript);
       turns = turn;
@@ -84,11 +92,17 @@ export class ModelRunDriver extends RunDriver {
       const { row } = this.usage(turn, r.usage.inputTokens, r.usage.outputTokens);
       // Written in order, and a write that fails ends this driver: the next one adds from where this one ends.
       const patch = { turns, transcript: added(), output: r.text, addInputTokens: r.usage.inputTokens, addOutputTokens: r.usage.outputTokens };
-      if (calls.length === 0) return { output: r.text, stopReason: r.finishReason === "stop" ? "end_turn" : r.finishReason, patch, extra: { usage: [row] } };
+      if (calls.length === 0) {
+        // A message came while the model answered: the run goes on with it instead of ending.
+        if ((await this.inputs()).messages?.length) {
+          await this.flush(patch, { usage: [row] });
+          continue;
+        }
+        return { output: r.text, stopReason: r.finishReason === "stop" ? "end_turn" : r.finishReason, patch, extra: { usage: [row] } };
+      }
       const { toolCalls, approvals } = this.announce(calls);
       await this.flush({ ...patch, status: "waiting" }, { usage: [row], toolCalls, approvals });
       transcript = await this.awaitAnswers(transcript);
-      fresh = true;
     }
   }
 

@@ -102,10 +102,11 @@ export interface RouteChoice {
  * next kind get its turn (`app`: a handback). No route: `full` says which
  * runtimes would have served but were full.
  */
-export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[], queueBound: number): Promise<RouteChoice> {
+export async function chooseRoute(sql: Sql, clock: Clock, tenant: Tenant, endUserId: string, model: string, prefer: RouteKind[], queueBound: number, only?: (c: Candidate) => boolean): Promise<RouteChoice> {
   // The app first: nothing on the machines is looked at.
   if (prefer[0] === "app") return { route: { kind: "app", costClass: costClassOf("app") }, full: [] };
-  return pickRoute(await reachableRuntimes(sql, clock, tenant, endUserId), clock.now(), model, prefer, queueBound);
+  const candidates = await reachableRuntimes(sql, clock, tenant, endUserId);
+  return pickRoute(only ? candidates.filter(only) : candidates, clock.now(), model, prefer, queueBound);
 }
 
 /** `chooseRoute`'s choice among runtimes already known: those of the rows, or those of the machines this instance holds (WorkerHub.runtimesOf). */

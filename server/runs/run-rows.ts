@@ -1,4 +1,4 @@
-import type { ChatMessage, Environment, RunEvent, RunEventOf, RunLimits, RunRoute, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
+import type { ChatMessage, Environment, OnSessionLost, RunEvent, RunEventOf, RunLimits, RunRoute, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
 import type { CostClassValue } from "../ledger/metering.js";
 
 /** A run's rows as the store writes and reads them: the run, its events, the calls, approvals and ledger rows a step adds, and what its driver waits on. */
@@ -44,6 +44,18 @@ export interface RunRow {
     limits?: RunLimits;
     /** The trace that started the run, when tracing was on (server/telemetry/spans.ts `RunOrigin`). */
     otel?: { traceparent: string; user?: string };
+    /** The model asked for (`auto`, a model, an alias), before routing chose what serves it. */
+    model?: string;
+    /** The run whose conversation this one continues (`previousRunId`). */
+    previousRunId?: string;
+    /** On an agent CLI: the CLI's session on the machine (`resume`: the previous run's, continued there). */
+    session?: { id: string; resume: boolean };
+    /** What to do when the session cannot be continued (default `refuse`). */
+    onSessionLost?: OnSessionLost;
+    /** The conversation before this run's prompt (a follow-up's, without its system prompt): a model run's first messages, or an agent CLI's context when its session begins afresh. */
+    history?: ChatMessage[];
+    /** Set when the start already knew the previous run's session could not be continued (`onSessionLost: restart`): why. */
+    sessionRestarted?: string;
   };
   status: RunStatus;
   route_kind: RunRoute | null;
@@ -147,14 +159,22 @@ export interface Writes {
   toolCalls?: NewToolCall[];
   approvals?: NewApproval[];
   usage?: NewUsageRow[];
+  /** User messages handed to the agent in this write, with the seq of their `user_message` event: delivered once. */
+  delivered?: { message_id: string; seq: number }[];
 }
 
 export interface RunInputs {
   cancel: { reason: string | null } | null;
+  /** User messages added while the run works (steering), not handed to the agent yet, in the order they came. */
+  messages?: PendingMessage[];
   /** The run's budget now (raised by the app, or as it started); null: none. */
   budget?: { maxMicros?: string; maxTokens?: number } | null;
   toolCalls: Map<string, AnsweredCall>;
   approvals: Map<string, AnsweredApproval>;
+}
+export interface PendingMessage {
+  message_id: string;
+  content: string;
 }
 export interface AnsweredCall {
   call_id: string;

@@ -26,6 +26,7 @@ export function runView(r: RunRecord & { endUser: { externalId: string } }): z.i
     usage: { inputTokens: Number(r.inputTokens), outputTokens: Number(r.outputTokens) },
     budget: budgetView(r.budget ?? (r.request as { budget?: unknown } | null)?.budget ?? null),
     pausedAt: r.status === "paused" && r.pausedAt ? r.pausedAt.toISOString() : null,
+    previousRunId: r.previousRunId,
     lastEventId: r.lastSeq,
     createdAt: r.createdAt.toISOString(),
     finishedAt: r.finishedAt?.toISOString() ?? null,

@@ -142,6 +142,7 @@ export class RunWriter {
         tool_calls: w.toolCalls?.length ? w.toolCalls : null,
         approvals: w.approvals?.length ? w.approvals : null,
         usage: w.usage?.length ? w.usage.map((u, n) => ({ ...u, n })) : null,
+        delivered: w.delivered?.length ? w.delivered : null,
       };
     });
     const result = await this.db.query<{ id: string; streamed: boolean }>(
@@ -188,7 +189,7 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
   // Its rows are still found by their key (an index condition on the sub-select's value).
   return `WITH x AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(run_id text, ord int, first_seq int, last_seq int, status text, turns int, transcript_add jsonb, agent_state jsonb, output text,
-           add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, pause jsonb, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb)),
+           add_in bigint, add_out bigint, stop_reason text, error jsonb, finished boolean, pause jsonb, events jsonb, tool_calls jsonb, approvals jsonb, usage jsonb, delivered jsonb)),
        o AS (SELECT id, app_id, environment, end_user_id, last_seq AS stored_seq, events_in_stream, watched_elsewhere FROM runs
               WHERE id = ANY((SELECT $4::text[])::text[]) AND lease_owner = $2 ORDER BY id FOR NO KEY UPDATE),
        r AS (SELECT o.id, o.app_id, o.environment, o.end_user_id, ${streamed} AS streamed, x.* FROM o JOIN x ON x.run_id = o.id
@@ -203,6 +204,9 @@ function stepStatement(kind: Database["kind"], bus: boolean): string {
          SELECT r.id, r.app_id, r.environment, a.approval_id, a.kind, a.request, a.deadline_at, $3
            FROM r, jsonb_to_recordset(r.approvals) AS a(approval_id text, kind text, request jsonb, deadline_at timestamptz)
          ON CONFLICT DO NOTHING RETURNING 1),
+       dm AS (UPDATE run_user_messages m SET delivered_at = $3, delivered_seq = d.seq
+           FROM r, jsonb_to_recordset(r.delivered) AS d(message_id text, seq int)
+          WHERE m.run_id = r.id AND m.message_id = d.message_id AND m.delivered_seq IS NULL RETURNING 1),
        tm AS (INSERT INTO run_messages (run_id, app_id, environment, n, message)
          SELECT r.id, r.app_id, r.environment, t.n, t.message FROM r, jsonb_to_recordset(r.transcript_add) AS t(n int, message jsonb)
          ON CONFLICT DO NOTHING RETURNING 1),

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ApprovalDecision, CreateRunRequest, RaiseBudgetRequest, RouteKind, Run as RunView, RunRoute, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
+import type { ApprovalDecision, CreateRunRequest, RaiseBudgetRequest, RunMessageRequest, RunMessageResponse, RouteKind, Run as RunView, RunRoute, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -9,7 +9,8 @@ import { costClassOf, periodOf } from "../ledger/metering.js";
 import { overageMicros, type StartRunOutcome } from "../ledger/functions.js";
 import { RunStarts } from "./run-starts.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, pickRoute, type Route } from "./routing.js";
+import { chooseRoute, DEFAULT_CHAT_ROUTE, DEFAULT_RUN_ROUTE, pickRoute, reachableRuntimes, type Candidate, type Route } from "./routing.js";
+import { followUpOf, historyOf, newSession, type FollowUp } from "./conversations.js";
 import { busyReason, noRouteReason } from "./route-refusals.js";
 import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
@@ -44,6 +45,8 @@ export interface RunSpec {
   request: RunRequest;
   /** A repeat of a request with the same `Idempotency-Key`: the run its first request started, answered again. */
   replayRunId?: string;
+  /** Routed to this machine's runtime only (a follow-up resuming an agent CLI's session there). */
+  pin?: { machineId: string; runtime: string };
 }
 
 /** A run begun (or, for a repeat, found): `createdAt` is when it was first started, so a repeat's answer names the first one's time. */
@@ -111,9 +114,41 @@ export class RunService {
 
   /** `POST /v1/runs`: starts a run and answers 409 `serve_in_app` (counted) when it is handed back. */
   async start(tenant: Tenant, body: CreateRunRequest, replayRunId?: string): Promise<{ runId: string; drivenHere: boolean }> {
-    const prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
-    const request: RunRequest = { prompt: body.prompt, system: body.system, tools: body.tools, limits: body.limits, budget: body.budget, metadata: body.metadata, model: body.model, route: body.route };
-    const started = await this.begin(tenant, { user: body.user, model: body.model, prefer, source: "runs", request, replayRunId });
+    // A follow-up: what it continues (checked first: another user's run is a 404 whatever else the request says).
+    const follow = replayRunId ? null : await followUpOf(this.db, tenant, body);
+    const previous = follow?.previous.request;
+    // Omitted on a follow-up: what the previous run asked for (`auto` stays `auto`).
+    const model = body.model ?? (typeof previous?.model === "string" ? previous.model : follow?.previous.model) ?? "auto";
+    let prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
+    const request: RunRequest = {
+      prompt: body.prompt,
+      // Omitted on a follow-up: the previous run's; given: they replace them.
+      system: body.system ?? previous?.system,
+      tools: body.tools ?? previous?.tools,
+      limits: body.limits,
+      budget: body.budget,
+      metadata: body.metadata,
+      model,
+      route: body.route,
+    };
+    let pin: RunSpec["pin"];
+    if (follow) {
+      Object.assign(request, { previousRunId: follow.previous.id, onSessionLost: follow.onSessionLost });
+      const session = follow.session;
+      const lost = session ? await this.sessionUnreachable(tenant, follow) : null;
+      if (session && !lost) {
+        // The agent CLI's session lives on its machine: the follow-up goes there, to that runtime, or nowhere.
+        pin = { machineId: session.machineId, runtime: session.runtime };
+        prefer = [session.routeKind];
+        request.session = { id: session.id, resume: true };
+      } else {
+        if (lost && follow.onSessionLost === "refuse") throw new ApiError("session_unavailable", `${lost} Retry when it is online, or start the follow-up with onSessionLost: "restart" to begin a fresh session on any route with the stored transcript as context. Nothing was run or counted.`, { param: "previousRunId", headers: { "Retry-After": "30" } });
+        if (lost) request.sessionRestarted = lost;
+        // The conversation lives in the service: it goes first, to whichever runtime is picked.
+        request.history = await historyOf(this.db, follow.previous.id);
+      }
+    }
+    const started = await this.begin(tenant, { user: body.user, model: pin ? follow!.session!.asked : model, prefer, source: "runs", request, replayRunId, pin });
     if (started.handedBack) {
       const why = started.busy ?? (await this.whyNoRoute(tenant, started.endUserId, body.user, started.model, prefer));
       throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for model ${started.model} on the routes asked (${prefer.filter((k) => k !== "app").join(", ") || "app only"}): ${why}; serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
@@ -121,6 +156,38 @@ export class RunService {
       });
     }
     return { runId: started.runId, drivenHere: started.drivenHere };
+  }
+
+  /**
+   * Why an agent CLI's session cannot be reached for a follow-up now (its machine removed, offline, or not serving
+   * that CLI), in words; null: it can.
+   */
+  private async sessionUnreachable(tenant: Tenant, follow: FollowUp): Promise<string | null> {
+    const s = follow.session!;
+    const [m] = await this.db.query<{ hostname: string; revoked: boolean }>(`SELECT hostname, revoked_at IS NOT NULL AS revoked FROM machines WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`, [s.machineId, tenant.appId, tenant.environment]);
+    const where = `The ${s.runtime} session of run ${follow.previous.id} is on machine ${s.machineId}${m ? ` (${m.hostname})` : ""}`;
+    if (!m || m.revoked) return `${where}, which was removed from the app: the session cannot be continued.`;
+    const endUserId = (await this.db.query<{ end_user_id: string }>(`SELECT end_user_id FROM runs WHERE id = $1`, [follow.previous.id]))[0]!.end_user_id;
+    const reachable = await reachableRuntimes(this.db, this.clock, tenant, endUserId);
+    if (!reachable.some((c) => c.machine_id === s.machineId)) return `${where}, which is offline.`;
+    if (!reachable.some((c) => c.machine_id === s.machineId && c.runtime === s.runtime)) return `${where}, which is online but does not serve ${s.runtime} now (turned off, or unable to run there).`;
+    return null;
+  }
+
+  /**
+   * `POST /v1/runs/:id/messages`: a user message for a run that works, kept until its driver hands it to the agent
+   * (an agent CLI mid-turn: `now`; a model run before its next model call: `next_turn`). Woken wherever it is driven.
+   */
+  async sendMessage(tenant: Tenant, runId: string, body: z.infer<typeof RunMessageRequest>): Promise<z.infer<typeof RunMessageResponse>> {
+    const messageId = randomId("msg_", 20);
+    // Another app's, environment's or user's run: the same 404 as an unknown one, before anything is kept.
+    const run = await this.find(tenant, runId, body.user);
+    const taken = await this.store.addMessage(tenant, runId, messageId, body.content, this.clock.now());
+    if (!taken && run.source !== "runs") throw new ApiError("conversation_unavailable", `Run ${runId} is a ${run.source === "chat" ? "chat completion" : "response"}: its caller owns the conversation and sends the next message itself.`);
+    if (!taken) throw new ApiError("run_finished", `Run ${runId} has already ended (${run.status}): a message can no longer reach it. Continue its conversation with a follow-up run (POST /v1/runs with previousRunId).`);
+    await this.engine.wake(runId, { kind: "message", messageId, content: body.content });
+    const delivery = taken.agent && (taken.status === "running" || taken.status === "waiting") ? "now" : "next_turn";
+    return { runId, messageId, delivery };
   }
 
   /**
@@ -157,9 +224,10 @@ export class RunService {
     const request = spec.request;
     // Routed in memory when a machine of the user's is connected here (the one statement then checks what memory cannot know); else from the rows.
     const here = spec.prefer[0] === "app" ? [] : this.engine.runtimesHere({ ...tenant, endUserId: endUser.id });
-    let choice = here.length ? pickRoute(here, now, spec.model, spec.prefer, this.queueBound) : null;
+    const only = spec.pin ? (c: Candidate) => c.machine_id === spec.pin!.machineId && c.runtime === spec.pin!.runtime : undefined;
+    let choice = here.length ? pickRoute(only ? here.filter(only) : here, now, spec.model, spec.prefer, this.queueBound) : null;
     let routedHere = !!choice?.route;
-    if (!routedHere) choice = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
+    if (!routedHere) choice = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound, only);
     let rerouted = false;
     let started: { route: Route; r: StartRunOutcome; model: string; local: boolean; busy?: string } | null = null;
     for (let tries = 0; !started; tries++) {
@@ -167,11 +235,12 @@ export class RunService {
       // A machine online but full (its queue at its bound) is busy, not missing: 429 with when to come back.
       const busy = full.length ? busyReason(spec.user, full, this.queueBound) : undefined;
       if (!route && busy) throw new ApiError("compute_busy", `User ${spec.user}'s compute for model ${spec.model} is busy and the routes asked (${spec.prefer.join(", ")}) allow nothing else: ${busy}. Retry after the time in Retry-After, or allow the \`app\` route.`, { headers: { "Retry-After": String(COMPUTE_BUSY_RETRY_SECONDS) } });
+      if (!route && spec.pin) throw new ApiError("session_unavailable", `The ${spec.pin.runtime} session of run ${spec.request.previousRunId} is on machine ${spec.pin.machineId}, which stopped serving it while the follow-up was routed. Retry in a moment, or start the follow-up with onSessionLost: "restart". Nothing was run or counted.`, { param: "previousRunId", headers: { "Retry-After": "5" } });
       if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whyNoRoute(tenant, endUser.id, spec.user, spec.model, spec.prefer)}.`);
       const { r, local } = await this.startOn(route, routedHere, tenant, endUser.id, runId, spec, now);
       // What memory could not know changed the choice (a machine of the user's held elsewhere, a removal, the slots): routed again from the rows. A machine removed since: not chosen again.
       if (r.outcome === "reroute" && tries < 3) {
-        choice = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound);
+        choice = await chooseRoute(this.db, this.clock, tenant, endUser.id, spec.model, spec.prefer, this.queueBound, only);
         routedHere = false;
         rerouted = true;
         continue;
@@ -200,6 +269,8 @@ export class RunService {
     // Nothing can pause this run (no ceiling, no tokens allowance, no budget): its driver here need not look between turns.
     if (r.ceiling === null && !(r.unit === "tokens" && r.allowance !== null) && !request.budget) request.unlimited = true;
     if (repeat) return { runId: repeat.id, endUserId: endUser.id, handedBack: repeat.status === "handed_back", repeated: true, model: repeat.model, drivenHere: false, createdAt: now };
+    // A follow-up names the run it continues (the dashboard's chain, the next follow-up's history).
+    if (request.previousRunId) await this.linkPrevious(runId, request.previousRunId);
     if (app) {
       this.ended("handed_back", "app");
       return { runId, endUserId: endUser.id, handedBack: true, repeated: false, model, drivenHere: false, createdAt: now, busy };
@@ -226,6 +297,9 @@ export class RunService {
       delete request.runtimeKind;
       delete request.billing;
     } else Object.assign(request, { runtimeKind: route.runtimeKind, billing: route.billing });
+    // An agent CLI keeps its session on the machine (a follow-up resumes it there); a model run's conversation is the service's.
+    if (!app && route.runtimeKind === "agent" && spec.source === "runs") request.session ??= newSession();
+    else delete request.session;
     // A budget that may never be reached as given (nothing charged on this route or plan) is taken, and `run_started` says so.
     if (request.budget) request.budgetNote = await this.budgets.noteOf(tenant, endUserId, request.budget, { route_kind: route.kind, runtime_kind: app ? null : route.runtimeKind });
     const r = await ledgerWrite({ "svc.ledger.kind": "run", "svc.run.id": runId }, () => this.starts.start({
@@ -288,8 +362,13 @@ export class RunService {
       costClass: costClassOf("service"),
       period: periodOf(now),
     });
+    if (request.previousRunId) await this.linkPrevious(runId, request.previousRunId);
     this.engine.drive(newRunRow(runId, tenant, endUserId, spec.source, ECHO_MODEL, request, route), true);
     return { runId, endUserId, handedBack: false, repeated: false, model: ECHO_MODEL, drivenHere: true, createdAt: now };
+  }
+
+  private async linkPrevious(runId: string, previousRunId: string): Promise<void> {
+    await this.db.query(`UPDATE runs SET previous_run_id = $2 WHERE id = $1`, [runId, previousRunId]);
   }
 
   /** Tells the app (webhook `allowance.reached`), once per user and plan window, that the allowance is used up. */

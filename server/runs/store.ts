@@ -1,4 +1,5 @@
-import type { ApprovalDecision, RunEvent } from "@svc/contract";
+import type { ApprovalDecision, ChatMessage, RunEvent } from "@svc/contract";
+import { historyOf } from "./conversations.js";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { CostClassValue } from "../ledger/metering.js";
@@ -6,7 +7,7 @@ import { readLimits, type Limit, type LimitsRead } from "./limits.js";
 import { RUN_EVENT_CHANNEL, RunWriter } from "./run-writer.js";
 import type { RunStream } from "../bus/run-stream.js";
 import { StreamedEvents } from "../bus/streamed-events.js";
-import { ACTIVE_STATUSES_SQL, STORED_CONVERSATION_SQL, type AnsweredApproval, type AnsweredCall, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
+import { ACTIVE_STATUSES_SQL, STORED_CONVERSATION_SQL, type AnsweredApproval, type AnsweredCall, type PendingMessage, type RunInputs, type RunRow, type StoredEvent, type Writes } from "./run-rows.js";
 
 /**
  * A run's rows in SQL. The hot path of a run (its events, tool calls, answers,
@@ -184,8 +185,9 @@ export class RunStore {
 
   /** What the run's driver waits on, in one read: its calls' and approvals' answers and a cancel. */
   async inputs(runId: string): Promise<RunInputs> {
-    const rows = await this.db.query<{ cancel_requested_at: Date | null; cancel_reason: string | null; budget: RunInputs["budget"]; tool_calls: AnsweredCall[] | null; approvals: AnsweredApproval[] | null }>(
+    const rows = await this.db.query<{ cancel_requested_at: Date | null; cancel_reason: string | null; budget: RunInputs["budget"]; tool_calls: AnsweredCall[] | null; approvals: AnsweredApproval[] | null; messages: PendingMessage[] | null }>(
       `SELECT r.cancel_requested_at, r.cancel_reason, COALESCE(r.budget, r.request->'budget') AS budget,
+              (SELECT jsonb_agg(jsonb_build_object('message_id', m.message_id, 'content', m.content) ORDER BY m.created_at, m.message_id) FROM run_user_messages m WHERE m.run_id = r.id AND m.delivered_seq IS NULL) AS messages,
               (SELECT jsonb_agg(jsonb_build_object('call_id', t.call_id, 'result', t.result, 'is_error', t.is_error, 'answered', t.answered_at IS NOT NULL, 'deadline_at', t.deadline_at)) FROM tool_calls t WHERE t.run_id = r.id) AS tool_calls,
               (SELECT jsonb_agg(jsonb_build_object('approval_id', a.approval_id, 'request', a.request, 'decision', a.decision, 'reason', a.reason, 'answered', a.answered_at IS NOT NULL, 'deadline_at', a.deadline_at)) FROM approvals a WHERE a.run_id = r.id) AS approvals
          FROM runs r WHERE r.id = $1`,
@@ -198,7 +200,35 @@ export class RunStore {
       budget: r?.budget ?? null,
       toolCalls: new Map((r?.tool_calls ?? []).map((c) => [c.call_id, c])),
       approvals: new Map((r?.approvals ?? []).map((a) => [a.approval_id, a])),
+      messages: r?.messages ?? [],
     };
+  }
+
+  /**
+   * A user message for a run that works (steering), kept until its driver hands it to the agent. Only a run of this
+   * tenant that is active; the driver elsewhere is woken by the statement itself (`wake`: its payload). Null: not taken
+   * (the run ended, or is not this tenant's).
+   */
+  async addMessage(tenant: Tenant, runId: string, messageId: string, content: string, now: Date): Promise<{ status: string; agent: boolean } | null> {
+    const rows = await this.db.query<{ status: string; agent: boolean }>(
+      `WITH r AS (SELECT id, app_id, environment, status::text AS status, request->>'runtimeKind' = 'agent' AS agent FROM runs
+                   WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment" AND source = 'runs' AND status IN (${ACTIVE_STATUSES_SQL}) FOR UPDATE),
+            m AS (INSERT INTO run_user_messages (run_id, app_id, environment, message_id, content, created_at)
+                  SELECT id, app_id, environment, $4, $5, $6 FROM r RETURNING 1)
+       SELECT r.status, COALESCE(r.agent, false) AS agent FROM r, m`,
+      [runId, tenant.appId, tenant.environment, messageId, content, now],
+    );
+    return rows[0] ?? null;
+  }
+
+  /** An agent run's CLI session, changed by its driver (a session begun afresh after the previous one was lost): what a follow-up of it resumes. */
+  async setSession(runId: string, session: { id: string; resume: boolean }): Promise<void> {
+    await this.db.query(`UPDATE runs SET request = jsonb_set(request, '{session}', $2::jsonb) WHERE id = $1 AND lease_owner = $3`, [runId, JSON.stringify(session), this.instance]);
+  }
+
+  /** The conversation up to a run (`conversations.ts` `historyOf`). */
+  history(runId: string): Promise<ChatMessage[]> {
+    return historyOf(this.db, runId);
   }
 
   /** The run's limits now (its user's window and plan, its own ledger sums, its budget): one statement. */

@@ -83,6 +83,8 @@ export class WorkerConnection {
   maxJobFrameBytes = WORKER_MAX_FRAME_BYTES;
   /** The worker keeps an agent job through a lost link and resumes it (its hello's `job_resume`). */
   resumesJobs = false;
+  /** The worker keeps agent CLI sessions between runs (`agent_run.session`) and takes `user_message` (`sessions`). */
+  keepsSessions = false;
   private readonly messages: TokenBucket;
   private readonly bytes: TokenBucket;
   private readonly kinds: Record<keyof typeof KIND_LIMITS, TokenBucket>;
@@ -322,6 +324,7 @@ export class WorkerConnection {
         this.said = true;
         this.maxJobFrameBytes = message.payload.maxJobFrameBytes ?? WORKER_MAX_FRAME_BYTES;
         this.resumesJobs = message.payload.features?.includes(WORKER_FEATURES.jobResume) ?? false;
+        this.keepsSessions = message.payload.features?.includes(WORKER_FEATURES.sessions) ?? false;
         // Runtimes first, so the machine is never online with another machine's or an old list.
         await this.advertise(message.payload.runtimes);
         if (!(await this.onHello(this))) return this.close(WORKER_CLOSE.revoked, "this machine was removed");

@@ -29,6 +29,16 @@ export interface JobHandle {
   answerPermission(requestId: string, allow: boolean, message?: string): void;
   /** The app's answer to an agent run's call of one of its tools, back to the CLI through the worker's tool bridge. */
   answerTool(callId: string, output: string, isError: boolean): void;
+  /** The worker passes a user message to the running agent CLI (`steerable`: its worker takes `user_message`). */
+  steerable: boolean;
+  sendMessage(messageId: string, content: string): void;
+}
+
+/** An agent run resuming a CLI session on a machine whose worker keeps none (an older worker): never sent as a fresh run. */
+export class SessionsUnsupported extends Error {
+  constructor() {
+    super("The worker on the user's machine is an older version that keeps no agent CLI sessions between runs, so the previous run's session is not there to continue; once the machine runs the current svc-worker, its runs keep them.");
+  }
 }
 
 /** A job whose frame would pass the link's limit: it is never sent (the run fails `conversation_too_large`). */
@@ -143,6 +153,12 @@ export class WorkerHub {
   ): JobHandle {
     const conn = this.ownConnection(owner, machineId);
     const jobId = randomId("job_", 20);
+    if (job.kind === "agent_run" && job.session && !conn.keepsSessions) {
+      // An older worker would ignore the session and start the CLI afresh: a lost context never goes unsaid.
+      if (job.session.resume) throw new SessionsUnsupported();
+      const { session: _kept, ...rest } = job;
+      job = rest;
+    }
     const make = () => JSON.stringify(serverMessage("job", { jobId, job, ...(traced ? { traceparent: traced.traceparent } : {}) }));
     const frame = make();
     // Never sent over the link's limit: the worker would drop the link and the run would come back to the same frame.
@@ -185,6 +201,8 @@ export class WorkerHub {
       cancel: (reason) => conn.cancel(jobId, reason),
       answerPermission: (requestId, allow, message) => conn.send(serverMessage("permission_response", { jobId, requestId, allow, ...(message ? { message } : {}) })),
       answerTool: (callId, output, isError) => conn.send(serverMessage("tool_result", { jobId, callId, output, isError })),
+      steerable: conn.keepsSessions,
+      sendMessage: (messageId, content) => conn.send(serverMessage("user_message", { jobId, messageId, content })),
     };
   }
 

@@ -20,6 +20,7 @@ const BODIES: Record<string, { params?: Record<string, string>; query?: string; 
   submitApproval: { params: { id: "run_x" }, body: { approvalId: "apr_1", decision: "allow" } },
   cancelRun: { params: { id: "run_x" } },
   raiseRunBudget: { params: { id: "run_x" }, body: { maxTokens: 1000 } },
+  sendRunMessage: { params: { id: "run_x" }, body: { content: "Use the staging database." } },
   reportRunUsage: { params: { id: "run_x" }, body: { inputTokens: 10, outputTokens: 20 } },
   listModels: {},
   createResponse: { body: { model: "svc/echo", input: "hi", user: "u1" } },

@@ -283,7 +283,11 @@ const FIXTURES: Record<string, RouteFixture> = {
   },
   createRun: {
     adopts: "user",
-    probes: [probe("another tenant's user", ["body.user"], (h) => ({ body: { user: h.user, prompt: "hi", route: { prefer: ["app"] } } }))],
+    probes: [
+      probe("another tenant's user", ["body.user"], (h) => ({ body: { user: h.user, prompt: "hi", route: { prefer: ["app"] } } })),
+      // A follow-up of another app's, environment's or user's run: the same 404 as an unknown run, nothing started.
+      probe("a completed run to continue, for the caller's user", ["body.previousRunId", "body.user"], (h, me) => ({ body: { user: me.user, model: "svc/echo", prompt: "again", previousRunId: h.runDone } }), { perUser: true }),
+    ],
   },
   getRun: { probes: runProbes(["params.id"]) },
   getRunEvents: { probes: runProbes(["params.id"]) },
@@ -322,6 +326,13 @@ const FIXTURES: Record<string, RouteFixture> = {
       ...runProbes(["params.id"], () => ({ maxTokens: 5000 })),
       perUserRunProbe("a waiting run", ["params.id"], (h, me) => ({ params: { id: h.openCall.run }, body: { maxTokens: 5000, user: me.user } })),
       perUserRunProbe("a completed run", ["params.id"], (h, me) => ({ params: { id: h.runDone }, body: { maxTokens: 5000, user: me.user } })),
+    ],
+  },
+  sendRunMessage: {
+    probes: [
+      ...runProbes(["params.id"], () => ({ content: "Use the staging database." })),
+      perUserRunProbe("a waiting run", ["params.id"], (h, me) => ({ params: { id: h.openCall.run }, body: { content: "Use the staging database.", user: me.user } })),
+      perUserRunProbe("a completed run", ["params.id"], (h, me) => ({ params: { id: h.runDone }, body: { content: "Use the staging database.", user: me.user } })),
     ],
   },
   reportRunUsage: {
@@ -1030,6 +1041,29 @@ onEachDatabase("cross-tenant matrix on $db.name", (db) => {
       lines.push(`${name} ${median(t.foreign).toFixed(2)} vs ${median(t.unknown).toFixed(2)} ms`);
     }
     console.log(`timing on ${db.name}, median of 30 (foreign vs unknown): ${lines.join("; ")}`);
+  });
+
+  it("an owner's inspected run lists as its follow-ups (`continuedBy`) only runs of its own app and environment", async () => {
+    // No request links a run to another tenant's (a follow-up of another app's or environment's run is an unknown run):
+    // the rows are linked here, and put back after, so what keeps them apart is the inspector's own statement.
+    const own = world.own.users[0].h;
+    const follower = own.runHandedBack;
+    const strangers = [world.foreignApp.users[0].h.runDone, world.foreignEnv.users[0].h.runDone];
+    const linked = [follower, ...strangers];
+    // The others' words as they were before the link (their runs' reads name the run they continue).
+    const words = await corpusOf();
+    lastChecked = null;
+    await server.db.query(`UPDATE runs SET previous_run_id = $1 WHERE id = ANY($2::text[])`, [own.runDone, linked]);
+    try {
+      const cred = await credential("owner");
+      const a = await callRoute(server, contract.ownerGetRun, { params: { app: world.own.appId, env: "test", id: own.runDone } }, { ...cred.headers, ...nextAddress() }, cred.pk);
+      expect(a.status, a.text).toBe(200);
+      // Its own environment's follow-up is there (the control); the other app's and the other environment's are not.
+      expect(JSON.parse(a.text).continuedBy.map((r: { id: string }) => r.id)).toEqual([follower]);
+      expectNoLeak(a, [], [...words.otherApp, ...strangers], "ownerGetRun's continuedBy");
+    } finally {
+      await server.db.query(`UPDATE runs SET previous_run_id = NULL WHERE id = ANY($1::text[])`, [linked]);
+    }
   });
 
   /** B's own reads of B's ids (with B's credentials) are not answered as A's reads of ids that exist nowhere: the matrix compares real ids. */

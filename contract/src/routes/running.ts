@@ -10,6 +10,8 @@ import {
   RaiseBudgetRequest,
   RaiseBudgetResponse,
   Run,
+  RunMessageRequest,
+  RunMessageResponse,
   RunUsage,
   RunUsageResponse,
   ToolResultRequest,
@@ -37,7 +39,7 @@ export const runningContract = c.router(
       path: "/v1/runs",
       summary: "Start a run",
       description:
-        "Starts one run for `user`; the service owns the agent loop. The answer is a `text/event-stream` of run events (see `RunEvent`), with `Service-Run-Id` in the headers before the first event. Not idempotent. 409 `serve_in_app` when nothing is reachable and the route allows `app` (the run is counted, its id in `Service-Run-Id`); 409 `no_compute` when the route does not allow `app`; 402 when the plan stops at its allowance.",
+        "Starts one run for `user`; the service owns the agent loop. The answer is a `text/event-stream` of run events (see `RunEvent`), with `Service-Run-Id` in the headers before the first event. Not idempotent. 409 `serve_in_app` when nothing is reachable and the route allows `app` (the run is counted, its id in `Service-Run-Id`); 409 `no_compute` when the route does not allow `app`; 402 when the plan stops at its allowance. With `previousRunId` it continues that run's conversation (see `CreateRunRequest`): 404 for a run that is not this user's, 409 `run_active`, `session_unavailable` or `conversation_unavailable` when it cannot.",
       body: CreateRunRequest,
       responses: { 200: eventStream, ...errors(402, 409), ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
@@ -96,6 +98,18 @@ export const runningContract = c.router(
       pathParams: runId,
       body: RaiseBudgetRequest,
       responses: { 200: RaiseBudgetResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
+      metadata: meta({ auth: "appKey" }),
+    },
+    // extension: steering a run while it works
+    sendRunMessage: {
+      method: "POST",
+      path: "/v1/runs/:id/messages",
+      summary: "Add a user message to a working run (steer it)",
+      description:
+        "Adds a user message to a run that is `queued`, `running`, `waiting` or `paused`. An agent CLI gets it mid-turn, as if typed into it (`delivery: now`); a model run gets it before its next model call, after the turn in flight (`next_turn`). The run's events record it as `user_message` where it was delivered. 409 `run_finished` once the run has ended. Honours `Idempotency-Key`: the same key twice delivers one message. It costs nothing by itself.",
+      pathParams: runId,
+      body: RunMessageRequest,
+      responses: { 202: RunMessageResponse, ...errors(409), ...appKeyErrors, ...notBuilt },
       metadata: meta({ auth: "appKey" }),
     },
     // 5
