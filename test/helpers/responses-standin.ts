@@ -6,7 +6,8 @@ import type { AddressInfo } from "node:net";
  * OpenAI streams it: `response.created`, `response.output_item.added`,
  * `response.output_text.delta`, `response.output_item.done`, `response.completed`
  * with usage, cached tokens included), for driving the real Codex CLI offline.
- * What it answers is scripted by markers in the conversation's first user text:
+ * What it answers is scripted by markers in the conversation's latest user text that has any (a follow-up
+ * run's prompt without markers goes on with the earlier prompt's script, all its steps done):
  *
  * - several markers: one per model turn, in the order written (the next once the last has its output);
  * - `[tool:<name>]`: calls the first offered tool whose name contains `<name>`
@@ -41,6 +42,8 @@ const windowHeaders = (used: number) => ({
   "x-codex-secondary-reset-at": String(WINDOW_RESETS_AT + 86_400),
 });
 
+const MARKER = /\[(tool|shell|escalate|error|slow|window|spent)/;
+
 export const RESPONSES_USAGE = { input_tokens: 1200, cached_tokens: 1000, output_tokens: 40, reasoning_tokens: 8 };
 
 export async function startResponsesStandIn(): Promise<ResponsesStandIn> {
@@ -54,11 +57,11 @@ export async function startResponsesStandIn(): Promise<ResponsesStandIn> {
     const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { input?: Item[]; tools?: Item[] };
     requests.push(body);
     const input = body.input ?? [];
-    const prompt = input
-      .filter((i) => i.role === "user")
-      .flatMap((i) => (Array.isArray(i.content) ? (i.content as { text?: string }[]).map((c) => c.text ?? "") : [String(i.content ?? "")]))
-      .find((t) => /\[(tool|shell|escalate|error|slow|window|spent)/.test(t)) ?? "";
-    const outputs = input.filter((i) => i.type === "function_call_output" || i.type === "custom_tool_call_output");
+    // The script: the latest user text with a marker (a follow-up's own prompt, once it has markers); its steps count the outputs after it.
+    const texts = (i: Item) => (Array.isArray(i.content) ? (i.content as { text?: string }[]).map((c) => c.text ?? "") : [String(i.content ?? "")]);
+    const at = input.findLastIndex((i) => i.role === "user" && texts(i).some((t) => MARKER.test(t)));
+    const prompt = at < 0 ? "" : (texts(input[at]).find((t) => MARKER.test(t)) ?? "");
+    const outputs = input.slice(at + 1).filter((i) => i.type === "function_call_output" || i.type === "custom_tool_call_output");
     const id = `resp_${++seq}`;
 
     const error = /\[error:(\d{3})\]/.exec(prompt);

@@ -13,6 +13,11 @@ import { redact } from "./redact.js";
 import { JobLog } from "./job-log.js";
 import { JobRecords, type JobRecord } from "./job-records.js";
 import { randomUUID } from "node:crypto";
+import type { SessionBook } from "./sessions.js";
+
+/** How long the user keeps agent CLI sessions between runs (`sessions.keepDays`, default 7). */
+const keepDaysOf = (served: Served): number => served.policy.policy.sessions?.keepDays ?? 7;
+const runtimeOf = (served: Served, name: string): Runtime | undefined => served.runtimes.find((r) => r.advert.name === name);
 
 export interface ConnectOptions {
   credentials: Credentials;
@@ -33,6 +38,8 @@ export interface ConnectOptions {
    * (`runtimes`). Jobs already running keep what they started with.
    */
   watch?: (apply: (next: Served) => void) => void;
+  /** The agent CLI sessions kept between runs (a conversation's, under the user's `sessions.keepDays`); unset: none kept. */
+  sessions?: SessionBook;
 }
 
 /** What the worker serves now: its runtimes, those found and not served, and the user's policy. */
@@ -84,6 +91,9 @@ interface RunningJob {
   graceTimer: NodeJS.Timeout | null;
   /** What forgetting it also removes (its record on disk, the CLI's saved session). */
   onForget: (() => void) | null;
+  /** Passes a user's message to the running CLI (set once its runtime listens); those before wait in `early`. */
+  steer: ((text: string) => void) | null;
+  early: string[];
 }
 
 /** Jobs an earlier run of this worker left on disk (it was killed or crashed), until the service asks for them back or their grace passes. */
@@ -135,7 +145,11 @@ export async function serve(opts: ConnectOptions): Promise<ServeEnd> {
     clearTimeout(r.timer);
     restored.delete(jobId);
     records.remove(jobId);
-    served.runtimes.find((x) => x.advert.name === r.record.job.runtime)?.sessions?.forget(r.record.cliSessionId ?? r.record.sessionId, served.policy.allowedEnv);
+    const job = r.record.job;
+    // A conversation's session stays as the user's policy says (the next follow-up may resume it); one kept only for the job goes.
+    if (job.kind === "agent_run" && job.session && opts.sessions && keepDaysOf(served) > 0) {
+      opts.sessions.keep({ id: job.session.id, runtime: job.runtime, ...(r.record.cliSessionId ? { cliId: r.record.cliSessionId } : {}), workdir: runtimeOf(served, job.runtime)?.workdir ?? "" });
+    } else runtimeOf(served, job.runtime)?.sessions?.forget(r.record.cliSessionId ?? r.record.sessionId, served.policy.allowedEnv);
   };
   while (!opts.signal.aborted) {
     const outcome = await connectOnce(opts, () => (attempt = 0), windows, jobs, { dir: jobsDir, records, restored, drop: dropRestored }, served, announce);
@@ -312,7 +326,7 @@ function connectOnce(
     ws.on("error", (err) => finish({ why: err.message }));
     // Within the catalog's bounds (at most 1,000 models of at most 256 characters each), so the hello is never refused for its size.
     const adverts = () => [...served.runtimes.map((r) => ({ ...r.advert, models: r.advert.models.filter((m) => m.length <= 256).slice(0, 1000) })), ...served.unsupported];
-    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts(), maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: [WORKER_FEATURES.jobResume] })));
+    ws.on("open", () => send(workerMessage("hello", { client: CLIENT_NAME, version: CLIENT_VERSION, runtimes: adverts(), maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: [WORKER_FEATURES.jobResume, ...(opts.sessions ? [WORKER_FEATURES.sessions] : [])] })));
     ws.on("close", (code, reason) => {
       const text = reason.toString() || `code ${code}`;
       if (code === WORKER_CLOSE.revoked) finish({ end: { reason: "revoked", message: text }, why: text });
@@ -404,6 +418,14 @@ function connectOnce(
         case "tool_result":
           jobs.get(m.payload.jobId)?.toolCalls.get(m.payload.callId)?.({ output: m.payload.output, isError: m.payload.isError });
           return;
+        case "user_message": {
+          const job = jobs.get(m.payload.jobId);
+          if (!job || job.ended) return;
+          print(`  ${m.payload.jobId}: a message from the user (${m.payload.content.length} characters) passed to ${job.runtime}`);
+          if (job.steer) job.steer(m.payload.content);
+          else job.early.push(m.payload.content);
+          return;
+        }
         case "error":
           print(`  the server said: ${m.payload.message}`);
           return;
@@ -449,8 +471,16 @@ function connectOnce(
       const policy = served.policy;
       // Resumable: an agent CLI's run (its own loop cannot be run again), for a service that resumes jobs and waits for a lost machine.
       const resumable = job.kind === "agent_run" && features.has(WORKER_FEATURES.jobResume) && graceMs > 0;
+      // A conversation's session (the service names it: a follow-up resumes it), kept after the job as the user's policy says.
+      const conversation = job.kind === "agent_run" && job.session && runtime?.sessions && opts.sessions ? job.session : undefined;
+      const keepDays = keepDaysOf(served);
+      const found = conversation?.resume && !restart ? opts.sessions!.get(conversation.id) : null;
       // Kept on disk too, with the CLI's session, when the CLI can resume one: the job outlives a restart of the worker.
-      const session = resumable && runtime?.sessions ? { id: restart?.sessionId ?? randomUUID(), resume: restart !== undefined, ...(restart?.cliSessionId ? { cliId: restart.cliSessionId } : {}) } : undefined;
+      const session = conversation
+        ? { id: conversation.id, resume: conversation.resume || restart !== undefined, restarted: restart !== undefined, keep: keepDays > 0, ...((restart?.cliSessionId ?? found?.cliId) ? { cliId: restart?.cliSessionId ?? found?.cliId } : {}) }
+        : resumable && runtime?.sessions
+          ? { id: restart?.sessionId ?? randomUUID(), resume: restart !== undefined, restarted: restart !== undefined, keep: false, ...(restart?.cliSessionId ? { cliId: restart.cliSessionId } : {}) }
+          : undefined;
       const running: RunningJob = {
         runtime: job.runtime,
         abort: new AbortController(),
@@ -464,12 +494,15 @@ function connectOnce(
         graceMs,
         graceTimer: null,
         onForget: null,
+        steer: null,
+        early: [],
       };
-      if (session) {
+      if (session && resumable) {
         if (!restart) kept.records.save({ jobId, job, sessionId: session.id, graceMs });
         running.onForget = () => {
           kept.records.remove(jobId);
-          runtime?.sessions?.forget(session.cliId ?? session.id, policy.allowedEnv);
+          // A conversation's session stays for the next follow-up (its own expiry deletes it).
+          if (!session.keep) runtime?.sessions?.forget(session.cliId ?? session.id, policy.allowedEnv);
         };
       }
       // Its events go on from what the service stored.
@@ -497,6 +530,11 @@ function connectOnce(
         sendEvent(jobId, running, event);
       };
       if (!runtime) return emit({ type: "failed", code: "unknown_runtime", message: `This machine does not serve ${job.runtime}.` });
+      // A follow-up's session that is not here (forgotten by the user, expired, kept in another working folder): said, never started afresh.
+      if (conversation?.resume && !restart && (!found || found.runtime !== job.runtime || (runtime.workdir && found.workdir !== runtime.workdir))) {
+        const why = !found ? "it was forgotten here (svc-worker sessions forget, unpair, or sessions.keepDays)" : found.runtime !== job.runtime ? `it is a session of ${found.runtime}` : "it belongs to another working folder than the one served now";
+        return emit({ type: "failed", code: "session_not_found", message: `This machine does not hold the ${job.runtime} session of this conversation: ${why}.` });
+      }
       const cap = runtime.advert.maxConcurrentJobs ?? Infinity;
       const busy = [...jobs.values()].filter((j) => j.runtime === runtime.advert.name && !j.ended).length;
       if (busy >= cap) {
@@ -514,15 +552,27 @@ function connectOnce(
       print(`→ ${jobId} ${job.kind} on ${what}`);
       if (restart) emit({ type: "session_resumed", reason: `The worker on the user's machine restarted while ${job.runtime} worked; it resumed its saved session.` });
       let last: JobEvent | null = null;
+      // The session in use: its entry is refreshed now (so no expiry takes it mid-run) and again at the end.
+      const remember = () => {
+        if (!conversation || !session) return;
+        if (session.keep) opts.sessions!.keep({ id: session.id, runtime: job.runtime, ...(session.cliId ? { cliId: session.cliId } : {}), workdir: runtime.workdir ?? "" });
+        else opts.sessions!.remove(session.id);
+      };
+      remember();
       try {
         await runtime.run(job, {
+          onUserMessage: (listener) => {
+            running.steer = listener;
+            for (const text of running.early.splice(0)) listener(text);
+          },
           ...(session
             ? {
                 session,
                 // The CLI named its session itself (Codex's thread): kept with the job for a resume after a restart.
                 sessionSaved: (cliId: string) => {
                   session.cliId = cliId;
-                  if (jobs.get(jobId) === running) kept.records.save({ jobId, job, sessionId: session.id, cliSessionId: cliId, graceMs });
+                  if (jobs.get(jobId) === running && resumable) kept.records.save({ jobId, job, sessionId: session.id, cliSessionId: cliId, graceMs });
+                  remember();
                 },
               }
             : {}),
@@ -569,8 +619,16 @@ function connectOnce(
         last = { type: "failed", code: "runtime_error", message: (err as Error).message };
         emit(last);
       } finally {
+        running.steer = null;
         if (!running.ended) emit({ type: "failed", code: "runtime_error", message: `${job.runtime} ended the job without a result.` });
         if (jobs.get(jobId) === running && !running.log) jobs.delete(jobId);
+        // A conversation's session is kept for its follow-ups (sessions.keepDays 0: deleted now); one the CLI did not find is no longer listed.
+        const end = last as JobEvent | null;
+        if (session && conversation) {
+          if (end?.type === "failed" && end.code === "session_not_found") opts.sessions!.remove(session.id);
+          else remember();
+          if (!session.keep) runtime.sessions?.forget(session.cliId ?? session.id, policy.allowedEnv);
+        }
       }
       const end = last as JobEvent | null;
       if (end?.type === "done") print(`✓ ${jobId} done (${end.usage.inputTokens} in, ${end.usage.outputTokens} out)`);

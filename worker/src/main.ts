@@ -10,6 +10,8 @@ import { configDir, Store } from "./store.js";
 import { machinePolicy } from "./policy/index.js";
 import { defaultPolicy } from "./policy/schema.js";
 import { policySummary, registerPolicyCommand } from "./policy/command.js";
+import { SessionBook } from "./sessions.js";
+import { expireSessionsWhileServing, forgetSessionsOnUnpair, registerSessionsCommand } from "./sessions-command.js";
 import { CLIENT_NAME, CLIENT_VERSION } from "./version.js";
 
 const program = new Command()
@@ -106,7 +108,11 @@ program
         },
         abort.signal,
       );
-    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: policyNow(), jobsDir: path.join(store.dir, "jobs"), watch });
+    // Kept sessions past the user's sessions.keepDays: forgotten now, then hourly while serving.
+    const expiry = new AbortController();
+    expireSessionsWhileServing(store, policyNow, out, AbortSignal.any([abort.signal, expiry.signal]));
+    const end = await serve({ credentials, runtimes, unsupported, print: out, signal: abort.signal, policy: policyNow(), jobsDir: path.join(store.dir, "jobs"), watch, sessions: new SessionBook(store.dir) });
+    expiry.abort();
     if (end.reason === "stopped") {
       out("Stopped.");
       return;
@@ -137,7 +143,7 @@ program
 
 program
   .command("unpair")
-  .description("Remove this machine from the app and forget its token here.")
+  .description("Remove this machine from the app, forget its token here, and forget every kept agent CLI session.")
   .action(async () => {
     const store = storeOf();
     const credentials = paired(store);
@@ -148,8 +154,10 @@ program
       out(`Forgot the token here, but the service could not be told (${remote.message}): remove the machine on the app's "Connect a machine" page too.`);
       process.exitCode = 1;
     }
+    forgetSessionsOnUnpair(store, out);
   });
 
 registerPolicyCommand(program, storeOf, out);
+registerSessionsCommand(program, storeOf, out);
 
 await program.parseAsync(process.argv);

@@ -22,6 +22,7 @@ const SETTINGS: Record<string, string> = {
   "decide.other": "who decides anything else it asks",
   commandOutput: "what the app sees of command output: none, summary (the command and the output's size) or full",
   "telemetry.traces": "send the service the timing spans of jobs run here (names, times, token counts; never prompts, outputs or arguments), joined to the app's trace",
+  "sessions.keepDays": "days an agent CLI's session (its own files here, never sent) is kept after its last use, so a follow-up run can resume it; 0: deleted at each run's end (`svc-worker sessions` lists them)",
 };
 
 type Json = Record<string, unknown>;
@@ -84,6 +85,9 @@ export function registerPolicyCommand(program: Command, storeOf: () => Store, ou
       } else if (typeof current === "boolean") {
         if (value !== "true" && value !== "false") program.error(`${key} is true or false, not ${JSON.stringify(value)}.`, { exitCode: 2 });
         next = value === "true";
+      } else if (typeof current === "number") {
+        if (!/^\d+$/.test(value)) program.error(`${key} is a whole number, not ${JSON.stringify(value)}. Nothing was changed.`, { exitCode: 2 });
+        next = Number(value);
       } else next = value;
       put(raw, key, next);
       const parsed = Policy.safeParse(raw);
@@ -120,6 +124,7 @@ export function policySummary(input: unknown): string {
     `decides: ${decide}`,
     `command output: ${p.commandOutput}`,
     `traces ${p.telemetry.traces ? "sent" : "off"}`,
+    p.sessions.keepDays ? `sessions kept ${p.sessions.keepDays} day${p.sessions.keepDays === 1 ? "" : "s"}` : "sessions not kept",
   ].join("; ");
 }
 

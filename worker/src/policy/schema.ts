@@ -79,6 +79,18 @@ export const Policy = z
       .default({}),
     /** How much the app sees of what the CLI's commands print: a summary (default), nothing, or all of it. */
     commandOutput: z.enum(["none", "summary", "full"]).default("summary"),
+    /**
+     * Conversations: an agent CLI's session (its own files on this machine, under `~/.claude/projects`
+     * or `CODEX_HOME/sessions`, never sent to the service) is kept after its run, so a follow-up run
+     * can resume it. `keepDays`: how many days one stays after its last use (default 7), then it is
+     * deleted; 0: deleted at each run's end, as before conversations.
+     */
+    sessions: z
+      .object({
+        keepDays: z.number().int().min(0).max(365).default(7),
+      })
+      .strict()
+      .default({}),
     /** What this machine tells the service about the jobs it runs, beyond their results. */
     telemetry: z
       .object({

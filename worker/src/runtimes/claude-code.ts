@@ -7,6 +7,10 @@ import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mc
 import { failed, RESUME_PROMPT, type AgentProcess, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
 import { runNdjson } from "./ndjson-process.js";
 import { ClaudeEvents } from "./claude-events.js";
+import { forgetClaudeSession } from "./session-files.js";
+
+/** A user message the CLI said back as it took it (`--replay-user-messages` marks it `isReplay`: checked on 2.1.197), not a tool result. */
+const isReplayed = (line: Record<string, unknown>): boolean => line.isReplay === true;
 
 /** Where Claude Code talks to Anthropic unless the allowed environment says otherwise. */
 const ANTHROPIC_API = "https://api.anthropic.com";
@@ -71,42 +75,29 @@ export class ClaudeCodeRuntime implements Runtime {
   constructor(
     readonly advert: RuntimeAdvert,
     private readonly command: string,
-    private readonly workdir: string,
+    readonly workdir: string,
     private readonly options: AgentRuntimeOptions = {},
   ) {}
 
-  /** Its sessions are kept under `~/.claude/projects/<folder>/<id>.jsonl` while a resumable job runs. */
-  readonly sessions = {
-    forget: (id: string, allowedEnv: NodeJS.ProcessEnv) => {
-      const projects = path.join(allowedEnv.HOME || os.homedir(), ".claude", "projects");
-      let folders: string[] = [];
-      try {
-        folders = fs.readdirSync(projects);
-      } catch {
-        return;
-      }
-      for (const folder of folders) {
-        fs.rmSync(path.join(projects, folder, `${id}.jsonl`), { force: true });
-        fs.rmSync(path.join(projects, folder, id), { recursive: true, force: true });
-      }
-    },
-  };
+  /** Its sessions are kept under `~/.claude/projects/<folder>/<id>.jsonl` while a resumable job runs, and after it for a conversation. */
+  readonly sessions = { forget: forgetClaudeSession };
 
   async run(job: Job, ctx: JobContext): Promise<void> {
     if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `claude-code runs whole agent runs, not ${job.kind}.`));
     const setup = await this.setUp(job, ctx);
     try {
-      await this.runCli(setup.process, ctx.session?.resume ? RESUME_PROMPT : job.prompt, ctx);
+      await this.runCli(setup.process, ctx.session?.restarted ? RESUME_PROMPT : job.prompt, ctx);
     } finally {
       await setup.cleanup();
-      // The CLI ended (its result, a failure, a cancel): its session will not be resumed.
-      if (ctx.session) this.sessions.forget(ctx.session.id, ctx.allowedEnv);
+      // The CLI ended (its result, a failure, a cancel): a session kept only for the job will not be resumed.
+      if (ctx.session && !ctx.session.keep) this.sessions.forget(ctx.session.id, ctx.allowedEnv);
     }
   }
 
   /** The process to start, with the app's tools (if any) offered through a bridge that lives as long as the run. */
   private async setUp(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext): Promise<{ process: AgentProcess; cleanup: () => Promise<void> }> {
-    const args = [...PINNED_FLAGS];
+    // `--replay-user-messages`: each user message is said back when the CLI takes it, so the worker knows when every message it wrote was answered.
+    const args = [...PINNED_FLAGS, "--replay-user-messages"];
     // Kept under the job's id (its UUID) only for a job the worker can resume after a restart.
     if (ctx.session) args.push(ctx.session.resume ? "--resume" : "--session-id", ctx.session.id);
     else args.push("--no-session-persistence");
@@ -174,20 +165,37 @@ export class ClaudeCodeRuntime implements Runtime {
     let child: ChildProcessWithoutNullStreams | null = null;
     const write = (message: unknown) => child?.stdin.writable && child.stdin.write(`${JSON.stringify(message)}\n`);
     const events = new ClaudeEvents(ctx, write);
+    // User messages written (the prompt, then any the user sends while it works) and those the CLI took: its stdin is
+    // closed (it exits) at a result only once it took every one; one taken later gets a turn (and a result) of its own.
+    let written = 0;
+    let taken = 0;
+    let closed = false;
+    const say = (text: string) => {
+      if (closed) return;
+      written++;
+      write({ type: "user", message: { role: "user", content: [{ type: "text", text }] }, parent_tool_use_id: null });
+    };
     let graceTimer: NodeJS.Timeout | null = null;
     const onCancel = () => {
       events.interrupt();
       graceTimer = setTimeout(() => kill.abort(), INTERRUPT_GRACE_MS);
     };
     const started = runNdjson(await ctx.launch(agent), kill.signal, (line, proc) => {
+      // A user message said back (`--replay-user-messages`): taken, not an event of the run.
+      if (line.type === "user" && isReplayed(line)) return void taken++;
       events.onLine(line);
-      // The CLI waits for more input after its result: closing stdin lets it exit.
-      if (line.type === "result") proc.stdin.end();
+      // The CLI waits for more input after its result: closing stdin lets it exit, once every message written was taken.
+      // (A CLI that says nothing back, taken 0, exits at its first result, as before.)
+      if (line.type === "result" && (taken >= written || taken === 0)) {
+        closed = true;
+        proc.stdin.end();
+      }
     });
     child = started.child;
     if (ctx.signal.aborted) kill.abort();
     else ctx.signal.addEventListener("abort", onCancel, { once: true });
-    write({ type: "user", message: { role: "user", content: [{ type: "text", text: prompt }] }, parent_tool_use_id: null });
+    say(prompt);
+    ctx.onUserMessage?.(say);
     const { code, stderr } = await started.exited;
     ctx.signal.removeEventListener("abort", onCancel);
     if (graceTimer) clearTimeout(graceTimer);
@@ -195,6 +203,7 @@ export class ClaudeCodeRuntime implements Runtime {
     // A session the CLI never saved (killed before it wrote its transcript) cannot be resumed: the job is not held.
     const outcome = events.outcome;
     if (ctx.session?.resume && outcome?.type === "failed" && /No conversation found/i.test(outcome.message)) {
+      if (!ctx.session.restarted) return ctx.emit({ ...outcome, code: "session_not_found", message: "Claude Code has no saved session of this conversation on the user's machine (it was deleted)." });
       return ctx.emit({ ...outcome, code: "job_not_held", message: `Claude Code had not saved its session before the worker restarted: ${outcome.message}` });
     }
     if (outcome) return ctx.emit(outcome);

@@ -7,6 +7,7 @@ import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mc
 import { BRIDGE_TOKEN_ENV } from "../mcp/wire.js";
 import { commandActivity } from "../policy/output.js";
 import { CodexRpc } from "./codex-rpc.js";
+import { forgetCodexSession } from "./session-files.js";
 import { runCodexExec } from "./codex-exec.js";
 import { codexWindows, spentMessage, WindowBook } from "./usage-windows.js";
 import { failed, RESUME_PROMPT, type AgentRuntimeOptions, type JobContext, type Launch, type Runtime } from "./runtime.js";
@@ -102,7 +103,7 @@ export class CodexRuntime implements Runtime {
   constructor(
     readonly advert: RuntimeAdvert,
     private readonly command: string,
-    private readonly workdir: string,
+    readonly workdir: string,
     private readonly options: AgentRuntimeOptions = {},
   ) {}
 
@@ -110,29 +111,13 @@ export class CodexRuntime implements Runtime {
    * A resumable job's thread is kept (not `ephemeral`) while the job runs: its rollout file under
    * `CODEX_HOME/sessions/<yyyy>/<mm>/<dd>/rollout-<time>-<thread>.jsonl`, deleted when the job ends.
    */
-  readonly sessions = {
-    forget: (threadId: string, allowedEnv: NodeJS.ProcessEnv) => {
-      const sessions = path.join(allowedEnv.CODEX_HOME ?? path.join(allowedEnv.HOME ?? os.homedir(), ".codex"), "sessions");
-      const walk = (dir: string, depth: number) => {
-        let entries: fs.Dirent[] = [];
-        try {
-          entries = fs.readdirSync(dir, { withFileTypes: true });
-        } catch {
-          return;
-        }
-        for (const e of entries) {
-          if (e.isDirectory() && depth < 3) walk(path.join(dir, e.name), depth + 1);
-          else if (e.isFile() && e.name.includes(threadId)) fs.rmSync(path.join(dir, e.name), { force: true });
-        }
-      };
-      if (threadId) walk(sessions, 0);
-    },
-  };
+  readonly sessions = { forget: forgetCodexSession };
 
   async run(job: Job, ctx: JobContext): Promise<void> {
     if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `codex runs whole agent runs, not ${job.kind}.`));
     // Its thread cannot be picked up without the id Codex gave it (it was never said), nor without app-server.
     if (ctx.session?.resume && (!ctx.session.cliId || !hasAppServer(this.command))) {
+      if (!ctx.session.restarted) return ctx.emit(failed("session_not_found", "Codex has no saved thread of this conversation on the user's machine."));
       return ctx.emit(failed("job_not_held", "Codex's thread of this job was not saved before the worker restarted: it cannot be resumed."));
     }
     const home = ctx.allowedEnv.CODEX_HOME ?? path.join(ctx.allowedEnv.HOME ?? os.homedir(), ".codex");
@@ -293,6 +278,7 @@ export class CodexRuntime implements Runtime {
 
     // A job the worker kept through its own restart: the thread Codex saved.
     const resumed = ctx.session?.resume ? ctx.session.cliId : undefined;
+    const pendingSteer: string[] = [];
     const onAbort = () => {
       if (threadId && turnId) void rpc.request("turn/interrupt", { threadId, turnId }).catch(() => {});
       setTimeout(() => child.kill("SIGTERM"), INTERRUPT_GRACE_MS).unref();
@@ -310,17 +296,26 @@ export class CodexRuntime implements Runtime {
         ...(job.system ? { developerInstructions: job.system } : {}),
       };
       const thread = resumed
-        ? // A job the worker kept through its own restart: the thread Codex saved, picked up again.
+        ? // The thread Codex saved (a follow-up's conversation, or a job the worker kept through its own restart), picked up again.
           await rpc.request<{ thread: { id: string } }>("thread/resume", { threadId: resumed, ...settings, excludeTurns: true })
-        : // Kept on disk only for a job the worker can resume after a restart.
+        : // Kept on disk only for a conversation, or a job the worker can resume after a restart.
           await rpc.request<{ thread: { id: string } }>("thread/start", { ...settings, ephemeral: !ctx.session });
       threadId = thread.thread.id;
       if (ctx.session && !resumed) ctx.sessionSaved?.(threadId);
+      // The user's messages while it works steer the turn in flight (`turn/steer`), as typed into Codex.
+      ctx.onUserMessage?.((text) => {
+        if (!turnId) return void pendingSteer.push(text);
+        void rpc.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text, text_elements: [] }] }).catch((err: Error) =>
+          ctx.emit({ type: "activity", summary: `a message from the user reached Codex after its turn ended and was not taken (${err.message})`, detail: { steered: false } }),
+        );
+      });
       await Promise.race([bridgeStarted, new Promise((resolve) => setTimeout(resolve, BRIDGE_STARTUP_TIMEOUT_SEC * 1000).unref())]);
       // Cancelled meanwhile: onAbort stops the process, and its exit settles the job as cancelled.
       if (ctx.signal.aborted) throw new Error("cancelled");
-      const turn = await rpc.request<{ turn: { id: string } }>("turn/start", { threadId, input: [{ type: "text", text: resumed ? RESUME_PROMPT : job.prompt, text_elements: [] }] });
+      const turn = await rpc.request<{ turn: { id: string } }>("turn/start", { threadId, input: [{ type: "text", text: ctx.session?.restarted ? RESUME_PROMPT : job.prompt, text_elements: [] }] });
       turnId = turn.turn.id;
+      // Messages that came before the turn began go to it now.
+      for (const text of pendingSteer.splice(0)) void rpc.request("turn/steer", { threadId, expectedTurnId: turnId, input: [{ type: "text", text, text_elements: [] }] }).catch(() => {});
       if (ctx.signal.aborted) onAbort();
     } catch (err) {
       // A saved thread Codex cannot pick up again is a job the worker no longer holds.
@@ -332,8 +327,8 @@ export class CodexRuntime implements Runtime {
     child.kill("SIGTERM");
     await exited;
     await launched.cleanup?.();
-    // The job ended: its saved thread will not be resumed.
-    if (ctx.session && threadId) this.sessions.forget(threadId, ctx.allowedEnv);
+    // The job ended: a thread saved only for the job will not be resumed.
+    if (ctx.session && threadId && !ctx.session.keep) this.sessions.forget(threadId, ctx.allowedEnv);
   }
 
   /** A finished item: commands and file changes are said as activity, as the user's policy lets the app see them. */

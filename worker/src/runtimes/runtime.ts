@@ -81,9 +81,22 @@ export interface JobContext {
    * id when it names the session itself (Codex's thread), once `sessionSaved` said it;
    * `resume`: pick the saved conversation up (with `RESUME_PROMPT`). Unset: no session is kept.
    */
-  session?: { id: string; resume: boolean; cliId?: string };
+  session?: {
+    id: string;
+    resume: boolean;
+    cliId?: string;
+    /** Resumed because the worker restarted mid-job (told `RESUME_PROMPT`); unset: a follow-up run continuing it (told its prompt). */
+    restarted?: boolean;
+    /** Kept after the job (a conversation's session, under the user's `sessions.keepDays`): not deleted when the job ends. */
+    keep?: boolean;
+  };
   /** The CLI named the session it keeps (Codex's thread id): kept with the job, for a resume. */
   sessionSaved?(cliId: string): void;
+  /**
+   * Takes the user's messages sent while the job runs (steering, `user_message`): the runtime passes each to
+   * the CLI mid-turn, as typed into it. Messages that came before the runtime listened are handed over at once.
+   */
+  onUserMessage?(listener: (text: string) => void): void;
 }
 
 /** What a resumed session is told first: why it stopped, and to go on. */
@@ -103,6 +116,8 @@ export interface AgentRuntimeOptions {
 /** A runtime this machine serves: what it advertises, and how it runs one job. */
 export interface Runtime {
   advert: RuntimeAdvert;
+  /** An agent CLI's working folder (a kept session belongs to it: a follow-up elsewhere cannot resume it). */
+  readonly workdir?: string;
   /** Runs one job to its end; the last event emitted is `done` or `failed`. */
   run(job: Job, ctx: JobContext): Promise<void>;
   /**
