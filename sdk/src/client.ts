@@ -16,7 +16,7 @@ export interface SvcClientOptions {
    * tried again after a `429`, a `503` with `Retry-After`, or no answer at all;
    * `PUT`/`PATCH`/`DELETE` after a `429` or such a `503`. A `POST` is tried again only
    * when it carries an `Idempotency-Key` (the SDK sends one with each run start, chat
-   * completion and answer to a run; pass `idempotencyKey` for the others), and then
+   * completion, steering message and answer to a run; pass `idempotencyKey` for the others), and then
    * only when the answer shows the first try was not applied: a `429`, a `503` with
    * `Service-Nothing-Created`, or a connection that was refused before anything was sent.
    */
@@ -30,7 +30,7 @@ export interface RequestOptions {
   /**
    * Sent as the `Idempotency-Key` header, the same on every retry: the service answers a
    * repeat of the same key and body (within 24 h) with the first answer. The SDK makes one
-   * (`crypto.randomUUID()`) for run starts, chat completions and answers to a run.
+   * (`crypto.randomUUID()`) for run starts, chat completions, steering messages and answers to a run.
    */
   idempotencyKey?: string;
   /** This call's `maxRetries`. */

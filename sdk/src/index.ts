@@ -15,6 +15,8 @@ export type {
   RunCreateParams,
   RunEventOf,
   RunEventsOptions,
+  RunFollowUpOptions,
+  RunSendOptions,
   RunResult,
   RunStatusFinal,
   RunTool,

@@ -5,8 +5,8 @@ import { ConnectionError, MalformedEventError, UserAbortError } from "./errors.j
 import { isTransient, openEventStream, sleep } from "./http.js";
 import { RunTally } from "./run-result.js";
 import { readRunEvents } from "./sse.js";
-import type { ApprovalHandler, RunResult, RunTool } from "./types.js";
-import type { CancelRunResponse, Run, RunEvent } from "./wire.js";
+import type { ApprovalHandler, RunFollowUpOptions, RunResult, RunSendOptions, RunTool } from "./types.js";
+import type { CancelRunResponse, Run, RunEvent, RunMessageParams, RunMessageResponse } from "./wire.js";
 
 /** What the run driver is built on: shared by every run of one `Svc`. */
 export interface RunDriverDeps {
@@ -14,6 +14,11 @@ export interface RunDriverDeps {
   api: Transport;
   /** Re-attach attempts in a row without a new event before giving up. */
   maxReconnects: number;
+}
+
+/** `POST /runs/:id/messages`: a steering message, with an `Idempotency-Key` (the caller's, or a random one) kept across tries. */
+export function sendRunMessage(api: Transport, id: string, body: RunMessageParams, options: RequestOptions = {}): Promise<RunMessageResponse> {
+  return api.request({ method: "POST", path: `/runs/${seg(id)}/messages`, body, options: { ...options, idempotencyKey: options.idempotencyKey ?? newIdempotencyKey() } });
 }
 
 /** `POST /runs/:id/cancel`: an answer to the run, safe to repeat (a finished run answers 409). */
@@ -33,6 +38,8 @@ export interface RunStreamOptions {
   signal?: AbortSignal;
   /** The sequence of the last event already seen (re-attaching). */
   after?: number;
+  /** Starts the follow-up of an ended run (`Runs` gives it). */
+  followUp: (from: { runId: string; user: string; tools?: RunTool[]; onApproval?: ApprovalHandler }, prompt: string, options?: RunFollowUpOptions) => RunStream;
 }
 
 /** A run's last event (the contract's one list of final kinds). */
@@ -74,6 +81,8 @@ export class RunStream implements AsyncIterable<RunEvent> {
   #ended: { error: unknown } | { error?: undefined } | null = null;
   #iterated = false;
   readonly #result: Promise<RunResult>;
+  /** The run was handed back to the app (`serve_in_app`): it has ended, with no events. */
+  #handedBack = false;
 
   #lastSeen: number | null;
   /** Re-attach attempts since the last new event. */
@@ -119,6 +128,41 @@ export class RunStream implements AsyncIterable<RunEvent> {
     return cancelRun(this.#deps.api, id, { ...(reason !== undefined ? { reason } : {}), user: this.#opts.user });
   }
 
+  /**
+   * Adds a user message to the run while it works (steering): `POST /v1/runs/:id/messages`, with
+   * the run's user. An agent CLI gets it mid-turn (`delivery: "now"`), a model run before its next
+   * model call (`next_turn`); the stream yields it as a `user_message` event where it was delivered.
+   * Once the run has ended the service answers `409 run_finished` (a `ConflictError`). The same
+   * `idempotencyKey` twice delivers one message (default: a random key, kept across retries).
+   */
+  async send(text: string, options: RunSendOptions = {}): Promise<RunMessageResponse> {
+    const id = await this.runId;
+    const user = this.#opts.user;
+    return sendRunMessage(this.#deps.api, id, { content: text, ...(user !== undefined ? { user } : {}) }, options);
+  }
+
+  /**
+   * Continues the conversation once the run has ended: a new run with the same user, `prompt`, and
+   * `previousRunId` set to this run's id (see `RunCreateParams.previousRunId`), driven like any
+   * `svc.runs.create(...)`. Omitted, `tools` and `onApproval` are this run's, and the model and
+   * `system` the previous run's (the service keeps them). Throws while the run has not ended
+   * (steer a working run with `send` instead).
+   */
+  followUp(prompt: string, options: RunFollowUpOptions = {}): RunStream {
+    const id = this.#id;
+    if (!this.#tally.final && !this.#handedBack) {
+      const why = this.#ended
+        ? `its stream stopped before its end was seen; once it has ended, continue it with svc.runs.create({ user, prompt, previousRunId: "${id ?? "<run id>"}" })`
+        : "a follow-up continues an ended run: wait for its end (await run.result()), or steer it while it works with run.send(text)";
+      throw new Error(`svc: run ${id ?? "(not started)"} has not ended: ${why}.`);
+    }
+    const user = this.#opts.user;
+    if (user === undefined) {
+      throw new Error(`svc: run ${id} was re-attached without its user: pass { user } to svc.runs.events, or continue it with svc.runs.create({ user, prompt, previousRunId: "${id}" }).`);
+    }
+    return this.#opts.followUp({ runId: id!, user, tools: this.#opts.tools, onApproval: this.#opts.onApproval }, prompt, options);
+  }
+
   /** The sequence number of the last event received: `svc.runs.events(runId, { after })` re-attaches from there. */
   get lastEventId(): number | null {
     return this.#lastSeen;
@@ -152,7 +196,10 @@ export class RunStream implements AsyncIterable<RunEvent> {
   async #drive(): Promise<RunResult> {
     try {
       const first = await this.#opts.start(this.#signal, (id) => this.#knowId(id));
-      if ("handedBack" in first) return first.handedBack;
+      if ("handedBack" in first) {
+        this.#handedBack = true;
+        return first.handedBack;
+      }
       if (first.runId) this.#knowId(first.runId);
       let response: Response | null = first.response;
       for (;;) {

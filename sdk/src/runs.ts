@@ -1,9 +1,19 @@
 import { ServeInAppError } from "./errors.js";
 import { newIdempotencyKey, seg, type RequestOptions } from "./client.js";
 import { mayRetry, openEventStream, retryDelayMs, sleep } from "./http.js";
-import { cancelRun, RunStream, type FirstConnection, type RunDriverDeps } from "./run-stream.js";
-import type { RunCreateParams, RunEventsOptions, RunResult } from "./types.js";
-import type { CancelRunResponse, RaiseBudgetResponse, Run, RunBudget, RunUsageReport, RunUsageResponse } from "./wire.js";
+import { cancelRun, RunStream, sendRunMessage, type FirstConnection, type RunDriverDeps, type RunStreamOptions } from "./run-stream.js";
+import type { ApprovalHandler, RunCreateParams, RunEventsOptions, RunResult, RunTool } from "./types.js";
+import type {
+  CancelRunResponse,
+  RaiseBudgetResponse,
+  Run,
+  RunBudget,
+  RunCreateBody,
+  RunMessageParams,
+  RunMessageResponse,
+  RunUsageReport,
+  RunUsageResponse,
+} from "./wire.js";
 
 /** `svc.runs`: start runs and drive them, read them, cancel them, re-attach to them. */
 export class Runs {
@@ -29,20 +39,35 @@ export class Runs {
    * the typed `SvcError`. On 409 `serve_in_app`, `serveInApp` (when given) serves
    * the run in the app and its usage is reported: the stream then has no events
    * and `result()` has status `handed_back`.
+   *
+   * With `previousRunId` it continues that ended run's conversation (`run.followUp(prompt)`
+   * does this for you); `model`, `system` and `tools` omitted are then the previous run's.
    */
   create(params: RunCreateParams): RunStream {
-    const { user, prompt, model = "auto", system, tools, route, limits, budget, metadata } = params;
-    const body = {
+    return this.#create(params, { tools: params.tools, onApproval: params.onApproval });
+  }
+
+  /**
+   * Starts a run; `answering` are the tools and approval handler its driver answers with (a
+   * follow-up's, when not given, are the previous run's, whose definitions the service keeps).
+   */
+  #create(params: RunCreateParams, answering: { tools?: RunTool[]; onApproval?: ApprovalHandler }): RunStream {
+    const { user, prompt, system, tools, route, limits, budget, metadata, previousRunId, onSessionLost } = params;
+    // A new run asks for `auto` by default; a follow-up that names no model keeps the previous run's (the service's default).
+    const model = params.model ?? (previousRunId === undefined ? "auto" : undefined);
+    const body: RunCreateBody = {
       user,
       prompt,
-      model,
+      ...(model !== undefined ? { model } : {}),
       ...(system !== undefined ? { system } : {}),
-      // The definitions only: `run` stays in the app.
-      ...(tools?.length ? { tools: tools.map(({ name, description, parameters, needsApproval }) => ({ name, description, parameters, needsApproval })) } : {}),
+      // The definitions only: `run` stays in the app. An empty list is sent only on a follow-up, where it replaces the kept tools.
+      ...(tools?.length || (tools && previousRunId !== undefined) ? { tools: tools.map(({ name, description, parameters, needsApproval }) => ({ name, description, parameters, needsApproval })) } : {}),
       ...(route ? { route } : {}),
       ...(limits ? { limits } : {}),
       ...(budget ? { budget } : {}),
       ...(metadata ? { metadata } : {}),
+      ...(previousRunId !== undefined ? { previousRunId } : {}),
+      ...(onSessionLost !== undefined ? { onSessionLost } : {}),
     };
     const headers = { "idempotency-key": params.idempotencyKey ?? newIdempotencyKey() };
     const start = async (signal: AbortSignal, knowRunId: (id: string) => void): Promise<FirstConnection> => {
@@ -59,12 +84,33 @@ export class Runs {
       } catch (err) {
         if (err instanceof ServeInAppError && err.runId && params.serveInApp) {
           knowRunId(err.runId);
-          return { handedBack: await this.#serveInApp(err.runId, params, model) };
+          return { handedBack: await this.#serveInApp(err.runId, params, model ?? "auto") };
         }
         throw err;
       }
     };
-    return new RunStream(this.#deps, { start, user, tools, onApproval: params.onApproval, signal: params.signal });
+    return this.#stream({ start, user, tools: answering.tools, onApproval: answering.onApproval, signal: params.signal });
+  }
+
+  /** A `RunStream` whose `followUp` starts the next run of its conversation. */
+  #stream(opts: Omit<RunStreamOptions, "followUp">): RunStream {
+    const followUp: RunStreamOptions["followUp"] = (from, prompt, options = {}) =>
+      this.#create(
+        { ...options, user: from.user, prompt, previousRunId: from.runId },
+        { tools: options.tools ?? from.tools, onApproval: options.onApproval ?? from.onApproval },
+      );
+    return new RunStream(this.#deps, { ...opts, followUp });
+  }
+
+  /**
+   * Adds a user message to a run while it works (steering): `POST /v1/runs/:id/messages`.
+   * An agent CLI gets it mid-turn (`delivery: "now"`); a model run before its next model call
+   * (`next_turn`). The run's events record it as `user_message`. A run that has ended answers
+   * `409 run_finished` (a `ConflictError`). It carries an `Idempotency-Key` (`options.idempotencyKey`,
+   * or a random one), the same on each try: the same key twice delivers one message.
+   */
+  send(id: string, params: RunMessageParams, options?: RequestOptions): Promise<RunMessageResponse> {
+    return sendRunMessage(this.#deps.api, id, { content: params.content, ...(params.user !== undefined ? { user: params.user } : {}) }, options);
   }
 
   /** The run as stored: where it stands, even when no stream is open. */
@@ -107,7 +153,7 @@ export class Runs {
       const response = await openEventStream(this.#deps.http, { method: "GET", path: `/runs/${seg(id)}/events`, headers }, signal);
       return { response, runId: id };
     };
-    return new RunStream(this.#deps, { start, user, tools, onApproval, signal, after });
+    return this.#stream({ start, user, tools, onApproval, signal, after });
   }
 
   /** The app serves the handed-back run, then reports what it used (the run is already counted). */
@@ -119,6 +165,7 @@ export class Runs {
       model,
       ...(params.system !== undefined ? { system: params.system } : {}),
       tools: params.tools ?? [],
+      ...(params.previousRunId !== undefined ? { previousRunId: params.previousRunId } : {}),
       ...(params.signal ? { signal: params.signal } : {}),
     });
     const { inputTokens, outputTokens, model: usedModel, costMicros } = served.usage;

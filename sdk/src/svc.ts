@@ -24,7 +24,7 @@ export interface SvcOptions extends SvcClientOptions {
  * Each method resolves to the service's answer and throws a typed `SvcError` otherwise.
  */
 export class Svc {
-  /** Start runs and drive them (tools, approvals, re-attach), read, cancel, re-attach, report a handed-back run's usage. */
+  /** Start runs and drive them (tools, approvals, re-attach), continue and steer them (conversations), read, cancel, re-attach, report a handed-back run's usage. */
   readonly runs: Runs;
   readonly users: Users;
   readonly machines: Machines;

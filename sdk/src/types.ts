@@ -1,4 +1,5 @@
-import type { RouteKind, RunBudget, RunEvent, RunLimits, RunRoute, RunStatus } from "./wire.js";
+import type { RequestOptions } from "./client.js";
+import type { OnSessionLost, RouteKind, RunBudget, RunEvent, RunLimits, RunRoute, RunStatus } from "./wire.js";
 
 /** One run event of the stream, by its `kind`. */
 export type RunEventOf<K extends RunEvent["kind"]> = Extract<RunEvent, { kind: K }>;
@@ -46,6 +47,8 @@ export interface Handback {
   model: string;
   system?: string;
   tools: RunTool[];
+  /** On a follow-up: the run whose conversation this one continues (the app serves it with that conversation). */
+  previousRunId?: string;
   /** The caller's `signal`, if any. */
   signal?: AbortSignal;
 }
@@ -60,15 +63,32 @@ export interface RunCreateParams {
   /** The app's id for its end user. */
   user: string;
   prompt: string;
-  /** `auto` (default) lets the service pick; otherwise a model or `<runtime>/<model>` alias. */
+  /**
+   * `auto` (default) lets the service pick; otherwise a model or `<runtime>/<model>` alias.
+   * On a follow-up (`previousRunId`), omitted: the model the previous run asked for.
+   */
   model?: string;
+  /** On a follow-up, omitted: the previous run's; given: it replaces it. */
   system?: string;
+  /** On a follow-up, omitted: the previous run's definitions are kept (the SDK's `followUp` passes the run's own tools on to answer them); given: they replace them. */
   tools?: RunTool[];
   route?: { prefer: RouteKind[] };
   limits?: RunLimits;
   /** A cap on this run (integer micros as a string, and/or tokens): reached between turns, the run pauses until `runs.raiseBudget`. */
   budget?: RunBudget;
   metadata?: Record<string, string>;
+  /**
+   * Continue the conversation of this ended run (same user; one still active is `409 run_active`).
+   * On a model runtime the stored conversation goes first; on an agent CLI the same CLI session, on
+   * the same machine, is resumed. `run.followUp(prompt)` sets it for you.
+   */
+  previousRunId?: string;
+  /**
+   * On a follow-up of an agent CLI run whose session cannot be continued: `refuse` (the default)
+   * answers `409 session_unavailable` at the start, or fails the run `session_lost`; `restart`
+   * starts a fresh session with the stored transcript as context (a `session_restarted` event says so).
+   */
+  onSessionLost?: OnSessionLost;
   /** Answers `approval_request` events. Without it every approval is denied. */
   onApproval?: ApprovalHandler;
   /** Serves the run in the app on `serve_in_app`. Without it that answer throws `ServeInAppError`. */
@@ -81,6 +101,17 @@ export interface RunCreateParams {
    */
   signal?: AbortSignal;
 }
+
+/**
+ * `run.followUp(prompt, options)`: a create's parameters but `user`, `prompt` and `previousRunId`
+ * (the run's own user, the new prompt, the run's id). Omitted, `tools` and `onApproval` are the
+ * run's own (the service keeps the previous run's tool definitions; the SDK answers them with the
+ * same `run` functions); `system` and `model` are the previous run's (kept by the service).
+ */
+export type RunFollowUpOptions = Omit<RunCreateParams, "user" | "prompt" | "previousRunId">;
+
+/** `run.send(text, options)`: the call's options; `idempotencyKey` (default: a random one) makes a repeat deliver one message. */
+export type RunSendOptions = RequestOptions;
 
 export interface RunEventsOptions {
   /** Only the events after this sequence number (the `id` of the last event seen). Default: all of them. */

@@ -35,6 +35,9 @@ export type ErrorCode =
   | "no_compute"
   | "already_answered"
   | "run_finished"
+  | "run_active"
+  | "session_unavailable"
+  | "conversation_unavailable"
   | "response_in_progress"
   | "not_configured"
   | "idempotency_key_reused"
@@ -374,6 +377,10 @@ export type RunEvent =
       billing?: RuntimeBilling;
       /** The run's budget; `note` says when it may never be reached as given. */
       budget?: { maxMicros: string | null; maxTokens: number | null; note: string | null };
+      /** The run whose conversation this one continues (the request's `previousRunId`). */
+      previousRunId?: string;
+      /** On an agent CLI: `resumed`, the previous run's CLI session goes on; `new`, a session begins. Absent on a model runtime. */
+      session?: "resumed" | "new";
     }
   | { kind: "text_delta"; turn: number; text: string }
   | {
@@ -447,7 +454,70 @@ export type RunEvent =
       resume: string;
     }
   | { kind: "run_resumed"; limit: PauseLimit; reason: "plan_changed" | "new_period" | "budget_raised"; pausedMs: number }
-  | { kind: "run_cancelled"; reason?: string; output: string };
+  | { kind: "run_cancelled"; reason?: string; output: string }
+  | {
+      kind: "user_message";
+      /** The id `POST /v1/runs/:id/messages` answered. */
+      messageId: string;
+      content: string;
+      /** `now`: handed to the agent CLI mid-turn; `next_turn`: added to the conversation before the next model call. */
+      delivery: MessageDelivery;
+    }
+  | {
+      kind: "session_restarted";
+      previousRunId: string;
+      /** Why the previous run's agent CLI session could not be continued; the run goes on in a fresh session with the stored transcript as context. */
+      reason: string;
+    };
+
+/** How a steering message reaches the run: `now` (an agent CLI, mid-turn) or `next_turn` (before the next model call). */
+export type MessageDelivery = "now" | "next_turn";
+
+/** What a follow-up does when the agent CLI session it continues cannot be continued: `refuse` (the default) or `restart`. */
+export type OnSessionLost = "refuse" | "restart";
+
+/** An app tool as the service is told of it (the SDK's `RunTool` without its `run`). */
+export interface ToolDefinition {
+  name: string;
+  description?: string;
+  /** JSON Schema of the tool's arguments. */
+  parameters?: Record<string, unknown>;
+  needsApproval?: boolean;
+}
+
+/** The body of `POST /v1/runs`, as the SDK sends it. */
+export interface RunCreateBody {
+  user: string;
+  /** `auto` (the default) or a model; on a follow-up, omitted: the previous run's model. */
+  model?: string;
+  prompt: string;
+  system?: string;
+  tools?: ToolDefinition[];
+  route?: { prefer: RouteKind[] };
+  limits?: RunLimits;
+  budget?: RunBudget;
+  metadata?: Record<string, string>;
+  /** Continue the conversation of this ended run. */
+  previousRunId?: string;
+  onSessionLost?: OnSessionLost;
+}
+
+/** `POST /v1/runs/:id/messages`: a user message added to a working run (steering). */
+export interface RunMessageParams {
+  /** The message, as the user typed it. */
+  content: string;
+  /** The run's user; when given it must match, or the run is not found. */
+  user?: string;
+}
+
+/** The answer to `POST /v1/runs/:id/messages` (`202`). */
+export interface RunMessageResponse {
+  runId: string;
+  /** The message's id; its `user_message` event carries it. */
+  messageId: string;
+  /** `now`: an agent CLI working on the run gets it mid-turn; `next_turn`: it goes in before the agent's next model call. */
+  delivery: MessageDelivery;
+}
 
 export type PauseLimit = "spend_ceiling" | "allowance" | "run_budget";
 
@@ -497,6 +567,8 @@ export interface Run {
   budget: { maxMicros: string | null; maxTokens: number | null } | null;
   /** While `paused`: since when. */
   pausedAt: string | null;
+  /** The run whose conversation this one continues; null: it starts one. */
+  previousRunId: string | null;
   /** The sequence of its last stored event. */
   lastEventId: number;
   createdAt: string;
