@@ -185,8 +185,22 @@ export const OwnerToolCall = z.object({
   calledAt: IsoTime,
   answeredAt: IsoTime.nullable().describe("When the app answered. Null: not answered (the run waits for it while it lives)."),
 });
+/** The runs continuing one run (`previousRunId` naming it) that one inspection returns at most (the oldest ones). */
+export const MAX_INSPECTED_CONTINUATIONS = 20;
+export const OwnerRunContinuation = z.object({
+  id: z.string(),
+  status: RunStatus,
+  createdAt: IsoTime,
+});
 export const OwnerRunDetail = z.object({
   run: Run,
+  previousRunId: z
+    .string()
+    .nullable()
+    .describe("The run whose conversation this one continues (the follow-up's `previousRunId`, as `run.previousRunId`); null: it starts one."),
+  continuedBy: z
+    .array(OwnerRunContinuation)
+    .describe("The runs that continue this one's conversation (their `previousRunId` is this run), of the same app and environment only: oldest first, at most 20."),
   events: z.array(StoredRunEvent),
   approvals: z.array(OwnerApproval),
   toolCalls: z.array(OwnerToolCall).describe("The calls of the app's tools, in the order they were made (the first 500), each with the app's answer."),

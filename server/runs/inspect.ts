@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import { MAX_INSPECTED_PAYLOAD_BYTES, MAX_INSPECTED_TOOL_CALLS, type OwnerApproval, type OwnerRunDetail, type OwnerRunPage, type OwnerRunQuery, type OwnerToolCall } from "@svc/contract";
+import { MAX_INSPECTED_CONTINUATIONS, MAX_INSPECTED_PAYLOAD_BYTES, MAX_INSPECTED_TOOL_CALLS, type OwnerApproval, type OwnerRunDetail, type OwnerRunPage, type OwnerRunQuery, type OwnerToolCall } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
@@ -127,13 +127,28 @@ export class RunInspector {
   }
 
   /**
+   * The runs continuing `runId`'s conversation (`previous_run_id` naming it), oldest first. Of the tenant's only: a
+   * follow-up is always its previous run's app and environment, and the statement says so too.
+   */
+  private continuedBy(tenant: Tenant, runId: string): Promise<z.infer<typeof OwnerRunDetail>["continuedBy"]> {
+    return this.db.prisma.run
+      .findMany({
+        where: { appId: tenant.appId, environment: tenant.environment, previousRunId: runId },
+        select: { id: true, status: true, createdAt: true },
+        orderBy: [{ createdAt: "asc" }, { id: "asc" }],
+        take: MAX_INSPECTED_CONTINUATIONS,
+      })
+      .then((rows) => rows.map((r) => ({ id: r.id, status: r.status, createdAt: r.createdAt.toISOString() })));
+  }
+
+  /**
    * The run, its stored events, its approvals and who decided them, the calls of the app's tools with the app's
-   * answers (each cut at MAX_INSPECTED_PAYLOAD_BYTES: an answer can be large), its ledger rows, its machine, and
-   * the usage reported for a handed-back run.
+   * answers (each cut at MAX_INSPECTED_PAYLOAD_BYTES: an answer can be large), its ledger rows, its machine, the
+   * usage reported for a handed-back run, and its conversation: the run it continues and the runs continuing it.
    */
   async get(tenant: Tenant, runId: string): Promise<z.infer<typeof OwnerRunDetail>> {
     const record = await this.runs.find(tenant, runId);
-    const [events, approvals, toolCalls, ledger, machine] = await Promise.all([
+    const [events, approvals, toolCalls, ledger, machine, continuedBy] = await Promise.all([
       this.events(runId),
       this.db.query<ApprovalRow>(
         `SELECT approval_id, kind, request, decision, decided_by, reason, created_at, answered_at FROM approvals WHERE run_id = $1 ORDER BY created_at, approval_id`,
@@ -149,9 +164,12 @@ export class RunInspector {
       ),
       usageOfRun(this.db, tenant, runId),
       record.machineId ? this.machines.find(tenant, record.machineId) : Promise.resolve(null),
+      this.continuedBy(tenant, runId),
     ]);
     return {
       run: runView(record),
+      previousRunId: record.previousRunId,
+      continuedBy,
       events: events.map((e) => ({ seq: e.seq, kind: e.kind, data: e.data, at: new Date(e.created_at).toISOString() })),
       approvals: approvals.map((a) => ({
         callId: a.request.callId ?? a.request.requestId ?? a.approval_id,

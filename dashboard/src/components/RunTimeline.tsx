@@ -9,11 +9,28 @@ type Approval = z.infer<typeof OwnerApproval>;
 
 const LIMITS: Record<string, string> = { spend_ceiling: "the plan's spend ceiling", allowance: "the plan's allowance", run_budget: "its budget" };
 
-/** What an event says in a line; tool calls and results show their name and payload. */
-function summary(e: Event): string {
+/** When a steering message reached the run (`user_message`'s `delivery`), in words. */
+const DELIVERY: Record<string, string> = { now: "delivered mid-turn", next_turn: "before the next model call" };
+/** How a follow-up's agent CLI session went on (`run_started`'s `session`). */
+const SESSION: Record<string, string> = { resumed: "its agent CLI session resumed", new: "in a new agent CLI session" };
+
+/** What an event says in a line; tool calls and results show their name and payload, a user's message what they wrote. */
+function summary(e: Event): ReactNode {
   const d = e.data as Record<string, unknown>;
   const name = typeof d.name === "string" ? d.name : typeof d.tool === "string" ? d.tool : null;
   switch (e.kind) {
+    case "run_started": {
+      const more = [typeof d.previousRunId === "string" ? `continuing ${d.previousRunId}` : null, typeof d.session === "string" ? (SESSION[d.session] ?? `session ${d.session}`) : null].filter(Boolean);
+      return more.length ? `run started, ${more.join(", ")}` : "run started";
+    }
+    case "user_message":
+      return (
+        <>
+          Message from the user <span className="tag">{DELIVERY[String(d.delivery)] ?? String(d.delivery ?? "")}</span>: <q className="user-said">{preview(String(d.content ?? ""))}</q>
+        </>
+      );
+    case "session_restarted":
+      return `Session restarted in a new agent CLI session (${typeof d.previousRunId === "string" ? `${d.previousRunId}'s` : "the previous run's"} transcript as context): ${String(d.reason ?? "")}`;
     case "tool_call":
       return `Called ${name ?? "a tool"}`;
     case "tool_result":
@@ -62,6 +79,18 @@ function readable(json: string, cut: boolean): string {
 const kib = (bytes: number) => `${Math.ceil(bytes / 1024)} KiB`;
 const preview = (text: string) => (text.length > 100 ? `${text.slice(0, 100)}…` : text).replace(/\s+/g, " ");
 
+/** An event's full data (its box scrolls sideways, so it takes the keyboard's focus); a user's message first as they wrote it. */
+function eventBody(e: Event): ReactNode {
+  const json = <pre tabIndex={0}>{JSON.stringify(e.data, null, 2)}</pre>;
+  if (e.kind !== "user_message" || typeof e.data.content !== "string") return json;
+  return (
+    <>
+      <blockquote className="user-message">{e.data.content}</blockquote>
+      {json}
+    </>
+  );
+}
+
 function answerEntry(c: ToolCall): Entry {
   const text = readable(c.result!, c.resultTruncated);
   return {
@@ -81,7 +110,7 @@ function answerEntry(c: ToolCall): Entry {
             Cut: the answer is {kib(c.resultBytes ?? 0)}, the inspector shows its first {kib(new TextEncoder().encode(c.result!).length)}.
           </p>
         )}
-        <pre>{text}</pre>
+        <pre tabIndex={0}>{text}</pre>
       </>
     ),
   };
@@ -97,14 +126,15 @@ function decisionEntry(a: Approval): Entry {
         {DECIDED[a.decision!]} by {decider(a.decidedBy)} <span className="muted">({a.tool}{a.reason ? `: ${a.reason}` : ""})</span>
       </>
     ),
-    body: <pre>{JSON.stringify(a, null, 2)}</pre>,
+    body: <pre tabIndex={0}>{JSON.stringify(a, null, 2)}</pre>,
   };
 }
 
 /**
- * The run's stored events in order, each with its full data one click away, and among them, at their
- * times: the app's answer to each tool call ("App answered …", an error answer marked), each approval
- * decision and who made it, and while the run lives what it still waits for.
+ * The run's stored events in order, each with its full data one click away (a message the user sent the
+ * run while it worked, `user_message`, where it reached the run: what they wrote and when it went in), and
+ * among them, at their times: the app's answer to each tool call ("App answered …", an error answer marked),
+ * each approval decision and who made it, and while the run lives what it still waits for.
  *
  * Placed at its time among the events, and never before the event that asked for it (times equal to the
  * millisecond keep the events' own order).
@@ -144,7 +174,7 @@ export function RunTimeline({ events, toolCalls, approvals, live }: { events: Ev
   for (let i = 0; i <= events.length; i++) {
     while (next < placed.length && placed[next].before === i) entries.push(placed[next++].entry);
     const e = events[i];
-    if (e) entries.push({ key: `event-${e.seq}`, seq: e.seq, className: `event event-${e.kind}`, at: e.at, line: summary(e), body: <pre>{JSON.stringify(e.data, null, 2)}</pre> });
+    if (e) entries.push({ key: `event-${e.seq}`, seq: e.seq, className: `event event-${e.kind}`, at: e.at, line: summary(e), body: eventBody(e) });
   }
 
   return (

@@ -1,5 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { Link, Navigate, useParams } from "react-router";
+import type { z } from "zod";
+import { MAX_INSPECTED_CONTINUATIONS, type OwnerRunContinuation } from "@svc/contract";
 import type { api } from "../api/client";
 import { ACTIVE_RUN_STATUSES, runIdOf, runQuery } from "../api/runs";
 import { LIVE_INTERVAL_MS } from "../components/CursorPages";
@@ -89,6 +91,7 @@ export function RunDetail() {
               )}
             </dl>
           </section>
+          {(d.previousRunId || d.continuedBy.length > 0) && <Conversation base={base} previousRunId={d.previousRunId} continuedBy={d.continuedBy} />}
           {d.run.status === "handed_back" && (
             <section aria-labelledby="reported-title" className="card">
               <h2 id="reported-title">Handed back to the app</h2>
@@ -171,6 +174,47 @@ export function RunDetail() {
         </>
       )}
     </>
+  );
+}
+
+/**
+ * The run's place in its conversation: the run it continues (a follow-up, `previousRunId`) and the runs that
+ * continued it, oldest first (the first MAX_INSPECTED_CONTINUATIONS), each a link to its own page.
+ */
+function Conversation({ base, previousRunId, continuedBy }: { base: string; previousRunId: string | null; continuedBy: z.infer<typeof OwnerRunContinuation>[] }) {
+  const to = (id: string) => `${base}/runs/${encodeURIComponent(id)}`;
+  return (
+    <section aria-labelledby="conversation-title" className="card">
+      <h2 id="conversation-title">Conversation</h2>
+      <dl className="facts">
+        {previousRunId && (
+          <>
+            <dt>Continues</dt>
+            <dd>
+              <Link to={to(previousRunId)}>{previousRunId}</Link>
+            </dd>
+          </>
+        )}
+        {continuedBy.length > 0 && (
+          <>
+            <dt>Continued by</dt>
+            <dd>
+              <ul className="plain-list">
+                {continuedBy.map((r) => (
+                  <li key={r.id}>
+                    <Link to={to(r.id)}>{r.id}</Link> <span className={`state state-${r.status}`}>{r.status}</span>{" "}
+                    <time dateTime={r.createdAt} className="muted">
+                      {formatTime(r.createdAt)}
+                    </time>
+                  </li>
+                ))}
+              </ul>
+              {continuedBy.length >= MAX_INSPECTED_CONTINUATIONS && <p className="muted">The first {MAX_INSPECTED_CONTINUATIONS} follow-ups.</p>}
+            </dd>
+          </>
+        )}
+      </dl>
+    </section>
   );
 }
 
