@@ -3,18 +3,9 @@ import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManage
 import type { RunEvent } from "@svc/contract";
 import type { Logger } from "../logger.js";
 import { jsonOf, type StoredEvent } from "../runs/run-rows.js";
+import { BusOutage, BusUnavailable, isBusUnavailable } from "./outage.js";
 
-/**
- * NATS away: a read of a run's events from the stream could not be made. Like a
- * database outage it is an outage, not a failure: a reader tries again in a
- * second, a request answers a retryable 503.
- */
-export class BusUnavailable extends Error {
-  readonly code = "bus_unavailable";
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-  }
-}
+export { BusUnavailable, isBusUnavailable };
 
 /** What instances tell each other on the bus: a wake of a run's driver, or a run to drive. */
 export type SignalChannel = "input" | "dispatch";
@@ -22,14 +13,15 @@ export type SignalChannel = "input" | "dispatch";
 /** An event as the stream holds it: with the time it was stored (an event not published yet has none). */
 export type TimedEvent = StoredEvent & { at?: Date };
 
-export const isBusUnavailable = (err: unknown): err is BusUnavailable => err instanceof BusUnavailable;
-
 /** Direct gets in flight at once for one read (a page, a compaction). */
 const READ_WINDOW = 128;
 /** How long one publish waits for the stream's acknowledgement before it is sent again. */
 const PUBLISH_TIMEOUT_MS = 2000;
 /** A publish that failed (NATS away) is sent again after this long, until it is stored. */
 const RETRY_MS = 250;
+/** How long the outage's probe (after a reconnect, then every PROBE_MS until one answers) waits for JetStream's answer. */
+const PROBE_TIMEOUT_MS = 1000;
+const PROBE_MS = 500;
 
 export interface RunStreamOptions {
   url: string;
@@ -55,7 +47,8 @@ export interface RunStreamOptions {
  * are compacted into `run_events`, then purged from the stream (`docs/scaling.md`).
  */
 export class RunStream {
-  private down: unknown = null;
+  /** The outage record: logged once per outage, and what reads check first (`docs/operators/operations.md`, "When NATS is away"). */
+  private readonly outage: BusOutage;
   private readonly subscriptions = new Map<string, Subscription>();
   private closed = false;
 
@@ -64,7 +57,11 @@ export class RunStream {
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly options: RunStreamOptions,
-  ) {}
+    probe: JetStreamManager,
+    onBack: () => void,
+  ) {
+    this.outage = new BusOutage(() => probe.streams.info(options.stream), options.logger, onBack, PROBE_MS);
+  }
 
   /** Connects and makes sure the stream exists; fails at once, saying so, when NATS cannot be reached at start. */
   static async open(options: RunStreamOptions, onReconnect: () => void): Promise<RunStream> {
@@ -76,16 +73,15 @@ export class RunStream {
     }
     const jsm = await jetstreamManager(nc);
     await ensureStream(jsm, options.stream);
-    const bus = new RunStream(nc, jetstream(nc), jsm, options);
+    // Live messages sent while the link was down were missed: every reader here looks once the outage has
+    // ended, a call having got through after the reconnect (so the server has this connection's subscriptions
+    // again: they go first), and nothing falls between.
+    const bus = new RunStream(nc, jetstream(nc), jsm, options, await jetstreamManager(nc, { timeout: PROBE_TIMEOUT_MS, checkAPI: false }), onReconnect);
     void (async () => {
       for await (const s of nc.status()) {
-        if (s.type === "disconnect") bus.lost(new Error(`disconnected from ${s.server}`));
-        if (s.type === "reconnect") {
-          bus.back();
-          // Live messages sent while the link was down were missed: every reader here looks, once the
-          // server has its subscriptions again (a flush answers after them), so nothing falls between.
-          void nc.flush().then(onReconnect, onReconnect);
-        }
+        if (s.type === "disconnect") bus.outage.linkLost(`disconnected from ${s.server}`);
+        else if (s.type === "reconnecting") bus.outage.linkLost("reconnecting");
+        else if (s.type === "reconnect") bus.outage.linkBack();
       }
     })().catch(() => {});
     return bus;
@@ -101,29 +97,48 @@ export class RunStream {
    * next step waits, the run goes on when NATS is back).
    */
   async append(runId: string, events: StoredEvent[]): Promise<void> {
+    let warned = false;
     for (;;) {
+      const began = this.outage.now();
       try {
         await Promise.all(events.map((e) => this.js.publish(this.subject(runId, e.seq), jsonOf(e), { timeout: PUBLISH_TIMEOUT_MS })));
-        this.back();
+        this.outage.succeeded(began);
         return;
       } catch (err) {
         if (this.closed) throw new BusUnavailable("the run bus is closed", { cause: err });
-        this.lost(err);
+        // NATS away: the outage's (logged once, by it). Another failure is said once per step, and sent again too.
+        if (!this.outage.failed(err, began) && !warned) {
+          warned = true;
+          this.options.logger.warn({ err, runId }, `could not publish a run's events to NATS: sent again every ${RETRY_MS} ms`);
+        }
         await new Promise((r) => setTimeout(r, RETRY_MS));
       }
     }
   }
 
   /** Events `from`..`to` of a run, in order, each with when the stream stored it, up to the first missing one (null where the stream has none). */
+  /** Refuses at once (`BusUnavailable`: 503 `bus_unavailable`) while an outage is known: a request that must read the bus does not wait for the client's time-out. */
+  reachable(what: string): void {
+    this.outage.check(what);
+  }
+
   async read(runId: string, from: number, to: number): Promise<(TimedEvent | null)[]> {
     const out: (TimedEvent | null)[] = [];
     for (let start = from; start <= to; start += READ_WINDOW) {
       const seqs = Array.from({ length: Math.min(READ_WINDOW, to - start + 1) }, (_, i) => start + i);
+      // NATS known away: refused now (a request answers 503 at once, a reader reads again in a second), not after the client's time-out.
+      this.outage.check(`could not read run ${runId}'s events`);
+      const began = this.outage.now();
       let got;
       try {
-        got = await Promise.all(seqs.map((seq) => this.jsm.direct.getMessage(this.options.stream, { last_by_subj: this.subject(runId, seq) })));
+        got = await this.outage.race(
+          Promise.all(seqs.map((seq) => this.jsm.direct.getMessage(this.options.stream, { last_by_subj: this.subject(runId, seq) }))),
+          `could not read run ${runId}'s events`,
+        );
+        this.outage.succeeded(began);
       } catch (err) {
-        this.lost(err);
+        if (isBusUnavailable(err)) throw err; // the outage began while it waited
+        if (!this.outage.failed(err, began)) this.options.logger.warn({ err, runId }, "could not read a run's events from NATS");
         throw new BusUnavailable(`could not read run ${runId}'s events from NATS`, { cause: err });
       }
       for (let i = 0; i < seqs.length; i++) {
@@ -161,7 +176,14 @@ export class RunStream {
 
   /** Drops a run's events from the stream (once they are compacted into Postgres). */
   async purge(runId: string): Promise<void> {
-    await this.jsm.streams.purge(this.options.stream, { filter: this.subject(runId, ">") });
+    const began = this.outage.now();
+    try {
+      await this.jsm.streams.purge(this.options.stream, { filter: this.subject(runId, ">") });
+      this.outage.succeeded(began);
+    } catch (err) {
+      this.outage.failed(err, began);
+      throw err;
+    }
   }
 
   /**
@@ -202,19 +224,8 @@ export class RunStream {
 
   async close(): Promise<void> {
     this.closed = true;
+    this.outage.close();
     await this.nc.drain().catch(() => this.nc.close());
-  }
-
-  private lost(err: unknown): void {
-    if (this.down) return;
-    this.down = err;
-    this.options.logger.warn({ err }, "NATS unreachable: run events wait for it (sent again every 250 ms)");
-  }
-
-  private back(): void {
-    if (!this.down) return;
-    this.down = null;
-    this.options.logger.info("NATS reachable again");
   }
 }
 

@@ -45,6 +45,8 @@ export class RunStreams {
     const run = await this.runs.find(tenant, runId);
     this.slots.take(tenant, res);
     if (run.status === "handed_back") throw new ApiError("run_finished", `Run ${run.id} was handed back to the app (serve_in_app): the service streamed nothing for it.`);
+    // Its events are on the run bus and NATS is known to be away: 503 now (the stream's headers would go out before its first read).
+    if (run.eventsInStream) this.store.stream?.reachable(`could not re-attach to run ${run.id}'s events`);
     const after = from.lastEventId !== undefined ? Number(from.lastEventId) : (from.after ?? 0);
     res.setHeader("Service-Run-Id", run.id);
     return runEventStream(this.store, this.bus, this.log, run.id, after, res);
