@@ -205,7 +205,7 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     expect(JSON.stringify(api.requests)).not.toContain("PRIVATE-KEY-THAT-MUST-NOT-LEAK");
   });
 
-  it("the worker killed (SIGKILL) while Codex waits on the app's tool and started again: Codex picks its saved thread up (thread/resume), the run completes, and the thread's file is gone after", async () => {
+  it("the worker killed (SIGKILL) while Codex waits on the app's tool and started again: Codex picks its saved thread up (thread/resume), the run completes, and the thread is kept after as the user's policy says", async () => {
     let asked = 0;
     const r = run("[tool:weather] Weather before a crash", { tools: [{ name: "weather", run: () => (asked++, new Promise<string>(() => {})) }] });
     const events = collect(r);
@@ -226,7 +226,12 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     // The model saw the same conversation again, then why it stopped.
     const resumedCall = api.requests.find((b) => JSON.stringify(b.input).includes("restarted while you worked"));
     expect(JSON.stringify(resumedCall?.input)).toContain("Weather before a crash");
-    await pollUntil(async () => rollouts().length, (n) => n === 0, 10_000, "the thread's rollout deleted");
+    // The thread stays as the user's policy says (sessions.keepDays, 7 by default: a follow-up may resume it): listed in
+    // the worker's sessions.json with Codex's own thread id, whose rollout is there.
+    const id = ((await server.db.prisma.run.findUniqueOrThrow({ where: { id: result.runId } })).request as { session: { id: string } }).session.id;
+    const kept = (JSON.parse(fs.readFileSync(path.join(worker.home, "sessions.json"), "utf8")) as { sessions: { id: string; cliId?: string }[] }).sessions.find((x) => x.id === id);
+    expect(kept?.cliId).toBeTruthy();
+    expect(rollouts().some((f) => f.includes(kept!.cliId!))).toBe(true);
   }, 120_000);
 
   it("the link cut for 20 s while Codex waits on the app's tool, answered during the cut: the run completes, the call asked once, every event once", async () => {

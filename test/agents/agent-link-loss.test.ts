@@ -250,7 +250,7 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     await startWorker().waitFor(/Connected/);
   }
 
-  it("the worker killed (SIGKILL) mid-run and started again: the CLI's saved session resumes, the call it waited on is dropped, and the run completes; its record and session are gone after", async () => {
+  it("the worker killed (SIGKILL) mid-run and started again: the CLI's saved session resumes, the call it waited on is dropped, and the run completes; its record is gone after, its session kept as the user's policy says", async () => {
     explain();
     let asked = 0;
     const run = svc.runs.create({
@@ -278,10 +278,14 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     const resumed = anthropic.messages().filter((m) => JSON.stringify(m.messages).includes("restarted while you worked"));
     expect(resumed.length).toBeGreaterThan(0);
     expect(JSON.stringify(resumed[0].messages)).toContain("Weather before a crash");
-    // Nothing is left on the machine once the run ended.
+    // Once the run ended its job record is gone; the CLI's session stays as the user's policy says (sessions.keepDays,
+    // 7 by default: a follow-up may resume it), listed in the worker's sessions.json.
     await pollUntil(async () => records().length, (n) => n === 0, 10_000, "the job's record removed");
+    const id = ((await server.db.prisma.run.findUniqueOrThrow({ where: { id: result.runId } })).request as { session: { id: string } }).session.id;
+    const kept = (JSON.parse(fs.readFileSync(path.join(machineHome, "sessions.json"), "utf8")) as { sessions: { id: string }[] }).sessions.map((x) => x.id);
+    expect(kept).toContain(id);
     const sessions = fs.existsSync(projects) ? fs.readdirSync(projects).flatMap((d) => fs.readdirSync(path.join(projects, d)).filter((f) => f.endsWith(".jsonl"))) : [];
-    expect(sessions).toEqual([]);
+    expect(sessions).toContain(`${id}.jsonl`);
   }, 90_000);
 
   it("the worker restarted without its jobs folder, or without the CLI's saved session: the run ends worker_restarted, saying the CLI's run is gone; the next run is served", async () => {

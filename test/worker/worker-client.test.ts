@@ -59,7 +59,7 @@ describe("svc-worker against a stand-in service", () => {
     const c = svc.connections[0];
     expect(c.req.headers.authorization).toBe(`Bearer ${token}`);
     expect(c.req.url).toBe("/v1/worker");
-    expect(c.messages[0]).toEqual({ v: 1, type: "hello", payload: { client: "svc-worker", version: "0.1.0", runtimes: [], maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: ["job_resume"] } });
+    expect(c.messages[0]).toEqual({ v: 1, type: "hello", payload: { client: "svc-worker", version: "0.1.0", runtimes: [], maxJobFrameBytes: WORKER_MAX_JOB_FRAME_BYTES, features: ["job_resume", "sessions"] } });
     c.ws.send(JSON.stringify(serverMessage("welcome", { machineId: "mch_test", heartbeatSeconds: 1, appName: "Stand-in" })));
     await w.waitFor(/Connected to Stand-in as mch_test/);
     const sentAt = Date.now();

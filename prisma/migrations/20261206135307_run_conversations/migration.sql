@@ -16,8 +16,7 @@ CREATE TABLE "run_user_messages" (
 );
 
 -- CreateIndex
--- Partial: only runs that continue another (most runs do not).
-CREATE INDEX "runs_previous_run_id_idx" ON "runs"("previous_run_id") WHERE "previous_run_id" IS NOT NULL;
+CREATE INDEX "runs_previous_run_id_idx" ON "runs"("previous_run_id");
 
 -- AddForeignKey
 ALTER TABLE "run_user_messages" ADD CONSTRAINT "run_user_messages_run_id_app_id_environment_fkey" FOREIGN KEY ("run_id", "app_id", "environment") REFERENCES "runs"("id", "app_id", "environment") ON DELETE CASCADE ON UPDATE CASCADE;
