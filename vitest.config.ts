@@ -23,7 +23,7 @@ export default defineConfig({
     pool: "forks",
     // vitest's default is one worker fewer than the cores: one on these 2-core machines. Most suites
     // wait on real processes, sockets and timers rather than the CPU, so three share the cores well
-    // (the whole suite: 275 s instead of 491 s here, same results).
+    // (the whole suite: about 15 minutes on two cores, 14 in the last CI runs on a fresh clone).
     maxWorkers: 3,
     // The longest files first (their durations in test/durations.json): a fresh clone has no timings of its own.
     sequence: { sequencer: LongestFirst },

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { DeviceAnswerResponse, DeviceCodeRequest, DeviceCodeResponse, DeviceLookupResponse, DeviceTokenResponse } from "@svc/contract";
+import { USER_CODE_ALPHABET, type DeviceAnswerResponse, type DeviceCodeRequest, type DeviceCodeResponse, type DeviceLookupResponse, type DeviceTokenResponse } from "@svc/contract";
 import type { Prisma, Tx } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -19,6 +19,8 @@ export const DEVICE_CODE_TTL_SECONDS = 900;
 export const SLOW_DOWN_STEP_SECONDS = 5;
 /** What an unknown code is told; another app's, environment's or user's code is told the same. */
 const NO_SUCH_CODE = "No pairing request has this code: check the code your machine shows.";
+/** The rule a malformed code broke: which letters a code is made of (no vowels, so `ABCD-EFGH` is not one). */
+const MALFORMED_CODE = `A code is 8 letters, each one of ${USER_CODE_ALPHABET} (no vowels, no Y), shown like BCDF-GHJK; case and dashes do not matter.`;
 /** A poll this much early still counts as on time (timer and clock granularity). */
 const POLL_TOLERANCE_MS = 100;
 
@@ -209,7 +211,7 @@ export class DeviceFlowService {
    */
   private async findPending(session: SessionPrincipal, typed: string, address: string, param: string): Promise<DeviceRow> {
     const code = normalizeUserCode(typed);
-    if (!code) throw new ApiError("invalid_request", "A code is 8 letters, shown like BCDF-GHJK.", { param });
+    if (!code) throw new ApiError("invalid_request", MALFORMED_CODE, { param });
     // Checked and counted with the buckets held: racing guesses cannot slip past a full one.
     const d = await this.limiter.admit(guessBuckets(session.sessionId, session, address, this.guessLimits), async (tx) => {
       // Another app's or environment's code, and a code another user of the app already answered (it is theirs now),

@@ -13,7 +13,8 @@ import { pollUntil, ROOT, removeTempDirs, tempDir } from "../helpers/process.js"
  * a started service: one for the app developer, and the "second terminal" the
  * README names for the end user's machine. The only changes are the placeholders
  * a reader fills in (the banner's keys, the one-time code the worker printed) and
- * the addresses (the test's ports).
+ * the addresses (the test's ports). The second terminal gets step 1's exports
+ * pasted too, as step 3 says.
  */
 const { db } = DATABASES[0];
 
@@ -90,14 +91,14 @@ describe("README's quick start for app developers", () => {
     const blocks = quickStartBlocks();
     expect(blocks.length).toBe(7);
     const appPort = await freePort();
-    let code = "ABCD-EFGH";
+    let code = "BCDF-GHJK";
     const fill = (text: string) =>
       text
         .replaceAll("sk_svc_...", server.dev.appKey)
         .replaceAll("pk_svc_...", server.dev.connectKey)
         .replaceAll("http://127.0.0.1:4000", server.url)
         .replaceAll("http://127.0.0.1:3000", `http://127.0.0.1:${appPort}`)
-        .replaceAll("ABCD-EFGH", code);
+        .replaceAll("BCDF-GHJK", code);
     const home = tempDir("svc-quick-start-");
     const env = { PATH: process.env.PATH, HOME: home, APP_PORT: String(appPort), npm_config_cache: path.join(home, ".npm"), npm_config_update_notifier: "false" };
     const first = terminal(env);
@@ -113,7 +114,9 @@ describe("README's quick start for app developers", () => {
       const minted = await paste(1);
       expect(jsonLines(minted)[0]).toMatchObject({ session: expect.stringMatching(/^est_/), url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+\/connect#session=est_/) });
 
-      // 3. The second terminal: download, pair (it waits for the approval), then start.
+      // 3. The second terminal: step 1's exports pasted there too (the connect key), then download, pair (it waits for the approval), start.
+      expect(blocks[2], "step 3 uses the connect key step 1 exported, not a placeholder").toContain("$SVC_CONNECT_KEY");
+      await second.paste(fill(blocks[0]), "__exports_done__");
       await second.paste(fill(blocks[2]));
       code = (await second.waitFor(/one-time code: ([A-Z]{4}-[A-Z]{4})/, 0, 60_000))[1];
 
