@@ -83,7 +83,7 @@ function explain(err, code) {
     case 429:
       return `Too many wrong codes. Try again in ${err.retryAfter ?? "a few"} seconds.`;
     case 400:
-      return `${code} is not a code: codes are 8 letters, like BCDF-GHJK.`;
+      return `${code} is not a code: codes are 8 letters without vowels (BCDFGHJKLMNPQRSTVWXZ), like BCDF-GHJK.`;
     default:
       return `Something went wrong (${err.message}). Try again.`;
   }
