@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { ApprovalDecision, CreateRunRequest, RaiseBudgetRequest, RunMessageRequest, RunMessageResponse, RouteKind, Run as RunView, RunRoute, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
+import type { ApprovalDecision, CreateRunRequest, RaiseBudgetRequest, RunMessageRequest, RunMessageResponse, RouteKind, Run as RunView, RunRoute, RunSource, RunUsage, ToolResultRequest, ApprovalRequest } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -16,7 +16,7 @@ import type { RunEngine } from "./engine.js";
 import { wakePayload } from "./notices.js";
 import type { Answer, RunEnded } from "./driver.js";
 import type { RunStore } from "./store.js";
-import { ACTIVE_STATUSES, type RunRow, type RunSource } from "./run-rows.js";
+import { ACTIVE_STATUSES, type RunRow } from "./run-rows.js";
 import type { WebhookFacts } from "../webhooks/facts.js";
 import { ECHO_MODEL, parseScript, ScriptError } from "./echo-script.js";
 import { runView, type RunRecord } from "./run-view.js";
@@ -148,7 +148,8 @@ export class RunService {
         request.history = await historyOf(this.db, follow.previous.id);
       }
     }
-    const started = await this.begin(tenant, { user: body.user, model: pin ? follow!.session!.asked : model, prefer, source: "runs", request, replayRunId, pin });
+    // On the pinned runtime: the model asked now (another of that CLI's models), else the one the session ran.
+    const started = await this.begin(tenant, { user: body.user, model: pin ? (body.model ?? follow!.session!.asked) : model, prefer, source: "runs", request, replayRunId, pin });
     if (started.handedBack) {
       const why = started.busy ?? (await this.whyNoRoute(tenant, started.endUserId, body.user, started.model, prefer));
       throw new ApiError("serve_in_app", `User ${body.user} has no reachable compute for model ${started.model} on the routes asked (${prefer.filter((k) => k !== "app").join(", ") || "app only"}): ${why}; serve it in the app and report its usage to POST /v1/runs/${started.runId}/usage. The run is counted.`, {
@@ -235,7 +236,13 @@ export class RunService {
       // A machine online but full (its queue at its bound) is busy, not missing: 429 with when to come back.
       const busy = full.length ? busyReason(spec.user, full, this.queueBound) : undefined;
       if (!route && busy) throw new ApiError("compute_busy", `User ${spec.user}'s compute for model ${spec.model} is busy and the routes asked (${spec.prefer.join(", ")}) allow nothing else: ${busy}. Retry after the time in Retry-After, or allow the \`app\` route.`, { headers: { "Retry-After": String(COMPUTE_BUSY_RETRY_SECONDS) } });
-      if (!route && spec.pin) throw new ApiError("session_unavailable", `The ${spec.pin.runtime} session of run ${spec.request.previousRunId} is on machine ${spec.pin.machineId}, which stopped serving it while the follow-up was routed. Retry in a moment, or start the follow-up with onSessionLost: "restart". Nothing was run or counted.`, { param: "previousRunId", headers: { "Retry-After": "5" } });
+      if (!route && spec.pin) {
+        throw new ApiError(
+          "session_unavailable",
+          `The ${spec.pin.runtime} session of run ${spec.request.previousRunId} is on machine ${spec.pin.machineId}, whose ${spec.pin.runtime} does not take model ${spec.model} now (a follow-up goes on in that CLI's session: ask for ${spec.pin.runtime} or ${spec.pin.runtime}/<model>, or the machine stopped serving it meanwhile). Nothing was run or counted; retry, or start the follow-up with onSessionLost: "restart".`,
+          { param: "previousRunId", headers: { "Retry-After": "5" } },
+        );
+      }
       if (!route) throw new ApiError("no_compute", `User ${spec.user} has no reachable compute for model ${spec.model} on the routes asked (${spec.prefer.join(", ")}): ${await this.whyNoRoute(tenant, endUser.id, spec.user, spec.model, spec.prefer)}.`);
       const { r, local } = await this.startOn(route, routedHere, tenant, endUser.id, runId, spec, now);
       // What memory could not know changed the choice (a machine of the user's held elsewhere, a removal, the slots): routed again from the rows. A machine removed since: not chosen again.
