@@ -68,12 +68,14 @@ const Requirements = z
   })
   .describe("The account's `requirements`, as Stripe last reported them.");
 
+/** How the app's Stripe account came to be attached. */
+export const ConnectedVia = z.enum(["oauth", "created", "legacy"]);
+export type ConnectedVia = z.infer<typeof ConnectedVia>;
+
 export const BillingAccount = z.object({
   environment: Environment,
   stripeAccountId: z.string().nullable().describe("The connected account, `acct_...`; null until one is connected."),
-  connectedVia: z
-    .enum(["oauth", "created", "legacy"])
-    .nullable()
+  connectedVia: ConnectedVia.nullable()
     .describe("`oauth`: its owner authorized the platform through Stripe Connect OAuth; `created`: the platform created it for the app (onboarding through Account Links); `legacy`: attached by a bare id before Connect was required (unverified: another app connecting it through OAuth displaces it)."),
   connectedAt: z.string().datetime().nullable(),
   chargesEnabled: z.boolean().nullable().describe("Stripe's `charges_enabled`: checkout is refused while it is false. Null: not known."),
@@ -102,13 +104,17 @@ export const ConnectStart = z.object({
   stripeAccountId: z.string().nullable().describe("`create`: the account the platform created (attached at once, onboarding pending); `oauth`: null until the owner authorizes."),
 });
 
+/** Which way an Account Link sends the owner back: `return` once onboarding is left, `refresh` when the link expired. */
+export const ConnectLink = z.enum(["return", "refresh"]);
+export type ConnectLink = z.infer<typeof ConnectLink>;
+
 export const ConnectCallbackQuery = z.object({
   state: z.string().max(200).optional().describe("The flow's state, as handed to Stripe: it authenticates this call."),
   code: z.string().max(500).optional().describe("OAuth: the authorization code (`ac_...`)."),
   scope: z.string().max(100).optional(),
   error: z.string().max(200).optional().describe("OAuth: Stripe's error, e.g. `access_denied` when the owner declined."),
   error_description: z.string().max(1000).optional(),
-  link: z.enum(["return", "refresh"]).optional().describe("Onboarding: `refresh` when the Account Link expired (a new one is made), else the way back."),
+  link: ConnectLink.optional().describe("Onboarding: `refresh` when the Account Link expired (a new one is made), else the way back."),
 });
 export const ConnectCallbackResult = z.object({
   outcome: z.enum(["connected", "onboarding"]).describe("`onboarding`: the account is attached but Stripe still needs details from its owner."),

@@ -68,6 +68,10 @@ export const ChatCompletionRequest = z
   })
   .passthrough();
 
+/** Why a chat completion's choice ended. */
+export const FinishReason = z.enum(["stop", "length", "tool_calls", "content_filter"]);
+export type FinishReason = z.infer<typeof FinishReason>;
+
 const Usage = z.object({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int() });
 
 export const ChatCompletion = z.object({
@@ -83,7 +87,7 @@ export const ChatCompletion = z.object({
         content: z.string().nullable(),
         tool_calls: z.array(ToolCallOut).optional(),
       }),
-      finish_reason: z.enum(["stop", "length", "tool_calls", "content_filter"]).nullable(),
+      finish_reason: FinishReason.nullable(),
     }),
   ),
   usage: Usage.optional(),
@@ -112,7 +116,7 @@ export const ChatCompletionChunk = z.object({
           )
           .optional(),
       }),
-      finish_reason: z.enum(["stop", "length", "tool_calls", "content_filter"]).nullable(),
+      finish_reason: FinishReason.nullable(),
     }),
   ),
   usage: Usage.nullable().optional(),

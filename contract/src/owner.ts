@@ -224,6 +224,10 @@ export const OwnerRunDetail = z.object({
     .describe("A run started by `POST /v1/responses`: the response's items."),
 });
 
+/** A signal that may lead a user to upgrade: a run paused at a limit, or an alert threshold reached. */
+export const UpgradeSignalKind = z.enum(["paused", "threshold"]);
+export type UpgradeSignalKind = z.infer<typeof UpgradeSignalKind>;
+
 export const ConversionCounts = z.object({ trialsStarted: z.number().int(), converted: z.number().int(), cancelled: z.number().int() });
 export const Conversions = z.object({
   from: z.string(),
@@ -251,7 +255,7 @@ export const Conversions = z.object({
           z.object({
             at: IsoTime,
             user: UserId,
-            kind: z.enum(["paused", "threshold"]),
+            kind: UpgradeSignalKind,
             detail: z.string().describe("`80% of allowance`, `100% of spend`, or the limit a run paused at (`spend_ceiling`, `allowance`, `run_budget`)."),
             runId: z.string().nullable(),
             upgradedTo: z.string().nullable().describe("The plan the user got within 7 days after, if they did."),

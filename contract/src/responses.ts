@@ -26,11 +26,15 @@ const InputContentPart = z
   .passthrough()
   .describe("`input_text`, `input_image`, or (in an assistant message sent back) `output_text` / `refusal`; any other type is a 400 naming it.");
 
+/** Who said a message of a response's input. */
+export const ResponseInputRole = z.enum(["user", "system", "developer", "assistant"]);
+export type ResponseInputRole = z.infer<typeof ResponseInputRole>;
+
 export const ResponseInputMessage = z
   .object({
     type: z.literal("message").optional(),
     id: z.string().max(128).optional(),
-    role: z.enum(["user", "system", "developer", "assistant"]),
+    role: ResponseInputRole,
     content: z.union([z.string(), z.array(InputContentPart)]),
     status: z.string().optional(),
   })

@@ -119,6 +119,7 @@ export const RunMessageRequest = z.object({
   user: UserId.optional().describe("The run's user; when given it must match, or the run is not found."),
 });
 export const MessageDelivery = z.enum(["now", "next_turn"]);
+export type MessageDelivery = z.infer<typeof MessageDelivery>;
 export const RunMessageResponse = z.object({
   runId: z.string(),
   messageId: z.string().describe("The message's id; its `user_message` event carries it."),
@@ -188,7 +189,8 @@ export const RunUsageResponse = z.object({
   amountMicros: z.number().int(),
 });
 
-const Usage = z.object({
+/** What one turn (or a whole run) used: tokens, their cost class and amount (the OpenAPI `TokenUsage`). */
+export const TokenUsage = z.object({
   inputTokens: z.number().int().describe("Input tokens, not counting those read from or written to a prompt cache."),
   outputTokens: z.number().int(),
   cacheReadTokens: z
@@ -200,6 +202,16 @@ const Usage = z.object({
   costClass: CostClass,
   amountMicros: z.number().int(),
 });
+
+export type TokenUsage = z.infer<typeof TokenUsage>;
+
+/** What an approval is asked for: an app tool marked `needsApproval`, or an agent runtime's permission request. */
+export const ApprovalKind = z.enum(["tool", "permission"]);
+export type ApprovalKind = z.infer<typeof ApprovalKind>;
+
+/** A tool call a model turn ended with, handed back whole to the caller who owns the loop (`run_completed.toolCalls`). */
+export const HandedBackToolCall = z.object({ id: z.string(), name: z.string(), arguments: z.string() });
+export type HandedBackToolCall = z.infer<typeof HandedBackToolCall>;
 
 /**
  * The events of a run's `text/event-stream`. Each SSE frame carries `id:` (the
@@ -237,14 +249,14 @@ export const RunEvent = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("approval_request"),
     approvalId: z.string(),
-    what: z.enum(["tool", "permission"]).describe("An app tool marked `needsApproval`, or an agent runtime's permission request."),
+    what: ApprovalKind.describe("An app tool marked `needsApproval`, or an agent runtime's permission request."),
     tool: z.string(),
     callId: z.string().optional().describe("For `tool`: the call that runs once allowed (its `tool_call` frame follows the grant)."),
     arguments: z.unknown(),
     description: z.string().optional(),
     deadlineAt: z.string(),
   }),
-  z.object({ kind: z.literal("usage"), turn: z.number().int(), usage: Usage }),
+  z.object({ kind: z.literal("usage"), turn: z.number().int(), usage: TokenUsage }),
   z.object({
     kind: z.literal("activity"),
     summary: z.string().describe("What an agent runtime did on its own (a command run, a file changed)."),
@@ -266,10 +278,10 @@ export const RunEvent = z.discriminatedUnion("kind", [
   z.object({
     kind: z.literal("run_completed"),
     output: z.string(),
-    usage: Usage,
+    usage: TokenUsage,
     stopReason: z.string().describe("e.g. `end_turn`, `stop`."),
     toolCalls: z
-      .array(z.object({ id: z.string(), name: z.string(), arguments: z.string() }))
+      .array(HandedBackToolCall)
       .optional()
       .describe("A chat completion's tool calls, handed back to its caller (who owns the loop)."),
   }),
@@ -329,11 +341,15 @@ export const isFinalRunEvent = (kind: string): boolean => FINAL_KINDS.has(kind);
 export const RunStatus = z.enum(["queued", "running", "waiting", "paused", "completed", "failed", "cancelled", "handed_back"]);
 export type RunStatus = z.infer<typeof RunStatus>;
 
+/** Which endpoint started a run: `runs` (the agent loop), or `chat` / `responses` (one model turn, the caller owns the loop). */
+export const RunSource = z.enum(["runs", "chat", "responses"]);
+export type RunSource = z.infer<typeof RunSource>;
+
 /** A run as stored (extension `GET /v1/runs/:id`): the authoritative view of where it stands. */
 export const Run = z.object({
   id: z.string(),
   user: z.string(),
-  source: z.enum(["runs", "chat", "responses"]).describe("What started it: `POST /v1/runs`, `POST /v1/chat/completions` or `POST /v1/responses` (the response `resp_X` of run `run_X`)."),
+  source: RunSource.describe("What started it: `POST /v1/runs`, `POST /v1/chat/completions` or `POST /v1/responses` (the response `resp_X` of run `run_X`)."),
   status: RunStatus,
   model: z.string(),
   route: RunRoute.nullable(),

@@ -27,10 +27,14 @@ export const WEBHOOK_FACT_TYPES = WEBHOOK_EVENT_TYPES.filter((t) => t !== "test.
 export const WebhookEventType = z.enum(WEBHOOK_EVENT_TYPES);
 export type WebhookEventType = z.infer<typeof WebhookEventType>;
 
+/** What an alert threshold is a percentage of: the plan's allowance in its unit, or its spend ceiling. */
+export const ThresholdMeasure = z.enum(["allowance", "spend"]);
+export type ThresholdMeasure = z.infer<typeof ThresholdMeasure>;
+
 /** `data` of `allowance.threshold`: sent once per user, window, measure and threshold. */
 export const AllowanceThresholdData = z.object({
   user: UserId,
-  measure: z.enum(["allowance", "spend"]).describe("`allowance`: the plan's allowance in its unit; `spend`: the plan's spend ceiling (for a plan whose allowance is unlimited)."),
+  measure: ThresholdMeasure.describe("`allowance`: the plan's allowance in its unit; `spend`: the plan's spend ceiling (for a plan whose allowance is unlimited)."),
   threshold: z.number().int().describe("The percentage crossed, one of the plan's `alertThresholds`."),
   period: z.string(),
   allowance: Standing.describe("Where the user stood when it was crossed."),
@@ -95,12 +99,16 @@ export const WebhookAttempt = z.object({
   durationMs: z.number().int(),
 });
 
+/** Where a webhook delivery stands: `failed`, every retry was used up. */
+export const WebhookDeliveryStatus = z.enum(["pending", "delivered", "failed"]);
+export type WebhookDeliveryStatus = z.infer<typeof WebhookDeliveryStatus>;
+
 export const WebhookDelivery = z.object({
   id: z.string().describe("The `webhook-id` the receiver saw (the same on every retry)."),
   endpointId: z.string(),
   type: WebhookEventType,
   payload: WebhookPayload,
-  status: z.enum(["pending", "delivered", "failed"]).describe("`failed`: every retry was used up."),
+  status: WebhookDeliveryStatus.describe("`failed`: every retry was used up."),
   attempts: z.array(WebhookAttempt),
   nextAttemptAt: IsoTime.nullable().describe("When a pending delivery is tried next (while an attempt is in flight: until when that attempt holds it)."),
   lastError: z.string().nullable().describe("Why the last attempt failed, or why the delivery stopped (`the endpoint was deleted`)."),
@@ -109,7 +117,7 @@ export const WebhookDelivery = z.object({
 });
 export const WebhookDeliveryQuery = z.object({
   endpoint: z.string().max(64).optional(),
-  status: z.enum(["pending", "delivered", "failed"]).optional(),
+  status: WebhookDeliveryStatus.optional(),
   type: WebhookEventType.optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(128).optional(),

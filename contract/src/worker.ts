@@ -136,12 +136,14 @@ export type AgentRunJob = z.infer<typeof AgentRunJob>;
 export const Job = z.discriminatedUnion("kind", [ModelTurnJob, AgentRunJob]);
 export type Job = z.infer<typeof Job>;
 
-const Usage = z.object({
+/** The tokens a job's model call used, as the machine reports them. */
+export const JobUsage = z.object({
   inputTokens: z.number().int().min(0).describe("Input tokens not read from or written to a prompt cache."),
   outputTokens: z.number().int().min(0),
   cacheReadTokens: z.number().int().min(0).optional().describe("Input tokens read from the provider's prompt cache."),
   cacheWriteTokens: z.number().int().min(0).optional().describe("Input tokens written to the provider's prompt cache."),
 });
+export type JobUsage = z.infer<typeof JobUsage>;
 
 /** What a job produces, streamed as it comes. */
 export const JobEvent = z.discriminatedUnion("type", [
@@ -182,18 +184,18 @@ export const JobEvent = z.discriminatedUnion("type", [
    * The job's `done` (and `failed`) `usage` is still its whole usage as the runtime
    * reports it: the service counts what that has beyond the calls reported.
    */
-  z.object({ type: z.literal("usage"), call: z.string().min(1).max(128), usage: Usage, partial: z.boolean().optional() }),
+  z.object({ type: z.literal("usage"), call: z.string().min(1).max(128), usage: JobUsage, partial: z.boolean().optional() }),
   z.object({
     type: z.literal("done"),
     finishReason: z.string().describe("`stop`, `tool_calls`, `length`, `end_turn`, ..."),
     output: z.string(),
-    usage: Usage,
+    usage: JobUsage,
   }),
   z.object({
     type: z.literal("failed"),
     code: z.string(),
     message: z.string(),
-    usage: Usage.optional().describe(
+    usage: JobUsage.optional().describe(
       "An agent job's whole usage as its runtime reports it at its end (a CLI's last word, its usage reports summed): the service counts what this has beyond the calls reported. Absent: nothing known beyond them.",
     ),
   }),

@@ -48,7 +48,7 @@ export class BillingService {
     private readonly logger: Logger,
     private readonly reads: BillingReads,
   ) {
-    this.connect = new StripeConnect(db, clock, urls, stripe, logger);
+    this.connect = new StripeConnect({ db, clock, urls, stripe, logger });
   }
 
   /** What the plans component renders: the plans on sale (and the default one), and where the session's user stands. */

@@ -1,14 +1,10 @@
 import Stripe from "stripe";
 import type { z } from "zod";
-import type { ConnectCallbackQuery, ConnectCallbackResult, ConnectRequest, ConnectStart } from "@svc/contract";
-import type { Database } from "../db/open.js";
-import type { Clock } from "../clock.js";
+import type { ConnectCallbackQuery, ConnectCallbackResult, ConnectLink, ConnectRequest, ConnectStart } from "@svc/contract";
 import type { Tenant } from "../keys/keys.js";
-import type { PublicUrls } from "../public-urls.js";
 import type { Logger } from "../logger.js";
 import { ApiError } from "../errors.js";
-import type { StripeClients } from "./stripe-client.js";
-import { ACCOUNT_REFRESH_SECONDS, ConnectedAccounts, statusOf, type AccountView } from "./connected-account.js";
+import { ACCOUNT_REFRESH_SECONDS, ConnectedAccounts, statusOf, type AccountView, type StripeDeps } from "./connected-account.js";
 import { ConnectStates, type ConnectFlow } from "./connect-states.js";
 
 export type CallbackAnswer = { kind: "redirect"; location: string } | { kind: "result"; body: z.infer<typeof ConnectCallbackResult> };
@@ -34,19 +30,13 @@ export class StripeConnect {
   private readonly accounts: ConnectedAccounts;
   private readonly states: ConnectStates;
 
-  constructor(
-    private readonly db: Database,
-    private readonly clock: Clock,
-    private readonly urls: PublicUrls,
-    private readonly stripe: StripeClients | null,
-    private readonly logger: Logger,
-  ) {
-    this.accounts = new ConnectedAccounts(db, clock, urls, stripe, logger);
-    this.states = new ConnectStates(db, clock);
+  constructor(private readonly deps: StripeDeps) {
+    this.accounts = new ConnectedAccounts(deps);
+    this.states = new ConnectStates(deps.db, deps.clock);
   }
 
   get callbackUrl(): string {
-    return `${this.urls.base}/v1/billing/connect/callback`;
+    return `${this.deps.urls.base}/v1/billing/connect/callback`;
   }
 
   /** The environment's account id, or null. */
@@ -63,8 +53,8 @@ export class StripeConnect {
   /** The account and its state; asks Stripe again when what is known is older than ACCOUNT_REFRESH_SECONDS (a failure there is logged and the stored state answered). */
   async view(tenant: Tenant, opts: { refresh?: boolean } = {}): Promise<AccountView> {
     let row = await this.accounts.row(tenant);
-    const now = this.clock.now();
-    if (row && opts.refresh && this.stripe && (!row.checked_at || now.getTime() - row.checked_at.getTime() > ACCOUNT_REFRESH_SECONDS * 1000)) {
+    const now = this.deps.clock.now();
+    if (row && opts.refresh && this.deps.stripe && (!row.checked_at || now.getTime() - row.checked_at.getTime() > ACCOUNT_REFRESH_SECONDS * 1000)) {
       const status = await this.accounts.retrieve(row.stripe_account_id);
       if (status) {
         await this.accounts.storeStatus(row.stripe_account_id, tenant, status);
@@ -77,7 +67,7 @@ export class StripeConnect {
   /** Starts a Connect flow: the URL to send the app owner's browser to. */
   async start(tenant: Tenant, request: z.infer<typeof ConnectRequest>): Promise<z.infer<typeof ConnectStart>> {
     const returnUrl = request.returnUrl === undefined ? null : httpUrl(request.returnUrl);
-    const stripe = this.stripe;
+    const stripe = this.deps.stripe;
     if (!stripe) throw new ApiError("not_configured", "Connecting a Stripe account is not available: this service's operator has not configured Stripe (STRIPE_SECRET_KEY); retrying will not help.");
     if (request.mode === "oauth" && !stripe.clientId) {
       throw new ApiError(
@@ -92,11 +82,11 @@ export class StripeConnect {
         `The ${tenant.environment} environment cannot connect a Stripe account on this service: its platform key (STRIPE_SECRET_KEY) is a ${stripe.livemode ? "live" : "test"} key.`,
       );
     }
-    const now = this.clock.now();
-    await this.db.query(`DELETE FROM billing_connect_states WHERE expires_at <= $1`, [now]);
+    const now = this.deps.clock.now();
+    await this.deps.db.query(`DELETE FROM billing_connect_states WHERE expires_at <= $1`, [now]);
     if (request.mode === "create") {
       // A new onboarding link supersedes the earlier ones' ways back (deleted, so repeated starts keep one row).
-      await this.db.query(`DELETE FROM billing_connect_states WHERE app_id = $1 AND environment = $2::"Environment" AND mode = 'onboarding'`, [tenant.appId, tenant.environment]);
+      await this.deps.db.query(`DELETE FROM billing_connect_states WHERE app_id = $1 AND environment = $2::"Environment" AND mode = 'onboarding'`, [tenant.appId, tenant.environment]);
     }
     await this.states.limitFlows(tenant, now);
 
@@ -118,8 +108,8 @@ export class StripeConnect {
       });
       return { mode: "create", url: link.url, expiresAt: expiresAt.toISOString(), stripeAccountId: account };
     } catch (err) {
-      await this.db.query(`DELETE FROM billing_connect_states WHERE id = $1`, [hash]);
-      throw stripeTrouble(err, "an onboarding link", this.logger);
+      await this.deps.db.query(`DELETE FROM billing_connect_states WHERE id = $1`, [hash]);
+      throw stripeTrouble(err, "an onboarding link", this.deps.logger);
     }
   }
 
@@ -160,24 +150,24 @@ export class StripeConnect {
     const row = await this.accounts.row(tenant);
     if (!row) return this.accounts.toView(tenant, null);
     if (row.connected_via === "oauth") {
-      if (this.stripe?.clientId) {
+      if (this.deps.stripe?.clientId) {
         try {
-          await this.stripe.connect.oauth.deauthorize({ client_id: this.stripe.clientId, stripe_user_id: row.stripe_account_id });
+          await this.deps.stripe.connect.oauth.deauthorize({ client_id: this.deps.stripe.clientId, stripe_user_id: row.stripe_account_id });
         } catch (err) {
           // Already disconnected at Stripe (its owner revoked the platform): nothing left to revoke.
           const revokedAlready = err instanceof Stripe.errors.StripeInvalidClientError && (err.statusCode ?? 500) < 500;
-          if (!revokedAlready) throw stripeTrouble(err, "a deauthorization", this.logger);
+          if (!revokedAlready) throw stripeTrouble(err, "a deauthorization", this.deps.logger);
         }
       } else {
-        this.logger.warn({ app: tenant.appId, environment: tenant.environment }, "Stripe account detached without deauthorizing it: STRIPE_CONNECT_CLIENT_ID is not configured");
+        this.deps.logger.warn({ app: tenant.appId, environment: tenant.environment }, "Stripe account detached without deauthorizing it: STRIPE_CONNECT_CLIENT_ID is not configured");
       }
     }
-    await this.db.query(`DELETE FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment" AND stripe_account_id = $3`, [
+    await this.deps.db.query(`DELETE FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment" AND stripe_account_id = $3`, [
       tenant.appId,
       tenant.environment,
       row.stripe_account_id,
     ]);
-    this.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: row.stripe_account_id, connectedVia: row.connected_via }, "Stripe account disconnected");
+    this.deps.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: row.stripe_account_id, connectedVia: row.connected_via }, "Stripe account disconnected");
     return this.accounts.toView(tenant, null);
   }
 
@@ -192,7 +182,7 @@ export class StripeConnect {
       );
     }
     if (!query.code) throw new ApiError("invalid_request", "The callback carries neither an authorization `code` nor an `error`.", { param: "code" });
-    const stripe = this.stripe;
+    const stripe = this.deps.stripe;
     if (!stripe) throw new ApiError("not_configured", "Stripe is not configured on this service: its operator has not set STRIPE_SECRET_KEY; retrying will not help.");
     let account: string | undefined;
     try {
@@ -201,10 +191,10 @@ export class StripeConnect {
     } catch (err) {
       // Stripe's OAuth errors come as `{error, error_description}` whatever the status: only a 4xx is a refusal of the code.
       if (err instanceof Stripe.errors.StripeOAuthError && (err.statusCode ?? 500) < 500) {
-        this.logger.warn({ stripeError: { type: err.type, statusCode: err.statusCode } }, "Stripe refused an OAuth authorization code");
+        this.deps.logger.warn({ stripeError: { type: err.type, statusCode: err.statusCode } }, "Stripe refused an OAuth authorization code");
         throw new ApiError("connect_failed", `Stripe refused the authorization code: ${err.message ?? err.type}. Start connecting again.`);
       }
-      throw stripeTrouble(err, "the authorization code's exchange", this.logger);
+      throw stripeTrouble(err, "the authorization code's exchange", this.deps.logger);
     }
     if (!account || !ACCOUNT_ID.test(account)) throw new ApiError("connect_failed", "Stripe's answer named no account.");
     // Verified: the account's owner authorized the platform. Its state is read now; failing that, it is read later.
@@ -239,21 +229,21 @@ export class StripeConnect {
   }
 
   private async createAccount(tenant: Tenant): Promise<string> {
-    const stripe = this.stripe!;
+    const stripe = this.deps.stripe!;
     let created: Stripe.Account;
     try {
       created = await stripe.api.accounts.create({ type: "standard", metadata: { svc_app: tenant.appId, svc_environment: tenant.environment } });
     } catch (err) {
-      throw stripeTrouble(err, "an account", this.logger);
+      throw stripeTrouble(err, "an account", this.deps.logger);
     }
     if (!ACCOUNT_ID.test(created.id)) throw new ApiError("service_unavailable", "Stripe created an account without a usable id.");
     // The platform created it for this app: it is the app's by construction.
     await this.accounts.attach(tenant, created.id, "created", statusOf(created as unknown as Record<string, unknown>));
-    this.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: created.id }, "Stripe account created for the app");
+    this.deps.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: created.id }, "Stripe account created for the app");
     return created.id;
   }
 
-  private flowUrl(state: string, link: "return" | "refresh"): string {
+  private flowUrl(state: string, link: ConnectLink): string {
     return withQuery(this.callbackUrl, { state, link });
   }
 }

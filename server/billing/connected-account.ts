@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { BillingAccount } from "@svc/contract";
+import type { BillingAccount, ConnectedVia } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -8,11 +8,19 @@ import type { Logger } from "../logger.js";
 import { ApiError } from "../errors.js";
 import type { StripeClients } from "./stripe-client.js";
 
+/** What the app's Stripe account is kept and connected with: the database, the clock, the service's public URLs, the platform's Stripe clients (null: Stripe is not configured), the log. */
+export interface StripeDeps {
+  db: Database;
+  clock: Clock;
+  urls: PublicUrls;
+  stripe: StripeClients | null;
+  logger: Logger;
+}
+
 /** `GET /v1/billing/account` asks Stripe again when what it knows of the account is older than this. */
 export const ACCOUNT_REFRESH_SECONDS = 30;
 
 export type AccountView = z.infer<typeof BillingAccount>;
-export type ConnectedVia = "oauth" | "created" | "legacy";
 
 export interface AccountRow {
   stripe_account_id: string;
@@ -45,16 +53,10 @@ export interface AccountStatus {
  * (connect.ts).
  */
 export class ConnectedAccounts {
-  constructor(
-    private readonly db: Database,
-    private readonly clock: Clock,
-    private readonly urls: PublicUrls,
-    private readonly stripe: StripeClients | null,
-    private readonly logger: Logger,
-  ) {}
+  constructor(private readonly deps: StripeDeps) {}
 
   get webhookUrl(): string {
-    return `${this.urls.base}/v1/stripe/webhook`;
+    return `${this.deps.urls.base}/v1/stripe/webhook`;
   }
 
   /**
@@ -64,11 +66,11 @@ export class ConnectedAccounts {
    * loses it to this verified connection.
    */
   async attach(tenant: Tenant, account: string, via: Exclude<ConnectedVia, "legacy">, status: AccountStatus | null): Promise<void> {
-    const now = this.clock.now();
+    const now = this.deps.clock.now();
     const refused = () =>
       new ApiError("account_in_use", `The Stripe account ${account} is connected to another app in the ${tenant.environment} environment: its owner can disconnect it there, or revoke the platform's access in the Stripe dashboard, and connect it again here.`);
     try {
-      await this.db.prisma.$transaction(async (tx) => {
+      await this.deps.db.prisma.$transaction(async (tx) => {
         const held = await tx.$queryRawUnsafe<{ app_id: string; connected_via: string }[]>(
           `SELECT app_id, connected_via FROM billing_accounts WHERE stripe_account_id = $1 AND environment = $2::"Environment" FOR UPDATE`,
           account,
@@ -78,7 +80,7 @@ export class ConnectedAccounts {
         if (other && other.connected_via !== "legacy") throw refused();
         if (other) {
           await tx.$executeRawUnsafe(`DELETE FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment"`, other.app_id, tenant.environment);
-          this.logger.warn({ app: other.app_id, environment: tenant.environment, stripeAccount: account, to: tenant.appId }, "unverified (legacy) Stripe account attachment displaced by a verified Connect connection");
+          this.deps.logger.warn({ app: other.app_id, environment: tenant.environment, stripeAccount: account, to: tenant.appId }, "unverified (legacy) Stripe account attachment displaced by a verified Connect connection");
         }
         await tx.$executeRawUnsafe(
           `INSERT INTO billing_accounts (app_id, environment, stripe_account_id, connected_via, connected_at, charges_enabled, details_submitted, payouts_enabled, requirements, checked_at, created_at)
@@ -103,22 +105,22 @@ export class ConnectedAccounts {
       if (isUniqueViolation(err)) throw refused();
       throw err;
     }
-    this.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: account, connectedVia: via }, "Stripe account connected");
+    this.deps.logger.info({ app: tenant.appId, environment: tenant.environment, stripeAccount: account, connectedVia: via }, "Stripe account connected");
   }
 
   async retrieve(account: string): Promise<AccountStatus | null> {
-    if (!this.stripe) return null;
+    if (!this.deps.stripe) return null;
     try {
-      return statusOf((await this.stripe.api.accounts.retrieve(account)) as unknown as Record<string, unknown>);
+      return statusOf((await this.deps.stripe.api.accounts.retrieve(account)) as unknown as Record<string, unknown>);
     } catch (err) {
       const e = err as { type?: string; statusCode?: number };
-      this.logger.warn({ stripeAccount: account, stripeError: { type: e.type, statusCode: e.statusCode } }, "Stripe did not describe the connected account");
+      this.deps.logger.warn({ stripeAccount: account, stripeError: { type: e.type, statusCode: e.statusCode } }, "Stripe did not describe the connected account");
       return null;
     }
   }
 
   async storeStatus(account: string, tenant: Tenant, status: AccountStatus): Promise<void> {
-    await this.db.query(
+    await this.deps.db.query(
       `UPDATE billing_accounts SET charges_enabled = $4, details_submitted = $5, payouts_enabled = $6, requirements = $7::jsonb, checked_at = $8
        WHERE app_id = $1 AND environment = $2::"Environment" AND stripe_account_id = $3`,
       [
@@ -129,13 +131,13 @@ export class ConnectedAccounts {
         status.detailsSubmitted,
         status.payoutsEnabled,
         status.requirements ? JSON.stringify(status.requirements) : null,
-        this.clock.now(),
+        this.deps.clock.now(),
       ],
     );
   }
 
   async row(tenant: Tenant): Promise<AccountRow | null> {
-    const rows = await this.db.query<AccountRow>(
+    const rows = await this.deps.db.query<AccountRow>(
       `SELECT stripe_account_id, connected_via, connected_at, charges_enabled, details_submitted, payouts_enabled, requirements, checked_at
        FROM billing_accounts WHERE app_id = $1 AND environment = $2::"Environment"`,
       [tenant.appId, tenant.environment],

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Conversions } from "@svc/contract";
+import type { Conversions, UpgradeSignalKind } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { DayRange } from "../ledger/usage-summary.js";
@@ -89,7 +89,7 @@ async function planSignals(db: Database, params: unknown[]): Promise<z.infer<typ
               count(DISTINCT s.end_user_id) FILTER (WHERE u.created_at IS NOT NULL) AS upgraded ${from} ${where}`,
       params,
     ),
-    db.query<{ at: Date | string; external_id: string; kind: "paused" | "threshold"; measure: string; threshold: number | null; run_id: string | null; upgraded_at: Date | string | null; slug: string | null }>(
+    db.query<{ at: Date | string; external_id: string; kind: UpgradeSignalKind; measure: string; threshold: number | null; run_id: string | null; upgraded_at: Date | string | null; slug: string | null }>(
       `SELECT s.at, e.external_id, s.kind, s.measure, s.threshold, s.run_id, u.created_at AS upgraded_at, p.slug
          ${from} LEFT JOIN plans p ON p.id = u.plan_id ${where}
         ORDER BY s.at DESC, s.id DESC LIMIT ${MAX_SIGNALS}`,

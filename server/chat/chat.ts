@@ -11,14 +11,14 @@ import { randomId } from "../crypto.js";
 import { costClassOf, periodOf } from "../ledger/metering.js";
 import { recordEchoes, type EchoRecord } from "../ledger/echo.js";
 import { ensureEndUser } from "../users/end-users.js";
-import { DEFAULT_CHAT_ROUTE, reachableRuntimes } from "../runs/routing.js";
+import { reachableRuntimes } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
 import type { ChatParams } from "../runs/chat-turn.js";
 import type { RunBus } from "../runs/bus.js";
 import type { RunStore } from "../runs/store.js";
 import type { StoredEvent } from "../runs/run-rows.js";
 import { EventStreamWriter, SLOW_READER_COMMENT } from "../runs/sse.js";
-import { followRun } from "../runs/follow-run.js";
+import { ModelTurnEndpoint } from "../runs/model-turn-endpoint.js";
 import { ChunkWriter, CompletionBuilder, type CompletionHead } from "./completions.js";
 import { GroupCommit } from "../db/group-commit.js";
 import { countWords, ECHO_MODEL } from "../runs/echo-script.js";
@@ -33,19 +33,13 @@ export { ECHO_MODEL } from "../runs/echo-script.js";
  * subscription CLI), routed, counted and driven like any run, its events turned
  * into the chat-completions shapes as they come.
  */
-export class ChatService {
-  constructor(
-    private readonly db: Database,
-    private readonly clock: Clock,
-    private readonly runs: RunService,
-    private readonly store: RunStore,
-    private readonly bus: RunBus,
-    private readonly log: Logger,
-  ) {
+export class ChatService extends ModelTurnEndpoint {
+  private readonly echoRecords: GroupCommit<EchoRecord>;
+
+  constructor(db: Database, clock: Clock, runs: RunService, store: RunStore, bus: RunBus, log: Logger) {
+    super(db, clock, runs, store, bus, log);
     this.echoRecords = new GroupCommit((records) => recordEchoes(this.db, records));
   }
-
-  private readonly echoRecords: GroupCommit<EchoRecord>;
 
   async complete(tenant: Tenant, request: Request, res: Response, replayRunId?: string): Promise<z.infer<typeof ChatCompletion> | Readable> {
     // The end user: `user`, else OpenAI's `safety_identifier` (which replaces the deprecated `user`); `user` wins when both are sent.
@@ -59,16 +53,7 @@ export class ChatService {
       maxTokens: body.max_completion_tokens ?? body.max_tokens ?? undefined,
       temperature: body.temperature ?? undefined,
     };
-    const started = await this.runs.begin(tenant, {
-      user: body.user,
-      model: body.model,
-      prefer: DEFAULT_CHAT_ROUTE,
-      source: "chat",
-      request: { prompt: "", chat, model: body.model },
-      replayRunId,
-    });
-    res.setHeader("Service-Run-Id", started.runId);
-    if (started.handedBack) throw await this.runs.modelTurnHandback(tenant, started, body.user, body.model, "completion");
+    const started = await this.beginTurn(tenant, res, { user: body.user, model: body.model, source: "chat", request: { prompt: "", chat, model: body.model }, replayRunId }, "completion");
     const head: CompletionHead = { id: `chatcmpl-${started.runId.slice(4)}`, created: Math.floor(started.createdAt.getTime() / 1000), model: started.model };
     if (body.stream) return this.streamed(started.runId, head, body.stream_options?.include_usage === true, res, !started.drivenHere);
     return this.gathered(started.runId, head, res, !started.drivenHere);
@@ -99,7 +84,7 @@ export class ChatService {
     const writer = new ChunkWriter(head, includeUsage, (frame) => stream.write(frame), res.req.id);
     writer.open();
     const end = (why: string) => stream.end(why === "slow_reader" ? SLOW_READER_COMMENT : undefined);
-    const stop = followRun(this.store, this.bus, this.log, runId, 0, (e) => writer.event(e), end, readFirst, stream);
+    const stop = this.follow(runId, (e) => writer.event(e), end, readFirst, stream);
     res.on("close", stop);
     return stream.out;
   }
@@ -107,7 +92,7 @@ export class ChatService {
   private gathered(runId: string, head: CompletionHead, res: Response, readFirst: boolean): Promise<z.infer<typeof ChatCompletion>> {
     const builder = new CompletionBuilder(head);
     return new Promise((resolve, reject) => {
-      const stop = followRun(this.store, this.bus, this.log, runId, 0, (e: StoredEvent) => builder.event(e), () => {
+      const stop = this.follow(runId, (e: StoredEvent) => builder.event(e), () => {
         const r = builder.result;
         if (r && "completion" in r) resolve(r.completion);
         else reject(new ApiError("service_unavailable", `The user's runtime could not answer: ${r?.error.message ?? "the answer stopped"}.`));

@@ -1,16 +1,10 @@
 import type { z } from "zod";
-import type { ChatCompletion, ChatCompletionChunk } from "@svc/contract";
+import { FinishReason, type ChatCompletion, type ChatCompletionChunk, type HandedBackToolCall, type TokenUsage } from "@svc/contract";
 import type { StoredEvent } from "../runs/run-rows.js";
 import { runFailureEnvelope, type RunFailureCode } from "../errors.js";
 
 type Chunk = z.infer<typeof ChatCompletionChunk>;
 type Completion = z.infer<typeof ChatCompletion>;
-type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
-interface ToolCall {
-  id: string;
-  name: string;
-  arguments: string;
-}
 
 /** The identity every chunk and the completion of one answer carry. */
 export interface CompletionHead {
@@ -19,9 +13,13 @@ export interface CompletionHead {
   model: string;
 }
 
-const FINISH: ReadonlySet<string> = new Set(["stop", "length", "tool_calls", "content_filter"]);
-const finishOf = (stopReason: string, toolCalls: ToolCall[]): FinishReason => (toolCalls.length ? "tool_calls" : FINISH.has(stopReason) ? (stopReason as FinishReason) : "stop");
-const usageOf = (u: { inputTokens: number; outputTokens: number }) => ({ prompt_tokens: u.inputTokens, completion_tokens: u.outputTokens, total_tokens: u.inputTokens + u.outputTokens });
+/** The choice's finish reason: its tool calls', else the run's stop reason when it is one, else `stop`. */
+function finishOf(stopReason: string, toolCalls: HandedBackToolCall[]): FinishReason {
+  if (toolCalls.length) return "tool_calls";
+  const known = FinishReason.safeParse(stopReason);
+  return known.success ? known.data : "stop";
+}
+const usageOf = (u: Pick<TokenUsage, "inputTokens" | "outputTokens">) => ({ prompt_tokens: u.inputTokens, completion_tokens: u.outputTokens, total_tokens: u.inputTokens + u.outputTokens });
 
 /**
  * Turns a chat run's events into `chat.completion.chunk` frames, as OpenAI
@@ -41,24 +39,25 @@ export class ChunkWriter {
   ) {}
 
   event(e: StoredEvent): void {
-    const d = e.data as Record<string, unknown>;
-    if (e.kind === "text_delta") return this.chunk({ content: d.text as string });
-    if (e.kind === "run_completed") {
-      const toolCalls = (d.toolCalls as ToolCall[] | undefined) ?? [];
+    const d = e.data;
+    if (d.kind === "text_delta") return this.chunk({ content: d.text });
+    if (d.kind === "run_completed") {
+      const toolCalls = d.toolCalls ?? [];
       if (toolCalls.length) {
         this.chunk({ tool_calls: toolCalls.map((c, index) => ({ index, id: c.id, type: "function" as const, function: { name: c.name, arguments: c.arguments } })) });
       }
-      this.chunk({}, finishOf(d.stopReason as string, toolCalls));
-      if (this.includeUsage) this.frame({ ...this.base(), choices: [], usage: usageOf(d.usage as { inputTokens: number; outputTokens: number }) });
+      this.chunk({}, finishOf(d.stopReason, toolCalls));
+      if (this.includeUsage) this.frame({ ...this.base(), choices: [], usage: usageOf(d.usage) });
       return this.write("data: [DONE]\n\n");
     }
-    if (e.kind === "run_cancelled") {
+    if (d.kind === "run_cancelled") {
       this.chunk({}, "stop");
       return this.write("data: [DONE]\n\n");
     }
-    if (e.kind === "run_failed") {
-      const error = d.error as { code: RunFailureCode; message: string };
-      return this.write(`data: ${JSON.stringify(runFailureEnvelope(error.code, `The user's runtime failed: ${error.message}`, this.requestId))}\n\n`);
+    if (d.kind === "run_failed") {
+      // The code a failure is stored with is one `runFailureEnvelope` maps (`runtime_error` and the like); an unknown one falls to its default.
+      const code = d.error.code as RunFailureCode;
+      return this.write(`data: ${JSON.stringify(runFailureEnvelope(code, `The user's runtime failed: ${d.error.message}`, this.requestId))}\n\n`);
     }
   }
 
@@ -92,13 +91,14 @@ export class CompletionBuilder {
   constructor(private readonly head: CompletionHead) {}
 
   event(e: StoredEvent): void {
-    const d = e.data as Record<string, unknown>;
-    if (e.kind === "text_delta") this.text += d.text as string;
-    else if (e.kind === "turn_restarted") this.text = "";
-    else if (e.kind === "run_failed") this.result = { error: d.error as { code: string; message: string } };
-    else if (e.kind === "run_completed" || e.kind === "run_cancelled") {
-      const toolCalls = (d.toolCalls as ToolCall[] | undefined) ?? [];
-      const content = (d.output as string | undefined) ?? this.text;
+    const d = e.data;
+    if (d.kind === "text_delta") this.text += d.text;
+    else if (d.kind === "turn_restarted") this.text = "";
+    else if (d.kind === "run_failed") this.result = { error: d.error };
+    else if (d.kind === "run_completed" || d.kind === "run_cancelled") {
+      const completed = d.kind === "run_completed" ? d : null;
+      const toolCalls = completed?.toolCalls ?? [];
+      const content = d.output ?? this.text;
       this.result = {
         completion: {
           id: this.head.id,
@@ -113,10 +113,10 @@ export class CompletionBuilder {
                 content: content || (toolCalls.length ? null : ""),
                 ...(toolCalls.length ? { tool_calls: toolCalls.map((c) => ({ id: c.id, type: "function" as const, function: { name: c.name, arguments: c.arguments } })) } : {}),
               },
-              finish_reason: e.kind === "run_cancelled" ? "stop" : finishOf(d.stopReason as string, toolCalls),
+              finish_reason: completed ? finishOf(completed.stopReason, toolCalls) : "stop",
             },
           ],
-          ...(d.usage ? { usage: usageOf(d.usage as { inputTokens: number; outputTokens: number }) } : {}),
+          ...(completed?.usage ? { usage: usageOf(completed.usage) } : {}),
         },
       };
     }

@@ -30,8 +30,8 @@ class CountingClient extends pg.Client {
         return cb(...r);
       };
     }
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const result = (super.query as any)(...args);
+    // The overload the arguments pick, as pg picks it: `query` is called with them as they came.
+    const result = Reflect.apply(super.query, this, args);
     if (result && typeof result.then === "function") result.then(done, done);
     return result;
   }
@@ -47,8 +47,7 @@ class ScopedPool extends pg.Pool {
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   override connect(...args: any[]): any {
     const [cb] = args;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    return typeof cb === "function" ? (super.connect as any)(AsyncResource.bind(cb)) : super.connect();
+    return typeof cb === "function" ? super.connect(AsyncResource.bind(cb)) : super.connect();
   }
 }
 

@@ -38,7 +38,7 @@ export function healthRouter(db: Pick<Database, "query">, timeoutMs = READY_TIME
 }
 
 /**
- * `GET /metrics` (Prometheus text). `token` null: the route does not exist (404, as any
+ * `GET /metrics` (Prometheus text). `token` null: the route does not exist (404, like any
  * unknown route); otherwise only `Authorization: Bearer <token>` reads it (401 without it
  * or with another), compared in constant time. `open`: the separate metrics listener
  * (`SVC_METRICS_ADDR`), which takes no token.

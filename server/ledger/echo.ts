@@ -1,3 +1,4 @@
+import type { RunSource } from "@svc/contract";
 import type { Sql } from "../db/open.js";
 import { ECHO_MODEL } from "../runs/echo-script.js";
 import { costClassOf } from "./metering.js";
@@ -14,7 +15,7 @@ export interface EchoRecord {
   created_at: string;
   period: string;
   /** The endpoint (`chat` when absent) and what the run keeps of its request (a stored response's input and output). */
-  source?: "chat" | "responses";
+  source?: Exclude<RunSource, "runs">;
   request?: unknown;
 }
 

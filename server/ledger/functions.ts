@@ -1,4 +1,4 @@
-import type { Environment, RouteKind } from "@svc/contract";
+import type { AllowanceUnit, Environment, RouteKind } from "@svc/contract";
 import type { Sql, Tx } from "../db/open.js";
 import type { CostClassValue } from "./metering.js";
 
@@ -193,7 +193,7 @@ export interface UserUsage {
   /** The window's name: the month (`2026-11`), or the year (`2026`) of a yearly plan. */
   period: string;
   usage_window: string;
-  unit: "runs" | "tokens";
+  unit: AllowanceUnit;
   runs: string | number | bigint;
   input_tokens: string | number | bigint;
   output_tokens: string | number | bigint;

@@ -1,6 +1,6 @@
 import { wakePausedRuns } from "../runs/limits.js";
 import type { z } from "zod";
-import type { Plan as PlanView, PlanInput, PlanUpdate } from "@svc/contract";
+import type { AllowanceUnit, Plan as PlanView, PlanInput, PlanPeriod, PlanUpdate } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -16,8 +16,8 @@ export interface PlanRow {
   description: string | null;
   price_micros: string | number;
   currency: string;
-  period: "month" | "year";
-  allowance_unit: "runs" | "tokens";
+  period: PlanPeriod;
+  allowance_unit: AllowanceUnit;
   allowance: string | number | null;
   overage: boolean;
   overage_price_micros: string | number | null;

@@ -2,7 +2,7 @@ import type { z } from "zod";
 import type { OwnerApiRequestPage, OwnerApiRequestQuery } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
-import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
+import { keysetPage } from "../db/keyset-cursor.js";
 import { ApiError } from "../errors.js";
 
 interface Row {
@@ -36,30 +36,28 @@ export async function listApiRequests(db: Database, tenant: Tenant, q: z.infer<t
   if (q.path) add((n) => `left(r.path, length(${n})) = ${n}`, q.path);
   if (q.requestId) add((n) => `r.request_id = ${n}`, q.requestId);
   if (q.user) add((n) => `coalesce(r."user", u.external_id) = ${n}`, q.user);
-  if (q.cursor) {
-    const after = decodeCursor(q.cursor);
-    if (!/^\d{1,19}$/.test(after.id)) throw new ApiError("invalid_request", "Invalid query field `cursor`: pass the `nextCursor` of a previous page.", { param: "cursor" });
-    params.push(after.createdAt, after.id);
-    where.push(`(r.created_at, r.id) < ($${params.length - 1}::timestamptz, $${params.length}::bigint)`);
-  }
-  params.push(q.limit + 1);
-  const rows = await db.query<Row>(
-    `SELECT r.id::text AS id, r.request_id, r.method, r.path, r.route, r.status, r.error_code, r.duration_ms, r.key_id, k.hint, k.name, r.created_at,
-            r.run_id, coalesce(r."user", u.external_id) AS "user"
-       FROM api_requests r
-       LEFT JOIN app_keys k ON k.id = r.key_id
-       LEFT JOIN runs ru ON ru.id = r.run_id AND ru.app_id = r.app_id AND ru.environment = r.environment
-       LEFT JOIN end_users u ON u.id = ru.end_user_id
-      WHERE ${where.join(" AND ")}
-      ORDER BY r.created_at DESC, r.id DESC
-      LIMIT $${params.length}`,
-    params,
-  );
-  const hasMore = rows.length > q.limit;
-  const page = rows.slice(0, q.limit);
-  const last = page.at(-1);
+  const { rows, hasMore, nextCursor } = await keysetPage(q, (after, take) => {
+    if (after) {
+      if (!/^\d{1,19}$/.test(after.id)) throw new ApiError("invalid_request", "Invalid query field `cursor`: pass the `nextCursor` of a previous page.", { param: "cursor" });
+      params.push(after.createdAt, after.id);
+      where.push(`(r.created_at, r.id) < ($${params.length - 1}::timestamptz, $${params.length}::bigint)`);
+    }
+    params.push(take);
+    return db.query<Row>(
+      `SELECT r.id::text AS id, r.request_id, r.method, r.path, r.route, r.status, r.error_code, r.duration_ms, r.key_id, k.hint, k.name, r.created_at,
+              r.run_id, coalesce(r."user", u.external_id) AS "user"
+         FROM api_requests r
+         LEFT JOIN app_keys k ON k.id = r.key_id
+         LEFT JOIN runs ru ON ru.id = r.run_id AND ru.app_id = r.app_id AND ru.environment = r.environment
+         LEFT JOIN end_users u ON u.id = ru.end_user_id
+        WHERE ${where.join(" AND ")}
+        ORDER BY r.created_at DESC, r.id DESC
+        LIMIT $${params.length}`,
+      params,
+    );
+  }, (r) => r.created_at);
   return {
-    data: page.map((r) => ({
+    data: rows.map((r) => ({
       id: r.id,
       requestId: r.request_id,
       method: r.method,
@@ -74,7 +72,7 @@ export async function listApiRequests(db: Database, tenant: Tenant, q: z.infer<t
       createdAt: new Date(r.created_at).toISOString(),
     })),
     hasMore,
-    nextCursor: hasMore && last ? encodeCursor(new Date(last.created_at), last.id) : null,
+    nextCursor,
     retentionDays,
   };
 }

@@ -1,4 +1,4 @@
-import type { ResponseObject, ResponseOutputItem, ResponseStreamEvent } from "@svc/contract";
+import type { HandedBackToolCall, ResponseObject, ResponseOutputItem, ResponseStreamEvent, TokenUsage } from "@svc/contract";
 import type { StoredEvent } from "../runs/run-rows.js";
 
 /** The request's settings a response echoes (as the specification lists them), fixed when it is created. */
@@ -41,8 +41,7 @@ export const frame = (e: ResponseStreamEvent): string => `event: ${e.type}\ndata
 /** What ends a response's stream, as the Open Responses specification says (OpenAI's clients skip it). */
 export const DONE_FRAME = "data: [DONE]\n\n";
 
-type Usage = { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number };
-type ToolCall = { id: string; name: string; arguments: string };
+type Usage = Pick<TokenUsage, "inputTokens" | "outputTokens" | "cacheReadTokens" | "cacheWriteTokens">;
 
 const usageOf = (u: Usage): NonNullable<ResponseObject["usage"]> => {
   const cached = u.cacheReadTokens ?? 0;
@@ -104,6 +103,8 @@ export class ResponseAssembler {
   private seq = 0;
   private text = "";
   private messageOpen = false;
+  /** The last `usage` event's: what the turn used. */
+  private turnUsage: Usage | null = null;
   /** The response once the run ended. */
   final: ResponseObject | null = null;
 
@@ -152,7 +153,7 @@ export class ResponseAssembler {
     return item;
   }
 
-  private functionCalls(calls: ToolCall[], first: number): ResponseOutputItem[] {
+  private functionCalls(calls: HandedBackToolCall[], first: number): ResponseOutputItem[] {
     return calls.map((c, i) => {
       const output_index = first + i;
       const id = `fc_${this.head.suffix}_${i}`;
@@ -166,32 +167,34 @@ export class ResponseAssembler {
   }
 
   event(e: StoredEvent): void {
-    const d = e.data as unknown as Record<string, unknown>;
-    if (e.kind === "text_delta") {
-      const delta = d.text as string;
+    const d = e.data;
+    if (d.kind === "text_delta") {
+      const delta = d.text;
       this.openMessage();
       this.text += delta;
       this.send({ type: "response.output_text.delta", output_index: 0, item_id: this.messageId, content_index: 0, delta, logprobs: [] });
       return;
     }
     // The turn ran again on another instance (a takeover): the message starts over in the object; deltas already sent stay sent.
-    if (e.kind === "turn_restarted") this.text = "";
-    if (e.kind !== "run_completed" && e.kind !== "run_failed" && e.kind !== "run_cancelled") return;
-    const completedAt = this.endedAt();
-    const usage = d.usage ? usageOf(d.usage as Usage) : null;
-    if (e.kind === "run_failed") {
-      const error = d.error as { code: string; message: string };
+    if (d.kind === "turn_restarted") this.text = "";
+    // What the turn used, said before the run ended: a failure's usage (its `run_failed` carries none).
+    if (d.kind === "usage") this.turnUsage = d.usage;
+    if (d.kind === "run_failed") {
+      const usage = this.turnUsage ? usageOf(this.turnUsage) : null;
       const output = this.messageOpen || this.text ? [this.closeMessage(this.text, "incomplete")] : [];
-      this.finish("response.failed", { status: "failed", output, usage, error: { type: "server_error", code: error.code, message: `The user's runtime failed: ${error.message}` } });
+      this.finish("response.failed", { status: "failed", output, usage, error: { type: "server_error", code: d.error.code, message: `The user's runtime failed: ${d.error.message}` } });
       return;
     }
-    const text = typeof d.output === "string" && d.output ? d.output : this.text;
-    const calls = (d.toolCalls as ToolCall[] | undefined) ?? [];
-    if (e.kind === "run_cancelled") {
+    if (d.kind !== "run_completed" && d.kind !== "run_cancelled") return;
+    const completedAt = this.endedAt();
+    const text = d.output ? d.output : this.text;
+    if (d.kind === "run_cancelled") {
       const output = this.messageOpen || text ? [this.closeMessage(text, "incomplete")] : [];
-      this.finish("response.incomplete", { status: "incomplete", output, usage, incomplete_details: { reason: "cancelled" } });
+      this.finish("response.incomplete", { status: "incomplete", output, usage: null, incomplete_details: { reason: "cancelled" } });
       return;
     }
+    const usage = d.usage ? usageOf(d.usage) : null;
+    const calls = d.toolCalls ?? [];
     const truncated = d.stopReason === "length";
     const output = [...(text || !calls.length || this.messageOpen ? [this.closeMessage(text, truncated ? "incomplete" : "completed")] : [])];
     output.push(...this.functionCalls(calls, output.length));

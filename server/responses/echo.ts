@@ -1,12 +1,12 @@
 import type { Readable } from "node:stream";
 import type { Response } from "express";
-import type { ResponseObject } from "@svc/contract";
+import type { HandedBackToolCall, ResponseObject, TokenUsage } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { periodOf } from "../ledger/metering.js";
+import { costClassOf, periodOf } from "../ledger/metering.js";
 import { recordEchoes, type EchoRecord } from "../ledger/echo.js";
 import { ensureEndUser } from "../users/end-users.js";
 import { GroupCommit } from "../db/group-commit.js";
@@ -47,13 +47,13 @@ export class EchoResponder {
     } else {
       const now = this.clock.now();
       const runId = randomId("run_", 24);
-      events = await this.turn(history, record);
+      let usage: TokenUsage;
+      ({ events, usage } = await this.turn(history, record));
       const head: ResponseHead = { id: responseIdOf(runId), suffix: suffixOf(runId), created_at: Math.floor(now.getTime() / 1000), model: ECHO_MODEL, settings: record.settings };
       const assembler = new ResponseAssembler(head, () => {}, () => head.created_at);
       for (const e of events) assembler.event(e);
       final = assembler.final!;
       const endUserId = await ensureEndUser(this.db, tenant, user);
-      const usage = (events.at(-1)!.data as { usage?: { inputTokens: number; outputTokens: number } }).usage ?? { inputTokens: 0, outputTokens: 0 };
       await this.records.add({
         id: runId,
         app_id: tenant.appId,
@@ -81,8 +81,8 @@ export class EchoResponder {
     return out.out;
   }
 
-  /** This request's turn of the conversation: the events a model run would have stored. */
-  private async turn(history: StoredItem[], record: ResponseRecord): Promise<StoredEvent[]> {
+  /** This request's turn of the conversation: the events a model run would have stored, and what it used. */
+  private async turn(history: StoredItem[], record: ResponseRecord): Promise<{ events: StoredEvent[]; usage: TokenUsage }> {
     const lastUser = history.findLastIndex((i) => i.type === "message" && i.role === "user");
     const prompt = lastUser >= 0 ? itemText(history[lastUser]) : "";
     let steps;
@@ -97,7 +97,7 @@ export class EchoResponder {
     const lastCall = calls.at(-1);
     const results = since.filter((i) => i.type === "function_call_output" && i.call_id === lastCall?.call_id).map((i) => String(i.output));
     let text = "";
-    const toolCalls: { id: string; name: string; arguments: string }[] = [];
+    const toolCalls: HandedBackToolCall[] = [];
     let failure: string | null = null;
     for (const step of steps ? stepsOfTurn(steps, calls.length) : [{ say: prompt }]) {
       if ("say" in step) text += step.say.replaceAll("{{result}}", results.join("\n"));
@@ -107,10 +107,9 @@ export class EchoResponder {
       if (failure) break;
     }
     const inputText = history.map((i) => (i.type === "message" ? itemText(i) : i.type === "function_call_output" ? String(i.output) : "")).join(" ");
-    const usage = { inputTokens: countWords(`${record.settings.instructions ?? ""} ${inputText}`), outputTokens: countWords(text) };
+    const usage = echoUsage(countWords(`${record.settings.instructions ?? ""} ${inputText}`), countWords(text));
     const deltas = (text.match(/\S+\s*|\s+/g) ?? []).map((piece, i): StoredEvent => ({ seq: i + 1, kind: "text_delta", data: { kind: "text_delta", turn: 1, text: piece } }));
-    if (failure !== null) return [...deltas, { seq: 0, kind: "run_failed", data: { kind: "run_failed", error: { code: "runtime_error", message: failure }, usage } as never }];
-    return [...deltas, { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage, stopReason: toolCalls.length ? "tool_calls" : "stop", toolCalls } as never }];
+    return { events: [...deltas, ...ending(text, usage, failure === null ? { toolCalls } : { error: { code: "runtime_error", message: failure } })], usage };
   }
 
   private async firstAnswer(tenant: Tenant, runId: string): Promise<ResponseObject> {
@@ -123,12 +122,26 @@ export class EchoResponder {
 /** What a response said: its message's text. */
 const textOf = (r: ResponseObject): string => r.output.flatMap((i) => (i.type === "message" ? i.content.map((p) => p.text) : [])).join("");
 
+/** What an echo answer used: its words as tokens, cost class `free` (the service answered), nothing charged. */
+const echoUsage = (inputTokens: number, outputTokens: number): TokenUsage => ({ inputTokens, outputTokens, costClass: costClassOf("service"), amountMicros: 0 });
+
+/**
+ * How an echo answer ends, as a model run's turn ends: its `usage` event, then `run_completed`
+ * (with the tool calls handed back) or `run_failed` (a script's `fail` step: `runtime_error`).
+ */
+function ending(text: string, usage: TokenUsage, end: { toolCalls: HandedBackToolCall[] } | { error: { code: string; message: string } }): StoredEvent[] {
+  const used: StoredEvent = { seq: 0, kind: "usage", data: { kind: "usage", turn: 1, usage } };
+  if ("error" in end) return [used, { seq: 0, kind: "run_failed", data: { kind: "run_failed", error: end.error, stopReason: "runtime_error" } }];
+  const { toolCalls } = end;
+  return [used, { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage, stopReason: toolCalls.length ? "tool_calls" : "stop", toolCalls } }];
+}
+
 /** The events that give `final` again (a repeat's stream). */
 function eventsOf(final: ResponseObject): StoredEvent[] {
   const text = textOf(final);
   const toolCalls = final.output.flatMap((i) => (i.type === "function_call" ? [{ id: i.call_id, name: i.name, arguments: i.arguments }] : []));
-  const usage = { inputTokens: final.usage?.input_tokens ?? 0, outputTokens: final.usage?.output_tokens ?? 0 };
+  const usage = echoUsage(final.usage?.input_tokens ?? 0, final.usage?.output_tokens ?? 0);
   const deltas: StoredEvent[] = text ? [{ seq: 1, kind: "text_delta", data: { kind: "text_delta", turn: 1, text } }] : [];
-  if (final.status === "failed") return [...deltas, { seq: 0, kind: "run_failed", data: { kind: "run_failed", error: { code: final.error?.code ?? "runtime_error", message: (final.error?.message ?? "").replace(/^The user's runtime failed: /, "") }, usage } as never }];
-  return [...deltas, { seq: 0, kind: "run_completed", data: { kind: "run_completed", output: text, usage, stopReason: toolCalls.length ? "tool_calls" : "stop", toolCalls } as never }];
+  const error = final.status === "failed" ? { code: final.error?.code ?? "runtime_error", message: (final.error?.message ?? "").replace(/^The user's runtime failed: /, "") } : null;
+  return [...deltas, ...ending(text, usage, error ? { error } : { toolCalls })];
 }

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatTool, CreateResponseRequest, ResponseFunctionTool } from "@svc/contract";
+import type { ChatMessage, ChatTool, CreateResponseRequest, ResponseFunctionTool, ResponseInputRole } from "@svc/contract";
 import { ApiError } from "../errors.js";
 
 /** An input item as kept with a stored response (and listed by `input_items`): every item has an id. */
@@ -66,7 +66,7 @@ export function toChatMessages(items: StoredItem[]): ChatMessage[] {
   const messages: ChatMessage[] = [];
   for (const item of items) {
     if (item.type === "message") {
-      const role = item.role as "user" | "system" | "developer" | "assistant";
+      const role = item.role as ResponseInputRole;
       const parts = item.content as Part[];
       if (role === "assistant") {
         messages.push({ role, content: parts.map((p) => p.text ?? p.refusal ?? "").join("") });

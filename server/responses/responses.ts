@@ -8,14 +8,13 @@ import type { Logger } from "../logger.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
 import { randomId } from "../crypto.js";
-import { DEFAULT_CHAT_ROUTE } from "../runs/routing.js";
 import type { RunService } from "../runs/runs.js";
 import type { ChatParams } from "../runs/chat-turn.js";
 import type { RunBus } from "../runs/bus.js";
 import type { RunStore } from "../runs/store.js";
 import type { StoredEvent } from "../runs/run-rows.js";
 import { EventStreamWriter, SLOW_READER_COMMENT } from "../runs/sse.js";
-import { followRun } from "../runs/follow-run.js";
+import { ModelTurnEndpoint } from "../runs/model-turn-endpoint.js";
 import { ECHO_MODEL } from "../runs/echo-script.js";
 import { functionTools, hasImage, inputItems, toChatMessages, toChatTools, type StoredItem } from "./input.js";
 import { DONE_FRAME, frame, ResponseAssembler, responseIdOf, responseObject, suffixOf, type ResponseHead, type ResponseSettings } from "./assemble.js";
@@ -59,18 +58,11 @@ const RESPONSE_ID = /^resp_([a-z0-9]{24})$/;
  * written in the statement that starts it: nothing more on the way to the first
  * token. Its id is its run's (`resp_X` is `run_X`).
  */
-export class ResponsesService {
+export class ResponsesService extends ModelTurnEndpoint {
   private readonly echo: EchoResponder;
 
-  constructor(
-    private readonly db: Database,
-    private readonly clock: Clock,
-    private readonly runs: RunService,
-    private readonly store: RunStore,
-    private readonly bus: RunBus,
-    private readonly log: Logger,
-    private readonly retentionDays: number = DEFAULT_RESPONSE_RETENTION_DAYS,
-  ) {
+  constructor(db: Database, clock: Clock, runs: RunService, store: RunStore, bus: RunBus, log: Logger, private readonly retentionDays: number = DEFAULT_RESPONSE_RETENTION_DAYS) {
+    super(db, clock, runs, store, bus, log);
     this.echo = new EchoResponder(db, clock, () => runs.ended("completed", null));
   }
 
@@ -125,9 +117,7 @@ export class ResponsesService {
       reasoningEffort: request.reasoning?.effort ?? undefined,
       ...(tools.length ? { toolChoice: chatToolChoice(request.tool_choice), parallelToolCalls: request.parallel_tool_calls ?? undefined } : {}),
     };
-    const started = await this.runs.begin(tenant, { user, model: request.model, prefer: DEFAULT_CHAT_ROUTE, source: "responses", request: { prompt: "", chat, model: request.model, responses: record }, replayRunId });
-    res.setHeader("Service-Run-Id", started.runId);
-    if (started.handedBack) throw await this.runs.modelTurnHandback(tenant, started, user, request.model, "response");
+    const started = await this.beginTurn(tenant, res, { user, model: request.model, source: "responses", request: { prompt: "", chat, model: request.model, responses: record }, replayRunId }, "response");
     const head: ResponseHead = { id: responseIdOf(started.runId), suffix: suffixOf(started.runId), created_at: Math.floor(started.createdAt.getTime() / 1000), model: started.model, settings };
     const readFirst = !started.drivenHere;
     if (request.stream) {
@@ -142,13 +132,13 @@ export class ResponsesService {
         if (assembler.final) stream.write(DONE_FRAME);
         stream.end();
       };
-      const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e) => assembler.event(e), end, readFirst, stream);
+      const stop = this.follow(started.runId, (e) => assembler.event(e), end, readFirst, stream);
       res.on("close", stop);
       return stream.out;
     }
     const assembler = new ResponseAssembler(head, () => {}, this.seconds);
     return new Promise((resolve) => {
-      const stop = followRun(this.store, this.bus, this.log, started.runId, 0, (e: StoredEvent) => assembler.event(e), () => resolve(assembler.final ?? responseObject(head, { status: "failed", error: { type: "server_error", code: "server_error", message: "The answer stopped before it ended." } })), readFirst);
+      const stop = this.follow(started.runId, (e: StoredEvent) => assembler.event(e), () => resolve(assembler.final ?? responseObject(head, { status: "failed", error: { type: "server_error", code: "server_error", message: "The answer stopped before it ended." } })), readFirst);
       res.on("close", stop);
     });
   }
@@ -296,7 +286,7 @@ export class ResponsesService {
     const { active, last } = await this.store.runEnd(row.id);
     const end = !active && last && isFinalRunEvent(last.kind) ? last : null;
     // An ended run's final event carries what it said (but a failure's): only then are its stored deltas not read.
-    const said = end && end.kind !== "run_failed" && (end.data as { output?: string }).output;
+    const said = end && (end.data.kind === "run_completed" || end.data.kind === "run_cancelled") && end.data.output;
     const text = said ? "" : await this.store.streamedText(row.id);
     if (text) assembler.event({ seq: 0, kind: "text_delta", data: { kind: "text_delta", turn: 1, text } });
     if (end) assembler.event(end);

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatTool, JobEvent } from "@svc/contract";
+import type { ChatMessage, ChatTool, HandedBackToolCall, JobEvent } from "@svc/contract";
 import { RunDriver, type RunEnd } from "./driver.js";
 
 /** What a chat-completions run asks of the model: the caller's conversation and tools, as sent. */
@@ -33,7 +33,7 @@ export class ChatTurnDriver extends RunDriver {
   protected async loop(): Promise<RunEnd> {
     const chat = (this.run.request as unknown as { chat: ChatParams }).chat;
     if (this.seq > 1) this.emit("turn_restarted", { turn: 1, reason: "the instance driving the run was lost; the turn runs again" });
-    const calls: { id: string; name: string; arguments: string }[] = [];
+    const calls: HandedBackToolCall[] = [];
     const turn = this.trace.turn(1, chat.messages, { maxTokens: chat.maxTokens, temperature: chat.temperature });
     const done = await new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
       this.dispatch(

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
-import type { ChatMessage, CreateRunRequest, OnSessionLost, RouteKind, RunRoute, RunStatus } from "@svc/contract";
+import type { ChatMessage, CreateRunRequest, OnSessionLost, RouteKind, RunRoute, RunSource, RunStatus } from "@svc/contract";
 import type { Sql } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
-import { ACTIVE_STATUSES, STORED_CONVERSATION_SQL, type RunRow, type RunSource } from "./run-rows.js";
+import { ACTIVE_STATUSES, STORED_CONVERSATION_SQL, type RunRow } from "./run-rows.js";
 
 /**
  * Conversations: a follow-up run continues an ended run (`previousRunId`). On a model

@@ -1,4 +1,4 @@
-import { isFinalRunEvent, type ApprovalDecision, type Job, type JobEvent, type JobSpanRecord, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
+import { isFinalRunEvent, type ApprovalDecision, type Job, type JobEvent, type JobSpanRecord, type JobUsage, type MessageDelivery, type RunEvent, type RunEventOf, type RunStopCode } from "@svc/contract";
 import type { Clock } from "../clock.js";
 import type { Logger } from "../logger.js";
 import { JobTooLarge, SessionsUnsupported, type WorkerHub, type JobHandle } from "../workers/hub.js";
@@ -131,7 +131,7 @@ export abstract class RunDriver {
    */
   private readonly relayFirst: boolean;
   /** The run's tokens so far (stored, plus what this driver added). */
-  protected readonly tokens: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number };
+  protected readonly tokens: JobUsage;
   /** The run's spans on this instance (server/telemetry/spans.ts); a no-op when tracing is off. */
   protected readonly trace: RunTrace;
 
@@ -473,7 +473,7 @@ export abstract class RunDriver {
    * `user_message` event (`delivery` as it is handed over), and the write that stores the events marks them
    * delivered (`Writes.delivered`), so each is delivered once, also across a takeover.
    */
-  protected takeMessages(inputs: RunInputs, delivery: "now" | "next_turn"): { taken: { message_id: string; content: string }[]; delivered: { message_id: string; seq: number }[] } {
+  protected takeMessages(inputs: RunInputs, delivery: MessageDelivery): { taken: { message_id: string; content: string }[]; delivered: { message_id: string; seq: number }[] } {
     const taken = (inputs.messages ?? []).filter((m) => !this.handedOver.has(m.message_id));
     if (inputs.messages) inputs.messages = [];
     const delivered = taken.map((m) => {

@@ -4,7 +4,7 @@ import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
 import { usageOfRun } from "../ledger/usage.js";
-import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
+import { keysetPage } from "../db/keyset-cursor.js";
 import type { RunStore } from "./store.js";
 import type { RunService } from "./runs.js";
 import { runView } from "./run-view.js";
@@ -99,24 +99,23 @@ export class RunInspector {
   ) {}
 
   async list(tenant: Tenant, q: z.infer<typeof OwnerRunQuery>): Promise<z.infer<typeof OwnerRunPage>> {
-    const after = q.cursor ? decodeCursor(q.cursor) : null;
-    const rows = await this.db.prisma.run.findMany({
-      where: {
-        appId: tenant.appId,
-        environment: tenant.environment,
-        ...(q.user !== undefined ? { endUser: { externalId: q.user } } : {}),
-        ...(q.status !== undefined ? { status: q.status } : {}),
-        ...(q.route !== undefined ? { routeKind: q.route } : {}),
-        ...(after ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] } : {}),
-      },
-      include: { endUser: { select: { externalId: true } } },
-      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-      take: q.limit + 1,
-    });
-    const hasMore = rows.length > q.limit;
-    const page = rows.slice(0, q.limit);
-    const last = page.at(-1);
-    return { data: page.map(runView), hasMore, nextCursor: hasMore && last ? encodeCursor(last.createdAt, last.id) : null };
+    const { rows, hasMore, nextCursor } = await keysetPage(q, (after, take) =>
+      this.db.prisma.run.findMany({
+        where: {
+          appId: tenant.appId,
+          environment: tenant.environment,
+          ...(q.user !== undefined ? { endUser: { externalId: q.user } } : {}),
+          ...(q.status !== undefined ? { status: q.status } : {}),
+          ...(q.route !== undefined ? { routeKind: q.route } : {}),
+          ...(after ? { OR: [{ createdAt: { lt: after.createdAt } }, { createdAt: after.createdAt, id: { lt: after.id } }] } : {}),
+        },
+        include: { endUser: { select: { externalId: true } } },
+        orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+        take,
+      }),
+      (r) => r.createdAt,
+    );
+    return { data: rows.map(runView), hasMore, nextCursor };
   }
 
   /** A run's events (the first MAX_INSPECTED_EVENTS): from the run bus while they are there, else from `run_events`. */

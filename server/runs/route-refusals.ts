@@ -1,4 +1,4 @@
-import type { RouteKind } from "@svc/contract";
+import type { RouteKind, RuntimeKind } from "@svc/contract";
 import type { Sql } from "../db/open.js";
 import type { Clock } from "../clock.js";
 import type { Tenant } from "../keys/keys.js";
@@ -31,7 +31,7 @@ export async function noRouteReason(sql: Sql, clock: Clock, tenant: Tenant, endU
     const seen = last.last_heartbeat_at ? `last seen ${ago(now - new Date(last.last_heartbeat_at).getTime())} ago (${last.hostname})` : `never connected (${last.hostname})`;
     return `none of ${user}'s ${machines.length} paired machine${machines.length === 1 ? " is" : "s is"} online: ${seen}; a run routes there once svc-worker start runs on it`;
   }
-  const runtimes = await sql.query<{ machine_id: string; hostname: string; name: string; kind: "model" | "agent"; billing: Billing | null; models: unknown; supported: boolean; note: string | null; unavailable: string | null; version: string | null; limits: RuntimeLimits | null }>(
+  const runtimes = await sql.query<{ machine_id: string; hostname: string; name: string; kind: RuntimeKind; billing: Billing | null; models: unknown; supported: boolean; note: string | null; unavailable: string | null; version: string | null; limits: RuntimeLimits | null }>(
     `SELECT r.machine_id, m.hostname, r.name, r.kind, r.billing, r.models, r.supported, r.note, r.unavailable, r.version, r.limits FROM runtimes r JOIN machines m ON m.id = r.machine_id
       WHERE r.machine_id = ANY($1::text[]) ORDER BY r.name`,
     [online.map((m) => m.id)],

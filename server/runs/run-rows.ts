@@ -1,4 +1,4 @@
-import type { ChatMessage, Environment, OnSessionLost, RunEvent, RunEventOf, RunLimits, RunRoute, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
+import type { ApprovalKind, ChatMessage, Environment, JobUsage, OnSessionLost, RunEvent, RunEventOf, RunLimits, RunRoute, RunSource, RunStatus, RuntimeBilling, RuntimeKind, Tool } from "@svc/contract";
 import type { CostClassValue } from "../ledger/metering.js";
 
 /** A run's rows as the store writes and reads them: the run, its events, the calls, approvals and ledger rows a step adds, and what its driver waits on. */
@@ -9,9 +9,6 @@ export const ACTIVE_STATUSES_SQL = ACTIVE_STATUSES.map((s) => `'${s}'`).join(", 
 
 /** A run's model conversation as stored, in a statement on `runs`: the row's own when it has one (a run begun before `run_messages`, or while an instance of a version before it was alive), else its messages in order. */
 export const STORED_CONVERSATION_SQL = `COALESCE(runs.transcript, (SELECT jsonb_agg(m.message ORDER BY m.n) FROM run_messages m WHERE m.run_id = runs.id))`;
-
-/** Which endpoint started a run: `runs` (the agent loop), or `chat` / `responses` (one model turn, the caller owns the loop). */
-export type RunSource = "runs" | "chat" | "responses";
 
 /** A run of one model turn whose caller owns the loop (chat completions, responses). */
 export const isModelTurn = (source: RunSource): boolean => source !== "runs";
@@ -100,7 +97,7 @@ export interface AgentState {
   /** Open calls of the app's tools, by the service's call id: the worker's id, the tool, its arguments, an approval it waits on, the deadline. */
   calls: Record<string, { workerId: string; name: string; args: unknown; approvalId?: string; deadline: number }>;
   /** Model calls still open, as their partial reports said them: counted by whoever ends the run if they never end. */
-  open?: Record<string, { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }>;
+  open?: Record<string, JobUsage>;
   /**
    * The answers passed on to the CLI lately (`permission`: approval id → the CLI's request id;
    * `tool`: call id → the worker's id; `denied`: a tool call's approval id → the worker's id):
@@ -136,7 +133,7 @@ export interface NewToolCall {
 }
 export interface NewApproval {
   approval_id: string;
-  kind: RunEventOf<"approval_request">["what"];
+  kind: ApprovalKind;
   request: unknown;
   deadline_at: string;
 }

@@ -1,5 +1,5 @@
 import type { z } from "zod";
-import type { Run as RunView, RunRoute } from "@svc/contract";
+import type { Run as RunView, RunRoute, RunSource } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import { costClassOf, type CostRoute } from "../ledger/metering.js";
 
@@ -12,7 +12,7 @@ export function runView(r: RunRecord & { endUser: { externalId: string } }): z.i
   return {
     id: r.id,
     user: r.endUser.externalId,
-    source: r.source as "runs" | "chat" | "responses",
+    source: r.source as RunSource,
     status: r.status,
     model: r.model,
     route: r.routeKind as RunRoute | null,

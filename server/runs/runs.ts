@@ -337,7 +337,7 @@ export class RunService {
   /**
    * A run on `svc/echo`: answered by the service itself (route `service`, cost
    * class `free`), whatever the route asked, and driven here by the same engine
-   * as any run. Its script is checked first: a bad one is a 400 and nothing is
+   * like any run. Its script is checked first: a bad one is a 400 and nothing is
    * created. Free like a completion on `svc/echo`: no plan is checked and its
    * ledger row (kind `echo`) counts against no allowance.
    */

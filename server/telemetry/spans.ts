@@ -1,6 +1,6 @@
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type Context, type Span, type SpanContext } from "@opentelemetry/api";
 import { ATTR_ERROR_TYPE } from "@opentelemetry/semantic-conventions";
-import type { ChatMessage, JobSpanRecord } from "@svc/contract";
+import type { ApprovalKind, ChatMessage, JobSpanRecord, JobUsage } from "@svc/contract";
 import type { RunRow } from "../runs/run-rows.js";
 import { boundedValue, GEN_AI, inputMessages, outputMessages } from "./genai.js";
 import { contentCaptured, tracer, tracingOn } from "./tracing.js";
@@ -93,16 +93,16 @@ export interface TurnResult {
 export interface RunTrace {
   /** The run's `invoke_agent` span begins (driving it, or ending it unstarted). */
   start(): void;
-  end(outcome: RunOutcome, tokens?: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }): void;
+  end(outcome: RunOutcome, tokens?: JobUsage): void;
   /** A model turn begins: its `chat` span. */
   turn(turn: number, messages: ChatMessage[], request?: { maxTokens?: number; temperature?: number }): TurnTrace;
   /** The job of an agent run is the run itself: the machine's spans go under `invoke_agent`. */
   agentJob(): TurnTrace;
   /** An agent CLI's model call, as the machine reported its usage: its `chat` span from the first report to the final one. */
-  modelCall(call: string, usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }, partial: boolean): void;
+  modelCall(call: string, usage: JobUsage, partial: boolean): void;
   toolCall(callId: string, name: string, args: unknown): void;
   toolDone(callId: string, result: unknown, isError: boolean): void;
-  approval(approvalId: string, what: "tool" | "permission", tool: string, callId?: string): void;
+  approval(approvalId: string, what: ApprovalKind, tool: string, callId?: string): void;
   approvalDone(approvalId: string, decision: string): void;
   /** A write carrying `rows` ledger rows of the run: its `svc.ledger.write` span. */
   ledger<T>(rows: number, write: () => Promise<T>): Promise<T>;
@@ -193,7 +193,7 @@ class LiveRunTrace implements RunTrace {
     this.ctx = trace.setSpan(ROOT_CONTEXT, this.span);
   }
 
-  end(outcome: RunOutcome, tokens?: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }): void {
+  end(outcome: RunOutcome, tokens?: JobUsage): void {
     if (this.ended) return;
     this.ended = true;
     const span = this.span;
@@ -279,7 +279,7 @@ class LiveRunTrace implements RunTrace {
     };
   }
 
-  modelCall(call: string, usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }, partial: boolean): void {
+  modelCall(call: string, usage: JobUsage, partial: boolean): void {
     if (!this.live) return;
     let span = this.calls.get(call);
     if (!span) {
@@ -332,7 +332,7 @@ class LiveRunTrace implements RunTrace {
     span.end();
   }
 
-  approval(approvalId: string, what: "tool" | "permission", tool: string, callId?: string): void {
+  approval(approvalId: string, what: ApprovalKind, tool: string, callId?: string): void {
     if (!this.live || this.approvals.has(approvalId)) return;
     const span = tracer().startSpan(
       `approval ${tool}`,

@@ -6,7 +6,7 @@ import type { Tenant } from "../keys/keys.js";
 import type { MachineService } from "../machines/machines.js";
 import type { UserLedger } from "./ledger.js";
 import { environmentCurrency } from "../ledger/usage-summary.js";
-import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
+import { keysetPage } from "../db/keyset-cursor.js";
 
 interface UserRow {
   id: string;
@@ -30,21 +30,21 @@ export class UserDirectory {
   ) {}
 
   async list(tenant: Tenant, q: z.infer<typeof OwnerUserQuery>): Promise<z.infer<typeof OwnerUserPage>> {
-    const after = q.cursor ? decodeCursor(q.cursor) : null;
     // `q` matches a part of the id or the email, literally: LIKE's wildcards in it are escaped.
     const pattern = q.q ? `%${q.q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null;
-    const rows = await this.db.query<UserRow>(
-      `SELECT u.id, u.external_id, u.created_at,
-              (SELECT max(r.created_at) FROM runs r WHERE r.end_user_id = u.id) AS last_run_at
-         FROM end_users u
-        WHERE u.app_id = $1 AND u.environment = $2::"Environment"
-          AND ($3::text IS NULL OR u.external_id ILIKE $3 OR u.email ILIKE $3)
-          AND ($4::timestamptz IS NULL OR (u.created_at, u.id) < ($4::timestamptz, $5::text))
-        ORDER BY u.created_at DESC, u.id DESC LIMIT $6`,
-      [tenant.appId, tenant.environment, pattern, after?.createdAt ?? null, after?.id ?? null, q.limit + 1],
+    const { rows: page, hasMore, nextCursor } = await keysetPage(q, (after, take) =>
+      this.db.query<UserRow>(
+        `SELECT u.id, u.external_id, u.created_at,
+                (SELECT max(r.created_at) FROM runs r WHERE r.end_user_id = u.id) AS last_run_at
+           FROM end_users u
+          WHERE u.app_id = $1 AND u.environment = $2::"Environment"
+            AND ($3::text IS NULL OR u.external_id ILIKE $3 OR u.email ILIKE $3)
+            AND ($4::timestamptz IS NULL OR (u.created_at, u.id) < ($4::timestamptz, $5::text))
+          ORDER BY u.created_at DESC, u.id DESC LIMIT $6`,
+        [tenant.appId, tenant.environment, pattern, after?.createdAt ?? null, after?.id ?? null, take],
+      ),
+      (r) => r.created_at,
     );
-    const hasMore = rows.length > q.limit;
-    const page = rows.slice(0, q.limit);
     const currency = await environmentCurrency(this.db, tenant);
     // One ledger view per user of the page (a page is at most 200).
     const data = [];
@@ -65,8 +65,7 @@ export class UserDirectory {
         createdAt: v.createdAt,
       });
     }
-    const last = page.at(-1);
-    return { data, hasMore, nextCursor: hasMore && last ? encodeCursor(new Date(last.created_at), last.id) : null };
+    return { data, hasMore, nextCursor };
   }
 
   /** One user: the ledger's view, the currency of their amounts, their machines (live state, runtime versions) and their browser sessions. */

@@ -1,3 +1,4 @@
+import type { ThresholdMeasure } from "@svc/contract";
 import type { Sql } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { periodOf } from "../ledger/metering.js";
@@ -12,7 +13,7 @@ import { periodOf } from "../ledger/metering.js";
 /** A threshold newly reached: its percentage, and what it is a percentage of. */
 export interface Crossed {
   threshold: number;
-  measure: "allowance" | "spend";
+  measure: ThresholdMeasure;
   of: string | number | bigint;
   period: string;
   key: string;

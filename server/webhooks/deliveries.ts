@@ -1,16 +1,16 @@
 import type { z } from "zod";
-import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookEventType, WebhookPayload } from "@svc/contract";
+import type { WebhookDelivery, WebhookDeliveryPage, WebhookDeliveryQuery, WebhookDeliveryStatus, WebhookEventType, WebhookPayload } from "@svc/contract";
 import type { Database } from "../db/open.js";
 import type { Tenant } from "../keys/keys.js";
 import { ApiError } from "../errors.js";
-import { decodeCursor, encodeCursor } from "../db/keyset-cursor.js";
+import { keysetPage } from "../db/keyset-cursor.js";
 
 interface DeliveryRow {
   id: string;
   endpoint_id: string;
   event_type: string;
   payload: z.infer<typeof WebhookPayload>;
-  status: "pending" | "delivered" | "failed";
+  status: WebhookDeliveryStatus;
   next_attempt_at: Date | null;
   last_error: string | null;
   delivered_at: Date | null;
@@ -27,23 +27,22 @@ export class WebhookDeliveryLog {
   constructor(private readonly db: Database) {}
 
   async list(tenant: Tenant, q: z.infer<typeof WebhookDeliveryQuery>): Promise<z.infer<typeof WebhookDeliveryPage>> {
-    const after = q.cursor ? decodeCursor(q.cursor) : null;
-    const rows = await this.db.query<DeliveryRow>(
-      `SELECT ${DELIVERY_COLUMNS}
-         FROM webhook_deliveries d
-        WHERE d.app_id = $1 AND d.environment = $2::"Environment"
-          AND ($3::text IS NULL OR d.endpoint_id = $3)
-          AND ($4::text IS NULL OR d.status = $4::"WebhookDeliveryStatus")
-          AND ($5::text IS NULL OR d.event_type = $5)
-          AND ($6::timestamptz IS NULL OR (d.created_at, d.id) < ($6::timestamptz, $7::text))
-        ORDER BY d.created_at DESC, d.id DESC
-        LIMIT $8`,
-      [tenant.appId, tenant.environment, q.endpoint ?? null, q.status ?? null, q.type ?? null, after?.createdAt ?? null, after?.id ?? null, q.limit + 1],
+    const { rows, hasMore, nextCursor } = await keysetPage(q, (after, take) =>
+      this.db.query<DeliveryRow>(
+        `SELECT ${DELIVERY_COLUMNS}
+           FROM webhook_deliveries d
+          WHERE d.app_id = $1 AND d.environment = $2::"Environment"
+            AND ($3::text IS NULL OR d.endpoint_id = $3)
+            AND ($4::text IS NULL OR d.status = $4::"WebhookDeliveryStatus")
+            AND ($5::text IS NULL OR d.event_type = $5)
+            AND ($6::timestamptz IS NULL OR (d.created_at, d.id) < ($6::timestamptz, $7::text))
+          ORDER BY d.created_at DESC, d.id DESC
+          LIMIT $8`,
+        [tenant.appId, tenant.environment, q.endpoint ?? null, q.status ?? null, q.type ?? null, after?.createdAt ?? null, after?.id ?? null, take],
+      ),
+      (r) => r.created_at,
     );
-    const hasMore = rows.length > q.limit;
-    const page = rows.slice(0, q.limit);
-    const last = page.at(-1);
-    return { data: page.map(view), hasMore, nextCursor: hasMore && last ? encodeCursor(new Date(last.created_at), last.id) : null };
+    return { data: rows.map(view), hasMore, nextCursor };
   }
 
   /** One delivery of the tenant, with every attempt; another tenant's is as unknown as a made-up id. */

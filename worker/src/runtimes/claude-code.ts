@@ -2,9 +2,9 @@ import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { Job, RuntimeAdvert } from "@svc/contract";
+import type { AgentRunJob } from "@svc/contract";
 import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mcp/bridge-host.js";
-import { failed, RESUME_PROMPT, type AgentProcess, type AgentRuntimeOptions, type JobContext, type Runtime } from "./runtime.js";
+import { AgentCliRuntime, failed, RESUME_PROMPT, type AgentProcess, type JobContext } from "./runtime.js";
 import { runNdjson } from "./ndjson-process.js";
 import { ClaudeEvents } from "./claude-events.js";
 import { forgetClaudeSession } from "./session-files.js";
@@ -71,19 +71,13 @@ const QUIET_ENV = {
  * protocol to the policy and the app; the app's tools are offered through the
  * worker's MCP bridge. What its output means is `ClaudeEvents`' business.
  */
-export class ClaudeCodeRuntime implements Runtime {
-  constructor(
-    readonly advert: RuntimeAdvert,
-    private readonly command: string,
-    readonly workdir: string,
-    private readonly options: AgentRuntimeOptions = {},
-  ) {}
+export class ClaudeCodeRuntime extends AgentCliRuntime {
+  protected readonly cli = "claude-code";
 
   /** Its sessions are kept under `~/.claude/projects/<folder>/<id>.jsonl` while a resumable job runs, and after it for a conversation. */
   readonly sessions = { forget: forgetClaudeSession };
 
-  async run(job: Job, ctx: JobContext): Promise<void> {
-    if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `claude-code runs whole agent runs, not ${job.kind}.`));
+  protected async runAgent(job: AgentRunJob, ctx: JobContext): Promise<void> {
     const setup = await this.setUp(job, ctx);
     try {
       await this.runCli(setup.process, ctx.session?.restarted ? RESUME_PROMPT : job.prompt, ctx);
@@ -95,7 +89,7 @@ export class ClaudeCodeRuntime implements Runtime {
   }
 
   /** The process to start, with the app's tools (if any) offered through a bridge that lives as long as the run. */
-  private async setUp(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext): Promise<{ process: AgentProcess; cleanup: () => Promise<void> }> {
+  private async setUp(job: AgentRunJob, ctx: JobContext): Promise<{ process: AgentProcess; cleanup: () => Promise<void> }> {
     // `--replay-user-messages`: each user message is said back when the CLI takes it, so the worker knows when every message it wrote was answered.
     const args = [...PINNED_FLAGS, "--replay-user-messages"];
     // Kept under the job's id (its UUID) only for a job the worker can resume after a restart.

@@ -2,7 +2,7 @@ import { spawn, spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type { Job, JobEvent, RuntimeAdvert } from "@svc/contract";
+import type { AgentRunJob, JobEvent } from "@svc/contract";
 import { BRIDGE_TOOL_TIMEOUT_SEC, startToolBridge, type ToolBridge } from "../mcp/bridge-host.js";
 import { BRIDGE_TOKEN_ENV } from "../mcp/wire.js";
 import { commandActivity } from "../policy/output.js";
@@ -10,7 +10,7 @@ import { CodexRpc } from "./codex-rpc.js";
 import { forgetCodexSession } from "./session-files.js";
 import { runCodexExec } from "./codex-exec.js";
 import { codexWindows, spentMessage, WindowBook } from "./usage-windows.js";
-import { failed, RESUME_PROMPT, type AgentRuntimeOptions, type JobContext, type Launch, type Runtime } from "./runtime.js";
+import { AgentCliRuntime, failed, RESUME_PROMPT, type JobContext, type Launch } from "./runtime.js";
 
 /** Codex's own model APIs, reached when its configuration names no other. */
 const CODEX_DEFAULT_APIS = ["https://api.openai.com", "https://chatgpt.com"];
@@ -99,13 +99,8 @@ interface Usage {
  * off. Where app-server is missing (older Codex), `codex exec --json` is the
  * fallback: it asks nothing.
  */
-export class CodexRuntime implements Runtime {
-  constructor(
-    readonly advert: RuntimeAdvert,
-    private readonly command: string,
-    readonly workdir: string,
-    private readonly options: AgentRuntimeOptions = {},
-  ) {}
+export class CodexRuntime extends AgentCliRuntime {
+  protected readonly cli = "codex";
 
   /**
    * A resumable job's thread is kept (not `ephemeral`) while the job runs: its rollout file under
@@ -113,8 +108,7 @@ export class CodexRuntime implements Runtime {
    */
   readonly sessions = { forget: forgetCodexSession };
 
-  async run(job: Job, ctx: JobContext): Promise<void> {
-    if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `codex runs whole agent runs, not ${job.kind}.`));
+  protected async runAgent(job: AgentRunJob, ctx: JobContext): Promise<void> {
     // Its thread cannot be picked up without the id Codex gave it (it was never said), nor without app-server.
     if (ctx.session?.resume && (!ctx.session.cliId || !hasAppServer(this.command))) {
       if (!ctx.session.restarted) return ctx.emit(failed("session_not_found", "Codex has no saved thread of this conversation on the user's machine."));
@@ -156,7 +150,7 @@ export class CodexRuntime implements Runtime {
     }
   }
 
-  private async appServer(job: Extract<Job, { kind: "agent_run" }>, ctx: JobContext, o: { home: string; modelApis: string[]; overrides: string[]; bridge: ToolBridge | null; sandboxMode: CodexSandboxMode }): Promise<void> {
+  private async appServer(job: AgentRunJob, ctx: JobContext, o: { home: string; modelApis: string[]; overrides: string[]; bridge: ToolBridge | null; sandboxMode: CodexSandboxMode }): Promise<void> {
     const launched = await ctx.launch({
       command: this.command,
       args: ["app-server", ...o.overrides.flatMap((c) => ["-c", c])],

@@ -1,4 +1,4 @@
-import type { Job, JobEvent, RuntimeAdvert, UsageWindow } from "@svc/contract";
+import type { AgentRunJob, Job, JobEvent, RuntimeAdvert, UsageWindow } from "@svc/contract";
 
 /** How a running job asks before an agent acts: the machine's policy first, then (where it lets the app decide) the app. */
 export type AskPermission = (request: { requestId: string; tool: string; input: unknown; description?: string }) => Promise<{ allow: boolean; message?: string }>;
@@ -128,3 +128,29 @@ export interface Runtime {
 }
 
 export const failed = (code: string, message: string): JobEvent => ({ type: "failed", code, message });
+
+/**
+ * An agent CLI (Claude Code, Codex): its command, started in the user's working folder
+ * through the machine's policy, runs whole agent runs (a model turn is refused), and keeps
+ * its sessions on disk for a conversation's next run.
+ */
+export abstract class AgentCliRuntime implements Runtime {
+  constructor(
+    readonly advert: RuntimeAdvert,
+    protected readonly command: string,
+    readonly workdir: string,
+    protected readonly options: AgentRuntimeOptions = {},
+  ) {}
+
+  /** Its name where it refuses a job (`claude-code`, `codex`). */
+  protected abstract readonly cli: string;
+  abstract readonly sessions: NonNullable<Runtime["sessions"]>;
+
+  async run(job: Job, ctx: JobContext): Promise<void> {
+    if (job.kind !== "agent_run") return ctx.emit(failed("unsupported_job", `${this.cli} runs whole agent runs, not ${job.kind}.`));
+    return this.runAgent(job, ctx);
+  }
+
+  /** Runs one agent run to its end; the last event emitted is `done` or `failed`. */
+  protected abstract runAgent(job: AgentRunJob, ctx: JobContext): Promise<void>;
+}
