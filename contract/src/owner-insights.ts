@@ -38,6 +38,8 @@ export const OwnerOverview = z.object({
     today: z.number().int().describe("Runs started since midnight UTC."),
     period: z.number().int().describe("Runs started this month."),
     failedToday: z.number().int(),
+    handedBackToday: z.number().int().describe("Runs started since midnight UTC that were handed back to the app (`handed_back`: no machine could take them, so the app served them, `409 serve_in_app`)."),
+    handedBackPeriod: z.number().int().describe("Runs started this month that were handed back to the app."),
     live: z.number().int().describe("Queued, running, waiting on the app or paused now."),
     paused: z.number().int().describe("Paused at a limit now (the plan's ceiling or allowance, a run's budget)."),
   }),

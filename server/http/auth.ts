@@ -36,7 +36,7 @@ const EXPECTED = {
   appKey: "This endpoint takes an app key: Authorization: Bearer sk_svc_<id>.<secret>.",
   session: "This endpoint takes an end-user session: Authorization: Bearer est_<token>.",
   connectKey: "This endpoint takes no credential in a header: the connect key in its path names the app.",
-  owner: "This endpoint takes the dashboard's session cookie (svc_owner), not an Authorization header.",
+  owner: "This endpoint belongs to the owner's dashboard: it takes the session cookie (svc_owner) the dashboard gets when you sign in, not an Authorization header.",
   none: "This endpoint takes no credential.",
 } as const;
 
@@ -92,9 +92,10 @@ const SAFE_METHODS = new Set(["GET", "HEAD"]);
  * equal the session's token (compared in constant time); either failing is 403.
  */
 async function ownerPrincipal(req: Request, ownerSessions: OwnerSessions, urls: PublicUrls): Promise<Principal> {
-  if (req.headers.authorization !== undefined) throw new ApiError("wrong_credential_kind", EXPECTED.owner);
+  const header = req.headers.authorization;
+  if (header !== undefined) throw new ApiError("wrong_credential_kind", `${EXPECTED.owner}${sentInHeader(header)} ${howToSignIn(urls.base)}`);
   const token = req.headers.cookie ? parseCookies(req.headers.cookie)[OWNER_SESSION_COOKIE] : undefined;
-  if (!token) throw new ApiError("missing_credential", `${EXPECTED.owner} Sign in first (POST /v1/owner/sign_in).`);
+  if (!token) throw new ApiError("missing_credential", `${EXPECTED.owner} ${howToSignIn(urls.base)}`);
   const session = await ownerSessions.verify(token);
   if (!SAFE_METHODS.has(req.method)) {
     const origin = req.headers.origin;
@@ -108,6 +109,19 @@ async function ownerPrincipal(req: Request, ownerSessions: OwnerSessions, urls: 
   }
   await ownerSessions.seen(session);
   return { kind: "owner", ownerId: session.ownerId, sessionId: session.sessionId };
+}
+
+/** What an owner route was sent in its Authorization header, when it is a credential of a known kind (an app key: for the API, not the dashboard). */
+function sentInHeader(header: string): string {
+  const token = /^Bearer +(\S+)\s*$/i.exec(header)?.[1];
+  const kind = token ? credentialKindOf(token) : null;
+  if (kind === null) return "";
+  return kind === "appKey" ? ` It was sent ${KIND_NAMES.appKey}: app keys are for the API (/v1/runs, /v1/users, /v1/usage, ...), not for /v1/owner.` : ` It was sent ${KIND_NAMES[kind]}.`;
+}
+
+/** How an app owner signs in, said in each owner route's 401: the dashboard's address, the first start's link, the CLI command making another. */
+function howToSignIn(base: string): string {
+  return `To sign in, open ${base}/dashboard and use your email and password, or the one-time sign-in link the first \`npm start\` printed (it works once, within 15 minutes); \`npx svc dashboard\`, run in the service's folder, prints a new one.`;
 }
 
 function sameSecret(a: string, b: string): boolean {

@@ -25,9 +25,11 @@ export async function overviewOf(db: Database, clock: Clock, tenant: Tenant, hea
   const env = `app_id = $1 AND environment = $2::"Environment"`;
   const [currency, [runs], [spend], [users], [machines], [requests], [webhooks], [previousRuns], failures] = await Promise.all([
     environmentCurrency(db, tenant),
-    db.query<{ today: number; period: number; failed_today: number; live: number; paused: number }>(
+    db.query<{ today: number; period: number; failed_today: number; handed_back_today: number; handed_back: number; live: number; paused: number }>(
       `SELECT count(*) FILTER (WHERE created_at >= $3)::int AS today, count(*)::int AS period,
               count(*) FILTER (WHERE created_at >= $3 AND status = 'failed')::int AS failed_today,
+              count(*) FILTER (WHERE created_at >= $3 AND status = 'handed_back')::int AS handed_back_today,
+              count(*) FILTER (WHERE status = 'handed_back')::int AS handed_back,
               count(*) FILTER (WHERE status IN ('queued', 'running', 'waiting', 'paused'))::int AS live,
               count(*) FILTER (WHERE status = 'paused')::int AS paused
          FROM runs WHERE ${env} AND created_at >= $4`,
@@ -77,7 +79,7 @@ export async function overviewOf(db: Database, clock: Clock, tenant: Tenant, hea
   ]);
   return {
     period: month.toISOString().slice(0, 7),
-    runs: { today: runs.today, period: runs.period, failedToday: runs.failed_today, live: runs.live, paused: runs.paused },
+    runs: { today: runs.today, period: runs.period, failedToday: runs.failed_today, handedBackToday: runs.handed_back_today, handedBackPeriod: runs.handed_back, live: runs.live, paused: runs.paused },
     spend: { currency, todayMicros: Number(spend.today), periodMicros: Number(spend.period) },
     tokens: { period: Number(spend.tokens) },
     previous: { period: lastMonth.toISOString().slice(0, 7), runs: previousRuns.runs, spendMicros: Number(spend.previous), tokens: Number(spend.previous_tokens) },

@@ -73,6 +73,71 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     await page.goto(`${server.url}${p}`);
     await heading(title);
   };
+  /** A time to the second, as the dashboard shows one (`10:03:12 AM`, `10:03:12`). */
+  const SECONDS = /\b\d{1,2}:\d{2}:\d{2}\b/;
+
+  /** The request log's rows as laid out: each time's text and lines, the request's cell and path, where the answer sits. */
+  const requestLog = (p: Page) =>
+    p.evaluate(() =>
+      Array.from(document.querySelectorAll(".request-log tbody tr"), (tr) => {
+        const time = tr.querySelector(".col-time time")!;
+        const path = tr.querySelector(".request-line")!;
+        const box = (el: Element) => el.getBoundingClientRect();
+        return {
+          time: time.textContent ?? "",
+          timeLines: time.getClientRects().length,
+          timeHeight: box(time).height,
+          lineHeight: parseFloat(getComputedStyle(time).lineHeight),
+          timeTop: box(time).top,
+          answerTop: box(tr.querySelector(".col-answer")!).top,
+          requestWidth: box(tr.querySelector(".col-request")!).width,
+          path: path.textContent ?? "",
+          pathLines: new Set(Array.from(path.getClientRects(), (r) => Math.round(r.top))).size,
+        };
+      }),
+    );
+
+  /**
+   * A chart's bars as drawn, read from its canvas's pixels: each run of coloured columns in the plot area, left to
+   * right (CSS px from the plot's left edge), with the plot's width and the days the chart shows.
+   */
+  const barsOf = (p: Page, title: string) =>
+    p.evaluate((title) => {
+      const fig = Array.from(document.querySelectorAll("figure.chart")).find((f) => f.querySelector("figcaption")?.textContent === title)!;
+      const canvas = fig.querySelector("canvas")!;
+      const over = fig.querySelector(".u-over")!.getBoundingClientRect();
+      const c = canvas.getBoundingClientRect();
+      const scale = canvas.width / c.width;
+      const [x0, y0, w, h] = [(over.left - c.left) * scale, (over.top - c.top) * scale, over.width * scale, over.height * scale].map(Math.round);
+      const px = canvas.getContext("2d")!.getImageData(x0, y0, w, h).data;
+      // Coloured: opaque and saturated (the grid is grey, the background transparent).
+      const colored = (x: number) => {
+        for (let y = 0; y < h; y++) {
+          const i = (y * w + x) * 4;
+          if (px[i + 3] > 200 && Math.max(px[i], px[i + 1], px[i + 2]) - Math.min(px[i], px[i + 1], px[i + 2]) > 80) return true;
+        }
+        return false;
+      };
+      const bars: { left: number; right: number }[] = [];
+      let start = -1;
+      for (let x = 0; x <= w; x++) {
+        if (x < w && colored(x)) start = start < 0 ? x : start;
+        else if (start >= 0) {
+          bars.push({ left: start / scale, right: x / scale });
+          start = -1;
+        }
+      }
+      return { plotWidth: over.width, days: Number(fig.getAttribute("data-days")), firstDay: fig.getAttribute("data-first-day"), bars };
+    }, title);
+
+  /** The Route cell of a run's row on the runs list. */
+  const routeInList = (runId: string) =>
+    page.evaluate((runId) => {
+      const table = document.querySelector("main table")!;
+      const column = Array.from(table.querySelectorAll("thead th"), (th) => th.textContent).indexOf("Route");
+      const row = Array.from(table.querySelectorAll("tbody tr")).find((tr) => tr.querySelector("th a")?.textContent === runId);
+      return row ? (row.children[column]?.textContent ?? null) : null;
+    }, runId);
 
   it("signs in with a password and lands on the app", async () => {
     await page.goto(`${server.url}/dashboard/sign-in`);
@@ -132,7 +197,8 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     await go(envPath("requests"), /API requests/);
     const logged = page.getByRole("row").filter({ hasText: "GET /v1/runs/run_nosuchrun" });
     await logged.first().waitFor({ timeout: 20_000 });
-    expect(await logged.first().innerText()).toMatch(/404 not_found[\s\S]*billing worker \(eu\)/);
+    // The key's name beside the request's id, under its path; then the answer.
+    expect(await logged.first().innerText()).toMatch(/billing worker \(eu\)[\s\S]*404 not_found/);
     await page.getByLabel("Request id").fill(requestId);
     await page.getByRole("button", { name: "Filter" }).click();
     await expect.poll(async () => (await page.getByRole("row").count()) - 1, { timeout: 20_000 }).toBe(1);
@@ -141,6 +207,47 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     await page.getByLabel("Request id").fill("req_nosuchrequest");
     await page.getByRole("button", { name: "Filter" }).click();
     await page.getByText(/No requests match: no request req_nosuchrequest/).waitFor({ timeout: 20_000 });
+
+    // Laid out for its content: each time to the second on one line (one line box, one line high), the request's
+    // path readable in a cell of its own width; on a phone each request a block that fits, time and answer on its first line.
+    await go(envPath("requests"), /API requests/);
+    await logged.first().waitFor({ timeout: 20_000 });
+    const phone = await contextAt(browser, 390);
+    await phone.addCookies(await page.context().cookies());
+    const small = await phone.newPage();
+    try {
+      await small.goto(`${server.url}${envPath("requests")}`);
+      await small.getByRole("row").filter({ hasText: "GET /v1/runs/run_nosuchrun" }).first().waitFor({ timeout: 20_000 });
+      for (const [width, p] of [[1280, page], [390, small]] as const) {
+        const rows = await requestLog(p);
+        expect(rows.length, `${width} px`).toBeGreaterThanOrEqual(2);
+        for (const r of rows) {
+          expect(r.time, `${width} px`).toMatch(SECONDS);
+          expect(r.timeLines, `${width} px: ${r.time}`).toBe(1);
+          expect(r.timeHeight, `${width} px: ${r.time}`).toBeLessThanOrEqual(r.lineHeight);
+        }
+        const refusedRow = rows.find((r) => r.path === "GET /v1/runs/run_nosuchrun")!;
+        expect(refusedRow.pathLines, `${width} px`).toBe(1);
+        if (width === 1280) {
+          expect(refusedRow.requestWidth).toBeGreaterThanOrEqual(240);
+          // Every column in the page's width: the table does not scroll sideways.
+          expect(await p.locator(".table-scroll").evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+        } else {
+          // The request has the card's whole width; the time and the answer share the first line.
+          expect(refusedRow.requestWidth).toBeGreaterThanOrEqual(300);
+          expect(Math.abs(refusedRow.timeTop - refusedRow.answerTop)).toBeLessThanOrEqual(4);
+          expect(await fitsWidth(p)).toBe(true);
+        }
+        await p.locator(".request-log").scrollIntoViewIfNeeded();
+        await p.screenshot({ path: path.join(SHOTS, `request-log-${width}.png`) });
+      }
+    } finally {
+      await phone.close();
+    }
+
+    // A run handed back to the app (nobody's machine can take it, the route allows the app): counted on the overview beside failures.
+    const handback = await runCalls(server).startRun({ user: "hanna", model: "auto", prompt: "hi", route: { prefer: ["app"] } });
+    expect(handback).toMatchObject({ status: 409, error: { code: "serve_in_app" } });
 
     // The overview is where an app opens, and counts the requests of the last day.
     await page.goto(`${server.url}/dashboard/apps/${appId}`);
@@ -156,6 +263,15 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     expect(await shown("End users")).toBe(api.users.total);
     expect(await shown("Machines online")).toBe(api.machines.online);
     expect(await shown("Tokens this month")).toBe(api.tokens.period);
+    expect(api.runs.handedBackToday).toBeGreaterThanOrEqual(1);
+    expect(await shown("Handed back today")).toBe(api.runs.handedBackToday);
+    const handedBack = page.locator(".tile").filter({ hasText: "Handed back today" });
+    expect(await handedBack.innerText()).toContain(`${api.runs.handedBackPeriod} this month`);
+    expect(await handedBack.getByRole("link").getAttribute("href")).toBe(envPath("runs?status=handed_back"));
+    // Beside the failures: the next tile.
+    const order = await page.locator(".tile dt").allInnerTexts();
+    expect(order.indexOf("Handed back today")).toBe(order.indexOf("Failed today") + 1);
+    await page.screenshot({ path: path.join(SHOTS, "overview-handbacks-1280.png") });
   });
 
   it("finds a user and sees a real run's timeline: the worker's model called the app's tool and the app's answer, and the approval and who decided it, in time order", async () => {
@@ -264,6 +380,13 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     expect(at("App answered send_mail")).toBeLessThan(at("run completed"));
     // The run has ended: nothing waits.
     expect(await timeline.getByText(/Waiting for/).count()).toBe(0);
+    // Times to the second: the run's start and end (and how long it took), each event's, each approval's.
+    const summary = await page.getByRole("region", { name: "Summary" }).innerText();
+    expect(summary).toMatch(new RegExp(`Started, finished\\s+.*${SECONDS.source}.*${SECONDS.source}.*\\(took [\\d.]+ (ms|s)\\)`));
+    const times = await timeline.locator("time").allInnerTexts();
+    expect(times.length).toBeGreaterThan(3);
+    for (const t of times) expect(t).toMatch(SECONDS);
+    expect(await approvals.innerText()).toMatch(SECONDS);
   });
 
   it("shows responses beside runs and chat completions: the list says what started each, the inspector shows a response's items", async () => {
@@ -290,6 +413,41 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     await go(envPath(`runs/run_${echo.id.slice(5)}`), new RegExp(echo.id.slice(5)));
     const echoed = await page.getByRole("region", { name: "Response items" }).innerText();
     expect(echoed.match(/echoed for the inspector/g)).toHaveLength(2); // its input item, and its output
+
+    // Where each run went, in the same words on the list and on its page: svc/echo's, whether started as a run or
+    // as a response (which records no route), "service, free"; a run on alice's machine its route and cost class.
+    const echoRun = `run_${echo.id.slice(5)}`;
+    const echoScripted = (await server.services.runInspector.list({ appId, environment: "test" }, { user: "alice", limit: 50 })).data.find((r) => r.model === "svc/echo" && r.source === "runs")!.id;
+    const onPage = async (runId: string) => {
+      await go(envPath(`runs/${runId}`), new RegExp(runId));
+      return page.locator('[data-fact="route"]').innerText();
+    };
+    await go(envPath("runs"), /Runs/);
+    await page.getByRole("link", { name: echoRun }).waitFor({ timeout: 20_000 });
+    const handedBack = (await server.services.runInspector.list({ appId, environment: "test" }, { user: "hanna", limit: 50 })).data[0].id;
+    const listed = Object.fromEntries(await Promise.all([echoRun, echoScripted, toolRunId, handedBack].map(async (id) => [id, await routeInList(id)] as const)));
+    await page.screenshot({ path: path.join(SHOTS, "runs-route-1280.png") });
+    expect(listed).toEqual({ [echoRun]: "service, free", [echoScripted]: "service, free", [toolRunId]: "user-hardware", [handedBack]: "app, app_served" });
+    // Every column in the desktop's width (the time each run started too): the list does not scroll sideways.
+    expect(await page.locator(".table-scroll").evaluate((el) => el.scrollWidth <= el.clientWidth)).toBe(true);
+    for (const [runId, words] of Object.entries(listed)) expect(await onPage(runId), runId).toBe(words);
+    // On a phone each run is a block that fits, its route in view beside its status.
+    const phone = await contextAt(browser, 390);
+    await phone.addCookies(await page.context().cookies());
+    const small = await phone.newPage();
+    try {
+      await small.goto(`${server.url}${envPath("runs")}`);
+      const route = small.getByRole("row").filter({ has: small.getByRole("link", { name: echoRun }) }).locator("td.col-route");
+      await route.waitFor({ timeout: 20_000 });
+      expect(await route.innerText()).toMatch(/service, free/);
+      const box = (await route.boundingBox())!;
+      expect(box.x + box.width).toBeLessThanOrEqual(390);
+      expect(await fitsWidth(small)).toBe(true);
+      await small.locator(".run-list").scrollIntoViewIfNeeded();
+      await small.screenshot({ path: path.join(SHOTS, "runs-route-390.png") });
+    } finally {
+      await phone.close();
+    }
   });
 
   it("keeps lists and a live run's inspector up to date on its own; finds a run by its id or its response's id, and says plainly when it cannot", async () => {
@@ -382,6 +540,42 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
   it("shows usage charts after the runs, and exports the ledger as CSV", async () => {
     await go(envPath("usage"), /Usage/);
     await expect.poll(() => page.locator("canvas").count(), { timeout: 20_000 }).toBeGreaterThan(0);
+    // The range is the service's (its today, not the browser's): every run so far was today, so each chart shows a week
+    // ending today, says the empty days before it in words, and draws today's bar whole and wide at the right.
+    const today = server.clock.now().toISOString().slice(0, 10);
+    expect(await page.getByLabel("To", { exact: true }).inputValue()).toBe(today);
+    const weekBefore = new Date(Date.parse(`${today}T00:00:00Z`) - 6 * 86_400_000).toISOString().slice(0, 10);
+    const phone = await contextAt(browser, 390);
+    await phone.addCookies(await page.context().cookies());
+    const small = await phone.newPage();
+    try {
+      await small.goto(`${server.url}${envPath("usage")}`);
+      await expect.poll(() => small.locator("canvas").count(), { timeout: 20_000 }).toBe(2);
+      for (const [width, p] of [[1280, page], [390, small]] as const) {
+        await p.screenshot({ path: path.join(SHOTS, `usage-charts-${width}.png`) });
+        await p.locator("figure.chart").filter({ hasText: "Runs by day" }).screenshot({ path: path.join(SHOTS, `usage-runs-chart-${width}.png`) });
+        // Nothing spent (svc/echo is free, the user's own hardware and a handback charge nothing without a plan): said, not drawn as zeros.
+        const spend = p.locator("figure.chart").filter({ hasText: "Spend by day" });
+        expect(await spend.locator("canvas").count()).toBe(0);
+        expect(await spend.innerText()).toMatch(/Nothing from .+ to .+\./);
+        for (const title of ["Runs by day and cost class", "Tokens by day"]) {
+          const chart = await barsOf(p, title);
+          const where = `${title} at ${width} px`;
+          expect(chart, where).toMatchObject({ days: 7, firstDay: weekBefore });
+          const todays = chart.bars.at(-1)!;
+          const slot = chart.plotWidth / chart.days;
+          expect(chart.bars.length, where).toBeGreaterThanOrEqual(1);
+          expect(todays.right - todays.left, where).toBeGreaterThanOrEqual(width === 1280 ? 30 : 14);
+          // Whole (not cut by the plot's edge), and in the last day's slot.
+          expect(todays.right, where).toBeLessThan(chart.plotWidth - 2);
+          expect(Math.abs((todays.left + todays.right) / 2 - (chart.plotWidth - slot / 2)), where).toBeLessThan(slot / 4);
+        }
+        expect(await p.locator("figure.chart").filter({ hasText: "Runs by day" }).locator(".chart-note").innerText()).toMatch(/^Nothing from .+: the chart starts on .+\.$/);
+        expect(await fitsWidth(p)).toBe(true);
+      }
+    } finally {
+      await phone.close();
+    }
     const byClass = page.getByRole("region", { name: "By cost class" });
     await byClass.getByText("User's hardware").waitFor({ timeout: 20_000 });
     expect(await page.getByRole("region", { name: "Top users" }).innerText()).toContain("alice");
@@ -419,6 +613,11 @@ describe.skipIf(!chromiumAvailable && !required)("the dashboard end to end in a 
     const payments = page.getByRole("region", { name: "Payments" });
     expect(await payments.innerText()).toContain("bea");
     expect(await payments.innerText()).toContain("$20.00");
+    // The chart: the week ending today (the service lists only days with a change; the page fills in the others).
+    const chart = page.locator("figure.chart");
+    expect(await chart.getAttribute("data-days")).toBe("7");
+    expect(await chart.locator("canvas").count()).toBe(1);
+    await chart.screenshot({ path: path.join(SHOTS, "conversions-chart-1280.png") });
   });
 
   it("adds a webhook endpoint, sends a test event and resends it: the receiver gets the same webhook-id twice; the delivery log keeps up without a reload", async () => {

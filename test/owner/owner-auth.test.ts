@@ -98,6 +98,26 @@ onEachDatabase("owner accounts on $db.name", (db) => {
     expect((await o.fetch("/v1/owner/me")).status).toBe(200);
   });
 
+  it("an owner route called with an app key, or with nothing, says how to sign in: the dashboard's address, the first start's one-time link, the command making a new one", async () => {
+    const signIn = (message: string) => {
+      expect(message).toContain(`${server.url}/dashboard`);
+      expect(message).toContain("the one-time sign-in link the first `npm start` printed");
+      expect(message).toContain("`npx svc dashboard`");
+      // Not the cookie's name alone: an app developer with a key has never seen one.
+      expect(message).toMatch(/sign in/i);
+    };
+    const withKey = await expectError(await server.fetch(`/v1/owner/apps/${server.dev.appId}/env/test/overview`, { headers: { authorization: `Bearer ${server.dev.appKey}` } }), 401, "wrong_credential_kind");
+    signIn(withKey.error.message);
+    expect(withKey.error.message).toContain("It was sent an app key (sk_svc_...): app keys are for the API");
+    // The key itself is never repeated back.
+    expect(withKey.error.message).not.toContain(server.dev.appKey.split(".")[1]);
+    const bare = await expectError(await server.fetch(`/v1/owner/apps/${server.dev.appId}/env/test/overview`), 401, "missing_credential");
+    signIn(bare.error.message);
+    // A change with nothing: the same words (no CSRF talk before there is a session).
+    const change = await expectError(await post("/v1/owner/apps", { name: "Nope" }), 401, "missing_credential");
+    signIn(change.error.message);
+  });
+
   it("a request that changes something needs X-CSRF-Token equal to the session's, and no cross-site Origin", async () => {
     const o = await signInOwner(server);
     const noToken = await expectError(await server.fetch("/v1/owner/sign_out", { method: "POST", headers: { cookie: o.cookie } }), 403, "forbidden");

@@ -152,7 +152,7 @@ onEachDatabase("keys, the request log and the overview on $db.name", (db) => {
   });
 
   describe("the overview", () => {
-    it("counts what happened: runs today and this month, failed, users, machines, requests and webhooks; the live environment apart", async () => {
+    it("counts what happened: runs today and this month, failed, handed back, users, machines, requests and webhooks; the live environment apart", async () => {
       const o0 = await json(owner.fetch(`${ENV()}/overview`));
       const script = JSON.stringify([{ fail: "boom" }]);
       const run = await server.fetch("/v1/runs", { method: "POST", headers: { ...bearer(server.dev.appKey), "content-type": "application/json", accept: "application/json" }, body: JSON.stringify({ model: "svc/echo", user: "overview-user", prompt: script }) });
@@ -162,9 +162,16 @@ onEachDatabase("keys, the request log and the overview on $db.name", (db) => {
       await expect
         .poll(async () => (await json(owner.fetch(`${ENV()}/overview`))).runs.failedToday, { timeout: 10_000 })
         .toBe(o0.runs.failedToday + 1);
+      // A run handed back to the app (no machine to take it, the route allows `app`): counted beside the failures, not as one.
+      const handback = await server.fetch("/v1/runs", { method: "POST", headers: { ...bearer(server.dev.appKey), "content-type": "application/json", accept: "application/json" }, body: JSON.stringify({ model: "auto", user: "overview-user", prompt: "hi", route: { prefer: ["app"] } }) });
+      expect(handback.status, await handback.clone().text()).toBe(409);
+      expect(((await handback.json()) as { error: { code: string } }).error.code).toBe("serve_in_app");
       const o1 = await json(owner.fetch(`${ENV()}/overview`));
-      expect(o1.runs.today).toBe(o0.runs.today + 1);
-      expect(o1.runs.period).toBe(o0.runs.period + 1);
+      expect(o1.runs.handedBackToday).toBe(o0.runs.handedBackToday + 1);
+      expect(o1.runs.handedBackPeriod).toBe(o0.runs.handedBackPeriod + 1);
+      expect(o1.runs.failedToday).toBe(o0.runs.failedToday + 1);
+      expect(o1.runs.today).toBe(o0.runs.today + 2);
+      expect(o1.runs.period).toBe(o0.runs.period + 2);
       expect(o1.users.total).toBeGreaterThan(o0.users.total);
       expect(o1.users.activeThisPeriod).toBe(o0.users.activeThisPeriod + 1);
       expect(o1.requests.last24h).toBeGreaterThan(o0.requests.last24h);
@@ -180,7 +187,7 @@ onEachDatabase("keys, the request log and the overview on $db.name", (db) => {
       expect(o1.tokens.period).toBe(thisMonth.reduce((n, r) => n + r.inputTokens + r.outputTokens + r.cacheReadTokens + r.cacheWriteTokens, 0));
       expect(o1.spend.periodMicros).toBe(thisMonth.reduce((n, r) => n + r.amountMicros, 0));
       const live = await json(owner.fetch(`/v1/owner/apps/${server.dev.appId}/env/live/overview`));
-      expect(live.runs).toEqual({ today: 0, period: 0, failedToday: 0, live: 0, paused: 0 });
+      expect(live.runs).toEqual({ today: 0, period: 0, failedToday: 0, handedBackToday: 0, handedBackPeriod: 0, live: 0, paused: 0 });
       expect(live.requests.last24h).toBe(0);
     });
   });

@@ -1,14 +1,8 @@
 import type { FormEvent } from "react";
-import { utcDay } from "../format/time";
 
 export interface Range {
   from: string;
   to: string;
-}
-
-export function lastDays(days: number): Range {
-  const to = new Date();
-  return { from: utcDay(new Date(to.getTime() - (days - 1) * 86_400_000)), to: utcDay(to) };
 }
 
 /** A range of UTC days, applied on submit. */

@@ -1,7 +1,8 @@
 import type { ReactNode } from "react";
 import type { z } from "zod";
 import type { OwnerApproval, OwnerToolCall, StoredRunEvent } from "@svc/contract";
-import { formatTime } from "../format/time";
+import { sameLocalDay } from "../format/time";
+import { Time } from "./Time";
 
 type Event = z.infer<typeof StoredRunEvent>;
 type ToolCall = z.infer<typeof OwnerToolCall>;
@@ -139,7 +140,7 @@ function decisionEntry(a: Approval): Entry {
  * Placed at its time among the events, and never before the event that asked for it (times equal to the
  * millisecond keep the events' own order).
  */
-export function RunTimeline({ events, toolCalls, approvals, live }: { events: Event[]; toolCalls: ToolCall[]; approvals: Approval[]; live: boolean }) {
+export function RunTimeline({ events, toolCalls, approvals, live, startedAt }: { events: Event[]; toolCalls: ToolCall[]; approvals: Approval[]; live: boolean; startedAt?: string }) {
   const asked = (match: (d: Record<string, unknown>) => boolean, kind: string) => events.findIndex((e) => e.kind === kind && match(e.data));
   /** Where an entry goes: before the first event after its time, and after the event asking for it. */
   const placed: { entry: Entry; before: number }[] = [];
@@ -189,12 +190,12 @@ export function RunTimeline({ events, toolCalls, approvals, live }: { events: Ev
               {e.body ? (
                 <details>
                   <summary>
-                    <TimelineLine entry={e} />
+                    <TimelineLine entry={e} startedAt={startedAt} />
                   </summary>
                   {e.body}
                 </details>
               ) : (
-                <TimelineLine entry={e} />
+                <TimelineLine entry={e} startedAt={startedAt} />
               )}
             </li>
           ))}
@@ -204,11 +205,12 @@ export function RunTimeline({ events, toolCalls, approvals, live }: { events: Ev
   );
 }
 
-function TimelineLine({ entry }: { entry: Entry }) {
+/** An entry's line: its sequence, what happened, and when to the second (the time of day alone on the run's first day). */
+function TimelineLine({ entry, startedAt }: { entry: Entry; startedAt?: string }) {
   return (
     <>
       {entry.seq !== undefined && <span className="muted">#{entry.seq} </span>}
-      {entry.line} {entry.at && <time dateTime={entry.at}>{formatTime(entry.at)}</time>}
+      {entry.line} {entry.at && <Time at={entry.at} style={startedAt && sameLocalDay(startedAt, entry.at) ? "clock" : "full"} className="event-time" />}
     </>
   );
 }

@@ -1,6 +1,8 @@
 import { useMemo, useState } from "react";
 import { useQuery } from "@tanstack/react-query";
 import { Link } from "react-router";
+import type { z } from "zod";
+import type { Conversions as ConversionsAnswer } from "@svc/contract";
 import { api, call } from "../api/client";
 import { DayChart } from "../components/Chart";
 import { DataTable } from "../components/DataTable";
@@ -8,36 +10,42 @@ import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
-import { lastDays, RangePicker } from "../components/RangePicker";
+import { RangePicker, type Range } from "../components/RangePicker";
 import { formatMoney } from "../format/money";
-import { formatCount, formatTime } from "../format/time";
+import { daysBetween, formatCount, formatTime } from "../format/time";
+
+type DayCounts = z.infer<typeof ConversionsAnswer>["series"][number];
 
 export function Conversions() {
   const { app, env } = useEnvParams();
-  const [range, setRange] = useState(() => lastDays(30));
-  const conv = useQuery({ queryKey: ["owner", app, env, "conversions", range], queryFn: () => call(api.ownerConversions({ params: { app, env }, query: range })) });
+  // No range chosen: the service's default, the 30 UTC days ending on its today.
+  const [chosen, setRange] = useState<Range | null>(null);
+  const conv = useQuery({ queryKey: ["owner", app, env, "conversions", chosen], queryFn: () => call(api.ownerConversions({ params: { app, env }, query: chosen ?? {} })) });
   const c = conv.data;
+  const range = chosen ?? (c ? { from: c.from, to: c.to } : null);
   const count = useMemo(() => (v: number) => formatCount(v), []);
-  const series = useMemo(
-    () =>
-      c && [
-        { label: "Trials started", values: c.series.map((s) => s.trialsStarted) },
-        { label: "Converted", values: c.series.map((s) => s.converted) },
-        { label: "Cancelled", values: c.series.map((s) => s.cancelled) },
-      ],
-    [c],
-  );
-  const days = useMemo(() => c?.series.map((s) => s.day) ?? [], [c]);
+  // The service lists only the days with a change: every day of the range is charted, a day without one as zero.
+  const days = useMemo(() => (c ? daysBetween(c.from, c.to) : []), [c]);
+  const series = useMemo(() => {
+    if (!c) return null;
+    const on = new Map(c.series.map((s) => [s.day, s]));
+    const per = (pick: (s: DayCounts) => number) => days.map((d) => (on.has(d) ? pick(on.get(d)!) : 0));
+    return [
+      { label: "Trials started", values: per((s) => s.trialsStarted) },
+      { label: "Converted", values: per((s) => s.converted) },
+      { label: "Cancelled", values: per((s) => s.cancelled) },
+    ];
+  }, [c, days]);
   return (
     <>
       <PageHeader title="Conversions">
-        <RangePicker value={range} onChange={setRange} />
+        {range && <RangePicker key={`${range.from}/${range.to}`} value={range} onChange={setRange} />}
       </PageHeader>
       {conv.isPending && <Loading label="Loading conversions" />}
       <ErrorNotice error={conv.error} />
       {c && series && (
         <>
-          <DayChart title="Trials and conversions by day" days={days} series={series} format={count} />
+          <DayChart title="Trials and conversions by day" days={days} series={series} format={count} whole />
           <section aria-labelledby="per-plan-title">
             <h2 id="per-plan-title">Per plan</h2>
             <DataTable

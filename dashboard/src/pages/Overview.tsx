@@ -50,6 +50,12 @@ export function Overview() {
             warn={o.runs.failedToday > 0}
           />
           <Tile
+            label="Handed back today"
+            value={formatCount(o.runs.handedBackToday)}
+            detail={`${formatCount(o.runs.handedBackPeriod)} this month; no machine could take them, so your app served them`}
+            to={`${base}/runs?status=handed_back`}
+          />
+          <Tile
             label="Spend today"
             value={formatMoney(o.spend.todayMicros, o.spend.currency)}
             detail={`${formatMoney(o.spend.periodMicros, o.spend.currency)} this month; ${formatMoney(o.previous.spendMicros, o.spend.currency)} in ${o.previous.period}`}

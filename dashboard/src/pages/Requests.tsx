@@ -9,7 +9,8 @@ import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
-import { formatTime } from "../format/time";
+import { Time } from "../components/Time";
+import { formatDuration } from "../format/time";
 
 type Query = z.infer<typeof OwnerApiRequestQuery>;
 const METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
@@ -40,7 +41,9 @@ export function Requests() {
   return (
     <>
       <PageHeader title="API requests" />
-      <p className="muted">Requests made with this environment's app keys: method, path (never the query, headers or body), answer and time, kept for the deployment's <code>REQUEST_LOG_RETENTION_DAYS</code> (14 days unless set). Paste an <code>x-request-id</code> from an error to find its request.</p>
+      <p className="muted">
+        Requests made with this environment's app keys, newest first: times to the second in your time zone (hover one for UTC), the path as sent but never its query, headers or body. Kept for the deployment's <code>REQUEST_LOG_RETENTION_DAYS</code> (14 days unless set). Paste an <code>x-request-id</code> from an error to find its request.
+      </p>
       <form className="inline-form" onSubmit={filter} aria-label="Filter requests" key={params.toString()}>
         <label>
           Request id <input name="requestId" defaultValue={filters.requestId ?? ""} placeholder="req_…" autoComplete="off" spellCheck={false} />
@@ -77,13 +80,34 @@ export function Requests() {
       {rows.length > 0 && (
         <DataTable
           caption="API requests"
+          className="request-log"
+          stacked
           rows={rows}
           rowKey={(r) => r.id}
           columns={[
-            { label: "Time", cell: (r) => <time dateTime={r.createdAt}>{formatTime(r.createdAt)}</time> },
-            { label: "Request", cell: (r) => <code>{`${r.method} ${r.path}`}</code> },
+            { label: "Time", className: "col-time", cell: (r) => <Time at={r.createdAt} style="short" /> },
+            {
+              label: "Request",
+              className: "col-request",
+              cell: (r) => (
+                <>
+                  <code className="request-line" title={`Route ${r.route}`}>
+                    <span className="request-method">{r.method}</span> {r.path}
+                  </code>
+                  <span className="request-about">
+                    <span className="visually-hidden">Request id </span>
+                    <code>{r.requestId}</code>
+                    <span className="request-key">
+                      {" · key "}
+                      {r.key.name ? <span title={r.key.display}>{r.key.name}</span> : <code>{r.key.display}</code>}
+                    </span>
+                  </span>
+                </>
+              ),
+            },
             {
               label: "Answer",
+              className: "col-answer",
               cell: (r) => (
                 <span className={`state ${r.status >= 400 ? "state-failed" : "state-completed"}`}>
                   {r.status}
@@ -91,20 +115,18 @@ export function Requests() {
                 </span>
               ),
             },
-            { label: "Duration", numeric: true, cell: (r) => `${r.durationMs} ms` },
+            { label: "Duration", numeric: true, className: "col-duration", cell: (r) => formatDuration(r.durationMs) },
             {
               label: "Run and user",
+              className: "col-run",
               cell: (r) => (
                 <>
                   {r.runId ? <Link to={`/apps/${encodeURIComponent(app)}/${env}/runs/${encodeURIComponent(r.runId)}`}>{r.runId}</Link> : null}
-                  {r.runId && r.user ? " · " : null}
                   {r.user ? <Link to={`/apps/${encodeURIComponent(app)}/${env}/users/${encodeURIComponent(r.user)}`}>{r.user}</Link> : null}
                   {!r.runId && !r.user ? <span className="muted">—</span> : null}
                 </>
               ),
             },
-            { label: "Key", cell: (r) => (r.key.name ? `${r.key.name} (${r.key.display})` : <code>{r.key.display}</code>) },
-            { label: "Request id", cell: (r) => <code>{r.requestId}</code> },
           ]}
         />
       )}

@@ -3,7 +3,7 @@ import { Link, Navigate, useParams } from "react-router";
 import type { z } from "zod";
 import { MAX_INSPECTED_CONTINUATIONS, type OwnerRunContinuation } from "@svc/contract";
 import type { api } from "../api/client";
-import { ACTIVE_RUN_STATUSES, runIdOf, runQuery } from "../api/runs";
+import { ACTIVE_RUN_STATUSES, routeLabel, runIdOf, runQuery } from "../api/runs";
 import { LIVE_INTERVAL_MS } from "../components/CursorPages";
 import { DataTable } from "../components/DataTable";
 import { useEnvParams } from "../components/EnvScope";
@@ -12,7 +12,8 @@ import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
 import { RunTimeline } from "../components/RunTimeline";
 import { microsToDecimal } from "../format/money";
-import { formatCount, formatTime } from "../format/time";
+import { Time } from "../components/Time";
+import { formatCount, formatDuration, sameLocalDay } from "../format/time";
 
 /**
  * One run inspected: where it ran, what happened turn by turn, who approved what, what it cost.
@@ -61,10 +62,7 @@ export function RunDetail() {
                 <Link to={`${base}/users/${encodeURIComponent(d.run.user)}`}>{d.run.user}</Link>
               </dd>
               <dt>Route</dt>
-              <dd>
-                {d.run.route ?? "not routed"}
-                {d.run.costClass && `, ${d.run.costClass}`}
-              </dd>
+              <dd data-fact="route">{routeLabel(d.run)}</dd>
               <dt>Machine</dt>
               <dd>{d.machine ? `${d.machine.hostname} (${d.machine.id}, ${d.machine.state})` : (d.run.machineId ?? "—")}</dd>
               <dt>Runtime and model</dt>
@@ -79,7 +77,8 @@ export function RunDetail() {
               </dd>
               <dt>Started, finished</dt>
               <dd>
-                {formatTime(d.run.createdAt)}, {formatTime(d.run.finishedAt)}
+                <Time at={d.run.createdAt} />, {d.run.finishedAt ? <Time at={d.run.finishedAt} style={sameLocalDay(d.run.createdAt, d.run.finishedAt) ? "clock" : "full"} /> : live ? "not yet" : "—"}
+                {d.run.finishedAt && <span className="muted"> (took {formatDuration(Date.parse(d.run.finishedAt) - Date.parse(d.run.createdAt))})</span>}
               </dd>
               {d.run.error && (
                 <>
@@ -97,7 +96,7 @@ export function RunDetail() {
               <h2 id="reported-title">Handed back to the app</h2>
               {d.reportedUsage ? (
                 <p>
-                  The app reported {formatCount(d.reportedUsage.inputTokens)} input and {formatCount(d.reportedUsage.outputTokens)} output tokens, {formatTime(d.reportedUsage.reportedAt)}.
+                  The app reported {formatCount(d.reportedUsage.inputTokens)} input and {formatCount(d.reportedUsage.outputTokens)} output tokens, <Time at={d.reportedUsage.reportedAt} />.
                 </p>
               ) : (
                 <p>The app has not reported usage for this run yet.</p>
@@ -135,7 +134,7 @@ export function RunDetail() {
                     label: "Asked, decided",
                     cell: (a) => (
                       <>
-                        {formatTime(a.askedAt)}, {formatTime(a.decidedAt)}
+                        <Time at={a.askedAt} style={sameLocalDay(d.run.createdAt, a.askedAt) ? "clock" : "full"} />, {a.decidedAt ? <Time at={a.decidedAt} style={sameLocalDay(a.askedAt, a.decidedAt) ? "clock" : "full"} /> : "not yet"}
                       </>
                     ),
                   },
@@ -143,7 +142,7 @@ export function RunDetail() {
               />
             )}
           </section>
-          <RunTimeline events={d.events} toolCalls={d.toolCalls} approvals={d.approvals} live={live} />
+          <RunTimeline events={d.events} toolCalls={d.toolCalls} approvals={d.approvals} live={live} startedAt={d.run.createdAt} />
           <section aria-labelledby="ledger-title">
             <h2 id="ledger-title">Usage and ledger rows</h2>
             {d.ledger.length === 0 ? (
@@ -166,7 +165,7 @@ export function RunDetail() {
                     ),
                   },
                   { label: "Amount (plan currency)", numeric: true, cell: (row) => microsToDecimal(row.amountMicros) },
-                  { label: "At", cell: (row) => formatTime(row.createdAt) },
+                  { label: "At", cell: (row) => <Time at={row.createdAt} style={sameLocalDay(d.run.createdAt, row.createdAt) ? "clock" : "full"} /> },
                 ]}
               />
             )}
@@ -203,9 +202,7 @@ function Conversation({ base, previousRunId, continuedBy }: { base: string; prev
                 {continuedBy.map((r) => (
                   <li key={r.id}>
                     <Link to={to(r.id)}>{r.id}</Link> <span className={`state state-${r.status}`}>{r.status}</span>{" "}
-                    <time dateTime={r.createdAt} className="muted">
-                      {formatTime(r.createdAt)}
-                    </time>
+                    <Time at={r.createdAt} className="muted" />
                   </li>
                 ))}
               </ul>

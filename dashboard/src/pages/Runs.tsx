@@ -4,7 +4,7 @@ import { Link, useNavigate, useSearchParams } from "react-router";
 import type { z } from "zod";
 import { RouteKind, RunStatus } from "@svc/contract";
 import { api, ApiFailure, call } from "../api/client";
-import { runIdOf, runQuery } from "../api/runs";
+import { routeLabel, runIdOf, runQuery } from "../api/runs";
 import { DataTable } from "../components/DataTable";
 import { LoadMore, NewerRows, useCursorPages } from "../components/CursorPages";
 import type { Env } from "../components/EnvScope";
@@ -12,9 +12,10 @@ import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
-import { formatCount, formatTime } from "../format/time";
+import { Time } from "../components/Time";
+import { formatCount } from "../format/time";
 
-/** Which endpoint started a run, as the table says it. */
+/** Which endpoint started a run, as the table says it (under the run's id). */
 const SOURCE = { runs: "run", chat: "chat completion", responses: "response" } as const;
 
 type Status = z.infer<typeof RunStatus>;
@@ -115,15 +116,25 @@ export function Runs() {
       <NewerRows pages={runs} what={["run", "runs"]} />
       {rows.length > 0 && (
         <DataTable
+          className="run-list"
+          stacked
           rows={rows}
           rowKey={(r) => r.id}
           columns={[
-            { label: "Run", cell: (r) => <Link to={encodeURIComponent(r.id)}>{r.id}</Link> },
-            { label: "User", cell: (r) => r.user },
-            { label: "Started by", cell: (r) => SOURCE[r.source] },
-            { label: "Status", cell: (r) => <span className={`state state-${r.status}`}>{r.status}</span> },
-            { label: "Route", cell: (r) => r.route ?? "—" },
-            { label: "Model", cell: (r) => r.model },
+            {
+              label: "Run",
+              className: "col-run",
+              cell: (r) => (
+                <>
+                  <Link to={encodeURIComponent(r.id)}>{r.id}</Link>
+                  <span className="run-source">{SOURCE[r.source]}</span>
+                </>
+              ),
+            },
+            { label: "User", cell: (r) => r.user, className: "col-user" },
+            { label: "Status", cell: (r) => <span className={`state state-${r.status}`}>{r.status}</span>, className: "col-status" },
+            { label: "Route", cell: (r) => routeLabel(r), className: "col-route" },
+            { label: "Model", cell: (r) => r.model, className: "col-model" },
             {
               label: "Tokens in / out",
               numeric: true,
@@ -133,7 +144,7 @@ export function Runs() {
                 </>
               ),
             },
-            { label: "Started", cell: (r) => formatTime(r.createdAt) },
+            { label: "Started", cell: (r) => <Time at={r.createdAt} style="short" />, className: "nowrap" },
           ]}
         />
       )}

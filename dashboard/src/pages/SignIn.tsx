@@ -43,7 +43,7 @@ export function SignIn() {
           <h2 id="link-title">Signing in with your link</h2>
           {withLink.isPending && <p role="status">Checking the link…</p>}
           <ErrorNotice error={withLink.error} title="This sign-in link did not work." />
-          {withLink.isError && <p>Links work once and expire after 15 minutes: run <code>svc dashboard</code> again for a new one, or sign in with your password below.</p>}
+          {withLink.isError && <p>Links work once and expire after 15 minutes: run <code>npx svc dashboard</code> in the service's folder for a new one, or sign in with your password below.</p>}
         </section>
       )}
       <form onSubmit={submit} className="card">
@@ -56,7 +56,7 @@ export function SignIn() {
         </button>
       </form>
       <p className="muted">
-        No password yet? Run <code>svc dashboard</code> on the machine that runs the service: it prints a one-time sign-in link.
+        No password yet? The first <code>npm start</code> printed a one-time sign-in link (it works for 15 minutes). For a new one, run <code>npx svc dashboard</code> in the service's folder, on the machine that runs it; once in, set a password on your account page.
       </p>
     </main>
   );

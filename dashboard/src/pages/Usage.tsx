@@ -10,7 +10,7 @@ import { useEnvParams } from "../components/EnvScope";
 import { ErrorNotice } from "../components/ErrorNotice";
 import { Loading } from "../components/Loading";
 import { PageHeader } from "../components/PageHeader";
-import { lastDays, RangePicker } from "../components/RangePicker";
+import { RangePicker, type Range } from "../components/RangePicker";
 import { formatMoney } from "../format/money";
 import { daysBetween, formatCount } from "../format/time";
 
@@ -25,11 +25,13 @@ type DayTotals = z.infer<typeof UsageSummary>["days"][number];
 
 export function Usage() {
   const { app, env } = useEnvParams();
-  const [range, setRange] = useState(() => lastDays(30));
-  const summary = useQuery({ queryKey: ["owner", app, env, "usage", range], queryFn: () => call(api.ownerUsageSummary({ params: { app, env }, query: range })) });
-  const exportCsv = useQuery({ queryKey: ["owner", app, env, "usage-export", range], queryFn: () => call(api.ownerUsageExport({ params: { app, env }, query: range })), enabled: false });
-
+  // No range chosen: the service's default, the 30 UTC days ending on its today (the answer says which).
+  const [chosen, setRange] = useState<Range | null>(null);
+  const summary = useQuery({ queryKey: ["owner", app, env, "usage", chosen], queryFn: () => call(api.ownerUsageSummary({ params: { app, env }, query: chosen ?? {} })) });
   const s = summary.data;
+  const range = chosen ?? (s ? { from: s.from, to: s.to } : null);
+  const exportCsv = useQuery({ queryKey: ["owner", app, env, "usage-export", range], queryFn: () => call(api.ownerUsageExport({ params: { app, env }, query: range ?? {} })), enabled: false });
+
   const money = useMemo(() => (v: number) => formatMoney(Math.round(v), s?.currency ?? "usd"), [s?.currency]);
   const count = useMemo(() => (v: number) => formatCount(v), []);
   const charts = useMemo(() => {
@@ -51,7 +53,7 @@ export function Usage() {
 
   const download = async () => {
     const { data } = await exportCsv.refetch();
-    if (typeof data !== "string") return;
+    if (typeof data !== "string" || !range) return;
     const url = URL.createObjectURL(new Blob([data], { type: "text/csv" }));
     const a = document.createElement("a");
     a.href = url;
@@ -63,8 +65,8 @@ export function Usage() {
   return (
     <>
       <PageHeader title="Usage">
-        <RangePicker value={range} onChange={setRange} />
-        <button type="button" onClick={download} disabled={exportCsv.isFetching}>
+        {range && <RangePicker key={`${range.from}/${range.to}`} value={range} onChange={setRange} />}
+        <button type="button" onClick={download} disabled={exportCsv.isFetching || !range}>
           Export CSV
         </button>
       </PageHeader>
@@ -91,8 +93,8 @@ export function Usage() {
             </div>
           </dl>
           <DayChart title="Spend by day and cost class" days={charts.days} series={charts.spend} format={money} bars />
-          <DayChart title="Runs by day and cost class" days={charts.days} series={charts.runs} format={count} bars />
-          <DayChart title="Tokens by day" days={charts.days} series={charts.tokens} format={count} />
+          <DayChart title="Runs by day and cost class" days={charts.days} series={charts.runs} format={count} bars whole />
+          <DayChart title="Tokens by day" days={charts.days} series={charts.tokens} format={count} bars whole />
           <section aria-labelledby="by-class-title">
             <h2 id="by-class-title">By cost class</h2>
             <DataTable
