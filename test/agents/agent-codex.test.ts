@@ -213,7 +213,19 @@ describe.runIf(sandboxed)("the real Codex CLI through svc-worker", () => {
     // Saved while the job runs: Codex's rollout of the thread.
     const rollouts = () => (fs.existsSync(path.join(home, ".codex", "sessions")) ? (fs.readdirSync(path.join(home, ".codex", "sessions"), { recursive: true }) as string[]).filter((f) => f.endsWith(".jsonl")) : []);
     const sessionsDir = path.join(home, ".codex", "sessions");
-    await pollUntil(async () => rollouts().some((f) => fs.readFileSync(path.join(sessionsDir, f), "utf8").includes("weather")), (ok) => ok, 20_000, "Codex's thread saved with the call");
+    // This run's thread only (the worker notes its id in sessions.json): the earlier runs' threads stay on the machine (sessions.keepDays), some with the same call.
+    const sessionId = ((await server.db.prisma.run.findUniqueOrThrow({ where: { id: await r.runId } })).request as { session: { id: string } }).session.id;
+    const threadOf = () => {
+      try {
+        return (JSON.parse(fs.readFileSync(path.join(worker.home, "sessions.json"), "utf8")) as { sessions: { id: string; cliId?: string }[] }).sessions.find((x) => x.id === sessionId)?.cliId ?? null;
+      } catch {
+        return null;
+      }
+    };
+    await pollUntil(async () => {
+      const thread = threadOf();
+      return thread !== null && rollouts().some((f) => f.includes(thread) && fs.readFileSync(path.join(sessionsDir, f), "utf8").includes("weather"));
+    }, (ok) => ok, 20_000, "Codex's thread saved with the call");
     worker.stop();
     await worker.exited;
     await startWorker().waitFor(/Connected/, 60_000);

@@ -263,8 +263,14 @@ onEachDatabase("an agent run through a lost link, on $db.name", (db) => {
     const records = () => (fs.existsSync(path.join(machineHome, "jobs")) ? fs.readdirSync(path.join(machineHome, "jobs")).filter((n) => n.endsWith(".job.json")) : []);
     // Killed once the CLI has saved its session with the call it waits on (Claude Code writes its transcript as it goes).
     const projects = path.join(claudeHome, ".claude", "projects");
+    // This run's session file only: the sessions of the earlier runs stay on the machine (sessions.keepDays), some with the same call.
+    const sessionId = ((await server.db.prisma.run.findUniqueOrThrow({ where: { id: await run.runId } })).request as { session: { id: string } }).session.id;
     const savedCall = () =>
-      fs.existsSync(projects) && fs.readdirSync(projects).some((d) => fs.readdirSync(path.join(projects, d)).some((f) => f.endsWith(".jsonl") && fs.readFileSync(path.join(projects, d, f), "utf8").includes("mcp__app__weather")));
+      fs.existsSync(projects) &&
+      fs.readdirSync(projects).some((d) => {
+        const file = path.join(projects, d, `${sessionId}.jsonl`);
+        return fs.existsSync(file) && fs.readFileSync(file, "utf8").includes("mcp__app__weather");
+      });
     await killAndRestart(() => asked === 1 && records().length === 1 && savedCall());
     const result = await run.result();
     expect(result).toMatchObject({ status: "completed", output: DEFAULT_ANSWER });
