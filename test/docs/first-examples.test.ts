@@ -4,10 +4,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from "vitest";
 import { USER_CODE_ALPHABET } from "@svc/contract";
-import { testNode } from "../../scripts/test-tools.mjs";
 import { DATABASES } from "../helpers/databases.js";
 import { pairInto } from "../helpers/pair-via-api.js";
-import { pollUntil, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { nodeOf, pollUntil, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
 import { connectWorkerDouble, answerNothing, type WorkerDouble } from "../helpers/raw-worker.js";
 import { startTestServerOn, type TestServer } from "../helpers/server.js";
 
@@ -124,14 +123,7 @@ describe("each doc page's first program, as written, after the quick start", () 
     removeTempDirs();
   });
 
-  /** The Node binary of that major, or: failed in CI (it must be there), skipped with the reason elsewhere. */
-  function node(major: number, ctx: TestContext): string {
-    const bin = testNode(major);
-    if (bin) return bin;
-    const why = `no Node ${major} binary in test/tools for ${process.platform}-${process.arch}`;
-    if (process.env.CI) throw new Error(`${why}; CI must run the docs' first programs on Node ${major}`);
-    return ctx.skip(why);
-  }
+  const node = (major: number, ctx: TestContext): string => nodeOf(major, ctx, "the docs' first programs");
 
   /** A reader's shell after the quick start's step 1, with this Node first on the PATH. */
   function readerEnv(bin: string, home: string): NodeJS.ProcessEnv {

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { testNode } from "../../scripts/test-tools.mjs";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -277,4 +278,16 @@ export async function until(check: () => boolean, timeoutMs = 5_000): Promise<vo
     if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * The tests' Node binary of this major (test/tools), for a test that runs a reader's program on it: in CI
+ * (where it must be there) its absence fails the test; elsewhere the test is skipped, saying why.
+ */
+export function nodeOf(major: number, ctx: { skip(note?: string): never }, what: string): string {
+  const bin = testNode(major);
+  if (bin) return bin;
+  const why = `no Node ${major} binary in test/tools for ${process.platform}-${process.arch}`;
+  if (process.env.CI) throw new Error(`${why}; CI must run ${what} on Node ${major}`);
+  return ctx.skip(why);
 }

@@ -3,8 +3,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it, type TestContext } from "vitest";
-import { testNode } from "../../scripts/test-tools.mjs";
-import { removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
+import { nodeOf, removeTempDirs, ROOT, tempDir } from "../helpers/process.js";
 import { installIntoAsync } from "../helpers/sdk-package.js";
 import { startTestServer, type TestServer } from "../helpers/server.js";
 
@@ -55,14 +54,7 @@ describe("docs/app/runs.md: the three-turn chat from the SDK", () => {
     removeTempDirs();
   });
 
-  /** The Node binary of that major, or: failed in CI (it must be there), skipped with the reason elsewhere. */
-  function node(major: number, ctx: TestContext): string {
-    const bin = testNode(major);
-    if (bin) return bin;
-    const why = `no Node ${major} binary in test/tools for ${process.platform}-${process.arch}`;
-    if (process.env.CI) throw new Error(`${why}; CI must run the doc's example on Node ${major}`);
-    return ctx.skip(why);
-  }
+  const node = (major: number, ctx: TestContext): string => nodeOf(major, ctx, "the doc's example");
 
   it.for([20, 22, 24])("runs as written with `node example.mjs` on Node %i, and prints what the doc says: each turn answered, the steering message delivered, the follow-ups remembering", { timeout: 90_000 }, async (major, ctx) => {
     const bin = node(major, ctx);
