@@ -15,6 +15,8 @@ import { JobRecords, type JobRecord } from "./job-records.js";
 import { randomUUID } from "node:crypto";
 import type { SessionBook } from "./sessions.js";
 
+/** User messages kept for a job whose CLI does not listen yet, at most (the rest are dropped: said in the worker's terminal line). */
+const MAX_EARLY_MESSAGES = 64;
 /** How long the user keeps agent CLI sessions between runs (`sessions.keepDays`, default 7). */
 const keepDaysOf = (served: Served): number => served.policy.policy.sessions?.keepDays ?? 7;
 const runtimeOf = (served: Served, name: string): Runtime | undefined => served.runtimes.find((r) => r.advert.name === name);
@@ -423,7 +425,8 @@ function connectOnce(
           if (!job || job.ended) return;
           print(`  ${m.payload.jobId}: a message from the user (${m.payload.content.length} characters) passed to ${job.runtime}`);
           if (job.steer) job.steer(m.payload.content);
-          else job.early.push(m.payload.content);
+          // Kept until its CLI listens (a moment after the job began), within a bound: a runtime that never listens holds no more.
+          else if (job.early.length < MAX_EARLY_MESSAGES) job.early.push(m.payload.content);
           return;
         }
         case "error":
