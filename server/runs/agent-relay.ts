@@ -171,6 +171,7 @@ export class AgentRunDriver extends RunDriver {
       ...(this.tools.length ? { tools: this.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}) })) } : {}),
       ...(request.session ? { session: request.session } : {}),
     });
+    // A machine whose worker keeps no sessions refuses a resume at the dispatch (SessionsUnsupported): a lost session, as the worker's `session_not_found`.
     const send = (spec: AgentRunJob, resume?: { jobId: string; after: number; sentAt?: number }) => new Promise<Extract<JobEvent, { type: "done" }>>((resolve, reject) => {
       const handle = this.dispatch(
         spec,
@@ -219,15 +220,8 @@ export class AgentRunDriver extends RunDriver {
       );
       this.jobId = handle.jobId;
       this.resumable = handle.resumable;
-    });
-    const first = (): Promise<Extract<JobEvent, { type: "done" }>> => {
-      try {
-        return send(job(), state?.jobId ? { jobId: state.jobId, after: state.n, ...(state.sentAt ? { sentAt: state.sentAt } : {}) } : undefined);
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    };
-    let result = first().catch((err: unknown) => (err instanceof SessionsUnsupported ? Promise.reject(new SessionLost(err.message)) : Promise.reject(err)));
+    }).catch((err: unknown) => Promise.reject(err instanceof SessionsUnsupported ? new SessionLost(err.message) : err));
+    let result = send(job(), state?.jobId ? { jobId: state.jobId, after: state.n, ...(state.sentAt ? { sentAt: state.sentAt } : {}) } : undefined);
     result.catch(() => {});
     let finished = false;
     // Taken over: what was answered while the machine was away is passed on at once.

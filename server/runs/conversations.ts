@@ -26,8 +26,10 @@ export interface PreviousRun {
   route_kind: RunRoute | null;
   machine_id: string | null;
   runtime_name: string | null;
-  /** The machine's name as its user knows it (for a refusal). */
+  end_user_id: string;
+  /** The machine's name as its user knows it (for a refusal), and whether it was removed since. */
   hostname: string | null;
+  machine_revoked: boolean | null;
 }
 
 /** The conversation a follow-up continues: on an agent CLI, its session on the machine to resume. */
@@ -48,7 +50,7 @@ export async function followUpOf(sql: Sql, tenant: Tenant, body: Pick<CreateRunR
   const id = body.previousRunId;
   if (!id) return null;
   const [prev] = await sql.query<PreviousRun & { external_id: string }>(
-    `SELECT r.id, r.status::text AS status, r.source, r.model, r.request, r.route_kind, r.machine_id, r.runtime_name, u.external_id, m.hostname
+    `SELECT r.id, r.status::text AS status, r.source, r.model, r.request, r.route_kind, r.machine_id, r.runtime_name, r.end_user_id, u.external_id, m.hostname, m.revoked_at IS NOT NULL AS machine_revoked
        FROM runs r JOIN end_users u ON u.id = r.end_user_id LEFT JOIN machines m ON m.id = r.machine_id
       WHERE r.id = $1 AND r.app_id = $2 AND r.environment = $3::"Environment"`,
     [id, tenant.appId, tenant.environment],

@@ -118,7 +118,7 @@ export class RunService {
     const follow = replayRunId ? null : await followUpOf(this.db, tenant, body);
     const previous = follow?.previous.request;
     // Omitted on a follow-up: what the previous run asked for (`auto` stays `auto`).
-    const model = body.model ?? (typeof previous?.model === "string" ? previous.model : follow?.previous.model) ?? "auto";
+    const model = body.model ?? previous?.model ?? follow?.previous.model ?? "auto";
     let prefer = body.route?.prefer ?? DEFAULT_RUN_ROUTE;
     const request: RunRequest = {
       prompt: body.prompt,
@@ -165,10 +165,9 @@ export class RunService {
    */
   private async sessionUnreachable(tenant: Tenant, follow: FollowUp): Promise<string | null> {
     const s = follow.session!;
-    const [m] = await this.db.query<{ hostname: string; revoked: boolean }>(`SELECT hostname, revoked_at IS NOT NULL AS revoked FROM machines WHERE id = $1 AND app_id = $2 AND environment = $3::"Environment"`, [s.machineId, tenant.appId, tenant.environment]);
-    const where = `The ${s.runtime} session of run ${follow.previous.id} is on machine ${s.machineId}${m ? ` (${m.hostname})` : ""}`;
-    if (!m || m.revoked) return `${where}, which was removed from the app: the session cannot be continued.`;
-    const endUserId = (await this.db.query<{ end_user_id: string }>(`SELECT end_user_id FROM runs WHERE id = $1`, [follow.previous.id]))[0]!.end_user_id;
+    const { hostname, machine_revoked: revoked, end_user_id: endUserId } = follow.previous;
+    const where = `The ${s.runtime} session of run ${follow.previous.id} is on machine ${s.machineId}${hostname ? ` (${hostname})` : ""}`;
+    if (hostname === null || revoked) return `${where}, which was removed from the app: the session cannot be continued.`;
     const reachable = await reachableRuntimes(this.db, this.clock, tenant, endUserId);
     if (!reachable.some((c) => c.machine_id === s.machineId)) return `${where}, which is offline.`;
     if (!reachable.some((c) => c.machine_id === s.machineId && c.runtime === s.runtime)) return `${where}, which is online but does not serve ${s.runtime} now (turned off, or unable to run there).`;
@@ -369,11 +368,11 @@ export class RunService {
       costClass: costClassOf("service"),
       period: periodOf(now),
     });
-    if (request.previousRunId) await this.linkPrevious(runId, request.previousRunId);
     this.engine.drive(newRunRow(runId, tenant, endUserId, spec.source, ECHO_MODEL, request, route), true);
     return { runId, endUserId, handedBack: false, repeated: false, model: ECHO_MODEL, drivenHere: true, createdAt: now };
   }
 
+  /** A routed follow-up names the run it continues once started (`svc_start_run` writes the row and does not take it; svc/echo's insert does). */
   private async linkPrevious(runId: string, previousRunId: string): Promise<void> {
     await this.db.query(`UPDATE runs SET previous_run_id = $2 WHERE id = $1`, [runId, previousRunId]);
   }

@@ -101,16 +101,16 @@ export class RunStore {
    * Creates a run the service answers itself (`svc/echo`, route `service`),
    * leased to this instance, with its ledger row (cost class `free`, kind `echo`,
    * like a chat completion's on `svc/echo`: never counted against an allowance),
-   * in one statement.
+   * in one statement; a follow-up's row names the run it continues.
    */
   async createServiceRun(r: { id: string; tenant: Tenant; endUserId: string; model: string; request: RunRow["request"]; runtime: string; now: Date; leaseUntil: Date; costClass: CostClassValue; period: string }): Promise<void> {
     await this.db.query(
       `WITH run AS (
-         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, runtime_name, lease_owner, lease_expires_at, created_at)
-         VALUES ($1, $2, $3::"Environment", $4, 'runs', $5, $6::jsonb, 'queued', 'service', $7, $8, $9, $10) RETURNING id)
+         INSERT INTO runs (id, app_id, environment, end_user_id, source, model, request, status, route_kind, runtime_name, lease_owner, lease_expires_at, created_at, previous_run_id)
+         VALUES ($1, $2, $3::"Environment", $4, 'runs', $5, $6::jsonb, 'queued', 'service', $7, $8, $9, $10, $13) RETURNING id)
        INSERT INTO usage_rows (app_id, environment, end_user_id, run_id, cost_class, kind, amount_micros, period, unique_key, created_at)
        SELECT $2, $3::"Environment", $4, run.id, $11::"CostClass", 'echo', 0, $12, 'run:' || run.id, $10 FROM run`,
-      [r.id, r.tenant.appId, r.tenant.environment, r.endUserId, r.model, JSON.stringify(r.request), r.runtime, this.instance, r.leaseUntil, r.now, r.costClass, r.period],
+      [r.id, r.tenant.appId, r.tenant.environment, r.endUserId, r.model, JSON.stringify(r.request), r.runtime, this.instance, r.leaseUntil, r.now, r.costClass, r.period, r.request.previousRunId ?? null],
       { prepared: true },
     );
   }

@@ -470,7 +470,7 @@ function connectOnce(
       /** Its spans, only when the user's policy lets this machine send traces and the service asked for them. */
       let spans: JobSpans | null = null;
       // Only what the server asked for, on a runtime this machine serves, within its cap; under the policy of now.
-      const runtime = served.runtimes.find((r) => r.advert.name === job.runtime);
+      const runtime = runtimeOf(served, job.runtime);
       const policy = served.policy;
       // Resumable: an agent CLI's run (its own loop cannot be run again), for a service that resumes jobs and waits for a lost machine.
       const resumable = job.kind === "agent_run" && features.has(WORKER_FEATURES.jobResume) && graceMs > 0;
